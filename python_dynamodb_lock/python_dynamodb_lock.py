@@ -799,10 +799,14 @@ class DynamoDBLockClient:
                     return None
                 logger.debug('%s is held by %s; retrying in %.3fs', unique_identifier,
                              self._owner_of(blocking), min(retry_period_s, remaining))
-                clock.sleep(min(retry_period_s, remaining), wake)
+                released_here = clock.sleep(min(retry_period_s, remaining), wake)
                 wake.clear()
                 self._raise_if_closed()
-                blocking = self._read_for_acquire(partition_key, sort_key)
+                if released_here:
+                    # This client just deleted the row: go straight to the conditional put.
+                    blocking = None
+                else:
+                    blocking = self._read_for_acquire(partition_key, sort_key)
         finally:
             self._remove_waiter(unique_identifier, wake)
 
@@ -951,7 +955,8 @@ class DynamoDBLockClient:
                 interval = 1.0 / self._heartbeat_tps
             for index, lock in enumerate(locks):
                 delay = round_start + index * interval - clock.monotonic()
-                if delay > 0 and clock.sleep(delay, self._shutdown):
+                # Below a millisecond a wait costs more than it paces: send a small burst.
+                if delay > 0.001 and clock.sleep(delay, self._shutdown):
                     return
                 if self._shutdown.is_set():
                     return
