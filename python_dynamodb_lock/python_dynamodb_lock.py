@@ -198,7 +198,10 @@ class DynamoDBLockClient:
     :param app_callback_executor: where callbacks run; by default a ``ThreadPoolExecutor`` of
         5 workers that the client creates and shuts down on :meth:`close`.
     :param clock: a time source (see :mod:`python_dynamodb_lock._clock`); for tests.
-    :param heartbeat_workers: how many heartbeats may be in flight at once.
+    :param heartbeat_workers: how many heartbeats may be in flight at once; by default the
+        boto3 client's ``max_pool_connections`` (10 unless configured), so concurrent
+        heartbeats never overflow its connection pool. Raise both together to keep more locks
+        alive per client.
     :raises TypeError, ValueError: for arguments that cannot work (non-positive periods,
         ``heartbeat_tps`` of 0, a heartbeat period not shorter than the lease, an expiry
         period shorter than the lease, ...). Unsafe but workable settings are logged as
@@ -218,7 +221,6 @@ class DynamoDBLockClient:
     _DEFAULT_READ_CAPACITY = 5
     _DEFAULT_WRITE_CAPACITY = 5
     _DEFAULT_SORT_KEY_VALUE = '-'
-    _DEFAULT_HEARTBEAT_WORKERS = 32
 
     _COL_OWNER_NAME = COL_OWNER_NAME
     _COL_LEASE_DURATION = COL_LEASE_DURATION
@@ -240,7 +242,7 @@ class DynamoDBLockClient:
         app_callback_executor: Optional[concurrent.futures.Executor] = None,
         *,
         clock: Optional[Clock] = None,
-        heartbeat_workers: int = _DEFAULT_HEARTBEAT_WORKERS,
+        heartbeat_workers: Optional[int] = None,
     ) -> None:
         if dynamodb_resource is None:
             raise TypeError('dynamodb_resource must be a boto3 DynamoDB resource, not None')
@@ -273,6 +275,9 @@ class DynamoDBLockClient:
             raise TypeError(f'heartbeat_tps must be a number, not {type(heartbeat_tps).__name__}')
         if heartbeat_tps != -1 and not heartbeat_tps > 0:
             raise ValueError(f'heartbeat_tps must be -1 (adaptive) or positive, got {heartbeat_tps!r}')
+        if heartbeat_workers is None:
+            pool_size = getattr(getattr(low_level_client.meta, 'config', None), 'max_pool_connections', None)
+            heartbeat_workers = pool_size if isinstance(pool_size, int) and pool_size > 0 else 10
         if isinstance(heartbeat_workers, bool) or not isinstance(heartbeat_workers, int) or heartbeat_workers < 1:
             raise ValueError(f'heartbeat_workers must be a positive int, got {heartbeat_workers!r}')
         if app_callback_executor is not None and not callable(getattr(app_callback_executor, 'submit', None)):
@@ -769,9 +774,11 @@ class DynamoDBLockClient:
         blocking: Optional[Dict[str, Any]] = None   # the row in the way; None: believed free
         watched_version: Optional[str] = None
         watched_since = 0.0
+        immediate_retries = 0
         try:
             while True:
                 self._raise_if_closed()
+                outcome: Any = _WAIT
                 if blocking is None:
                     outcome = self._write_lock(item_template, None)
                 else:
@@ -785,15 +792,13 @@ class DynamoDBLockClient:
                             unique_identifier, self._owner_of(blocking), version, now - watched_since,
                         )
                         outcome = self._write_lock(item_template, version)
-                    else:
-                        outcome = blocking
-                if isinstance(outcome, dict) or outcome is None:
-                    if outcome is None and blocking is not None:
-                        blocking = None   # the row went away meanwhile: try again at once
-                        continue
-                    blocking = outcome
-                else:
+                if isinstance(outcome, _WrittenItem):
                     return self._register_acquired(outcome, app_callback, raise_context_exception)
+                if outcome is not _WAIT and immediate_retries < 3:
+                    # A write was refused: judge the row now in the way (None: it is gone) at once.
+                    blocking = outcome
+                    immediate_retries += 1
+                    continue
                 remaining = deadline - clock.monotonic()
                 if remaining <= 0:
                     return None
@@ -801,6 +806,7 @@ class DynamoDBLockClient:
                              self._owner_of(blocking), min(retry_period_s, remaining))
                 released_here = clock.sleep(min(retry_period_s, remaining), wake)
                 wake.clear()
+                immediate_retries = 0
                 self._raise_if_closed()
                 if released_here:
                     # This client just deleted the row: go straight to the conditional put.
@@ -1137,6 +1143,9 @@ class DynamoDBLockClient:
                 f'{self._partition_key_name!r}, string RANGE key {self._sort_key_name!r}): {exc}'
             )
         return str(exc)
+
+
+_WAIT = object()   # the acquire loop's "nothing to write yet" outcome
 
 
 class _WrittenItem:
