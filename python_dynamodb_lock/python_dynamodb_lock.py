@@ -404,14 +404,13 @@ class DynamoDBLockClient:
         retry_period_s, retry_timeout_s, item = self._prepare_acquire(
             partition_key, sort_key, retry_period, retry_timeout, additional_attributes, app_callback,
         )
-        lock = self._acquire(partition_key, sort_key, item, retry_period_s, retry_timeout_s,
-                             app_callback, raise_context_exception)
+        lock, blocking = self._acquire(partition_key, sort_key, item, retry_period_s, retry_timeout_s,
+                                       app_callback, raise_context_exception)
         if lock is None:
-            holder = self._describe_holder(partition_key, sort_key)
             raise DynamoDBLockError(
                 DynamoDBLockError.ACQUIRE_TIMEOUT,
                 f'Could not acquire {self._describe_key(partition_key, sort_key)} within '
-                f'{retry_timeout_s}s{holder}',
+                f'{retry_timeout_s}s: held by {self._owner_of(blocking)}',
             )
         return lock
 
@@ -431,7 +430,8 @@ class DynamoDBLockClient:
         _, _, item = self._prepare_acquire(
             partition_key, sort_key, None, datetime.timedelta(0), additional_attributes, app_callback,
         )
-        return self._acquire(partition_key, sort_key, item, 0.0, 0.0, app_callback, raise_context_exception)
+        lock, _ = self._acquire(partition_key, sort_key, item, 0.0, 0.0, app_callback, raise_context_exception)
+        return lock
 
     def release_lock(self, lock: DynamoDBLock, best_effort: bool = True) -> None:
         """Release ``lock``: one delete, conditioned on the row still carrying its version.
@@ -764,8 +764,8 @@ class DynamoDBLockClient:
         retry_timeout_s: float,
         app_callback: Optional[AppCallback],
         raise_context_exception: bool,
-    ) -> Optional[DynamoDBLock]:
-        """The acquire loop; returns the held lock, or None when the timeout is spent."""
+    ) -> tuple[Optional[DynamoDBLock], Optional[Dict[str, Any]]]:
+        """The acquire loop: (the held lock, None), or (None, the row in the way) on timeout."""
         unique_identifier = BaseDynamoDBLock(partition_key, sort_key, '', 0, '', 0, None).unique_identifier
         clock = self._clock
         deadline = clock.monotonic() + retry_timeout_s
@@ -793,7 +793,7 @@ class DynamoDBLockClient:
                         )
                         outcome = self._write_lock(item_template, version)
                 if isinstance(outcome, _WrittenItem):
-                    return self._register_acquired(outcome, app_callback, raise_context_exception)
+                    return self._register_acquired(outcome, app_callback, raise_context_exception), None
                 if outcome is not _WAIT and immediate_retries < 3:
                     # A write was refused: judge the row now in the way (None: it is gone) at once.
                     blocking = outcome
@@ -801,7 +801,7 @@ class DynamoDBLockClient:
                     continue
                 remaining = deadline - clock.monotonic()
                 if remaining <= 0:
-                    return None
+                    return None, blocking
                 logger.debug('%s is held by %s; retrying in %.3fs', unique_identifier,
                              self._owner_of(blocking), min(retry_period_s, remaining))
                 released_here = clock.sleep(min(retry_period_s, remaining), wake)
@@ -1119,13 +1119,6 @@ class DynamoDBLockClient:
 
     def _describe_key(self, partition_key: str, sort_key: str) -> str:
         return f'lock {partition_key!r}/{sort_key!r} in table {self._table_name!r}'
-
-    def _describe_holder(self, partition_key: str, sort_key: str) -> str:
-        try:
-            item = self._table.get(partition_key, sort_key)
-        except (ClientError, BotoCoreError):
-            return ''
-        return f' (held by {self._owner_of(item)})' if item else ''
 
     def _explain(self, exc: BaseException) -> str:
         """A message for a DynamoDB failure, with the fix for the common mistakes."""
