@@ -22,7 +22,7 @@ import urllib.parse
 import uuid
 from decimal import Decimal
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Type
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Type
 
 from botocore.exceptions import BotoCoreError, ClientError
 
