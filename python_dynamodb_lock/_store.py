@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterator, Mapping, Optional, Sequence
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-from botocore.exceptions import ClientError, ConnectionClosedError, ReadTimeoutError
+from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 __all__ = [
     'COL_OWNER_NAME',
@@ -52,16 +52,19 @@ def error_code(exc: BaseException) -> str:
 def outcome_unknown(exc: BaseException) -> bool:
     """True when a failed write may nevertheless have been applied by DynamoDB.
 
-    That is the case when the answer was lost on the way back (read timeout, connection
-    closed mid-response) or the service failed after receiving the request (HTTP 5xx).
-    Throttling and validation errors are answered before anything is written.
+    botocore retries a failed attempt, and the exception it finally raises describes only
+    the last attempt: a throttled or refused retry can follow an earlier attempt that was
+    applied and whose answer was lost (read timeout, connection closed mid-response, HTTP
+    5xx). So the outcome is known only for an error answered on the first attempt with a
+    4xx (validation, missing table, throttling without retries) or raised before sending.
     """
-    if isinstance(exc, (ReadTimeoutError, ConnectionClosedError)):
-        return True
     if isinstance(exc, ClientError):
-        status = exc.response.get('ResponseMetadata', {}).get('HTTPStatusCode') or 0
-        return int(status) >= 500
-    return False
+        metadata = exc.response.get('ResponseMetadata', {})
+        status = int(metadata.get('HTTPStatusCode') or 0)
+        return status >= 500 or int(metadata.get('RetryAttempts') or 0) > 0
+    if isinstance(exc, ParamValidationError):
+        return False
+    return isinstance(exc, BotoCoreError)
 
 
 class LockTable:

@@ -44,8 +44,11 @@ logger = logging.getLogger(__name__)
 
 AppCallback = Callable[[str, 'DynamoDBLock'], Any]
 
-# How many versions a lock remembers whose write may or may not have landed (lost answers).
+# How many of the versions whose write may or may not have landed (lost answers) a condition
+# names; DynamoDB allows up to 100 operands in IN. All of them are remembered (up to
+# _MAX_REMEMBERED_VERSIONS) to recognise our own row when a condition fails.
 _MAX_UNCONFIRMED_VERSIONS = 20
+_MAX_REMEMBERED_VERSIONS = 10_000
 
 
 class DynamoDBLockError(Exception):
@@ -910,9 +913,16 @@ class DynamoDBLockClient:
         :raises ConditionFailed: when someone else's row is there (a missing row counts as
             released: either our delete landed and its answer was lost, or the row expired).
         """
-        versions = [lock.record_version_number, *lock._unconfirmed_versions]
+        versions = [lock.record_version_number, *lock._unconfirmed_versions[-_MAX_UNCONFIRMED_VERSIONS:]]
         try:
-            self._table.delete_if_version(lock.partition_key, lock.sort_key, versions)
+            try:
+                self._table.delete_if_version(lock.partition_key, lock.sort_key, versions)
+            except ConditionFailed as refused:
+                row_version = refused.item.get(COL_RECORD_VERSION_NUMBER) if refused.item else None
+                if row_version is None or row_version not in lock._unconfirmed_versions:
+                    raise
+                # An old renewal of ours that landed unconfirmed, beyond the condition's list.
+                self._table.delete_if_version(lock.partition_key, lock.sort_key, [row_version])
         except ConditionFailed as refused:
             if refused.item is not None:
                 raise
@@ -1008,7 +1018,8 @@ class DynamoDBLockClient:
             with lock._state_guard:
                 if lock.status not in (DynamoDBLock.LOCKED, DynamoDBLock.IN_DANGER):
                     return
-                expected_versions = [lock.record_version_number, *lock._unconfirmed_versions]
+                expected_versions = [lock.record_version_number,
+                                     *lock._unconfirmed_versions[-_MAX_UNCONFIRMED_VERSIONS:]]
             if not self._is_registered(lock):
                 return
             new_version = str(uuid.uuid4())
@@ -1020,6 +1031,14 @@ class DynamoDBLockClient:
                 row_version = refused.item.get(COL_RECORD_VERSION_NUMBER) if refused.item else None
                 if row_version == new_version:
                     logger.debug('Heartbeat of %s landed though its answer was lost', lock.unique_identifier)
+                elif row_version is not None and row_version in lock._unconfirmed_versions:
+                    # An older renewal of ours landed unconfirmed: adopt it; renew next period.
+                    with lock._state_guard:
+                        lock.record_version_number = row_version
+                        lock._unconfirmed_versions.clear()
+                    logger.info('Heartbeat of %s found an earlier unconfirmed renewal of its own',
+                                lock.unique_identifier)
+                    return
                 else:
                     self._forget(lock, DynamoDBLock.INVALID)
                     logger.warning('Lock %s was stolen by %s', lock.unique_identifier, self._owner_of(refused.item))
@@ -1029,7 +1048,7 @@ class DynamoDBLockClient:
                 if outcome_unknown(exc):
                     with lock._state_guard:
                         lock._unconfirmed_versions.append(new_version)
-                        del lock._unconfirmed_versions[:-_MAX_UNCONFIRMED_VERSIONS]
+                        del lock._unconfirmed_versions[:-_MAX_REMEMBERED_VERSIONS]
                 logger.warning('Heartbeat of %s failed, will retry next period: %s', lock.unique_identifier, exc)
                 return
             with lock._state_guard:
