@@ -35,11 +35,16 @@ _CONDITION_FAILED = 'ConditionalCheckFailedException'
 
 
 class ConditionFailed(Exception):
-    """A conditional write was refused; ``item`` is what the table held instead (None: no row)."""
+    """A conditional write was refused; ``item`` is what the table held instead (None: no row).
 
-    def __init__(self, item: Optional[Item]) -> None:
+    ``retried`` is True when botocore made more than one attempt: an earlier attempt of this
+    very write may then have been applied (its answer lost), and ``item`` written after it.
+    """
+
+    def __init__(self, item: Optional[Item], retried: bool = False) -> None:
         super().__init__(item)
         self.item = item
+        self.retried = retried
 
 
 def error_code(exc: BaseException) -> str:
@@ -122,7 +127,10 @@ class LockTable:
         except ClientError as exc:
             if error_code(exc) != _CONDITION_FAILED:
                 raise
-            raise ConditionFailed(self._deserialize_raw(exc.response.get('Item'))) from exc
+            attempts_before = exc.response.get('ResponseMetadata', {}).get('RetryAttempts') or 0
+            raise ConditionFailed(
+                self._deserialize_raw(exc.response.get('Item')), retried=int(attempts_before) > 0,
+            ) from exc
 
     # -- operations ----------------------------------------------------------------------
 

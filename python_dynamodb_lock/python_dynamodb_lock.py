@@ -897,13 +897,33 @@ class DynamoDBLockClient:
         )
         lock.status = DynamoDBLock.LOCKED
         with self._registry_guard:
+            previous = self._locks.get(lock.unique_identifier)
             self._locks[lock.unique_identifier] = lock
         logger.info('Acquired %s (version %s)', lock.unique_identifier, lock.record_version_number)
+        if previous is not None and previous is not lock:
+            self._invalidate_replaced(previous)
         if self._shutdown.is_set():
             # close() ran while we were writing: report shutdown, and don't leave the row held.
             self.release_lock(lock, best_effort=True)
             self._raise_if_closed()
         return lock
+
+    def _invalidate_replaced(self, previous: DynamoDBLock) -> None:
+        """An older lock object of this client on the same key whose row our put just replaced.
+
+        Our conditional put succeeded, so the row no longer carries any of its versions: it
+        lost the lock (its row was deleted or taken over) without having noticed yet.
+        """
+        with previous.thread_lock:   # waits for a heartbeat of it in flight, which may notice first
+            with previous._state_guard:
+                was_held = previous.status in (DynamoDBLock.LOCKED, DynamoDBLock.IN_DANGER)
+                if was_held:
+                    previous.status = DynamoDBLock.INVALID
+                    previous._unconfirmed_versions.clear()
+        if was_held:
+            logger.warning('Lock %s was lost: this client acquired the key again while that lock '
+                           'object still held it', previous.unique_identifier)
+            self._dispatch_callback(previous, DynamoDBLockError.LOCK_STOLEN)
 
     # -- releasing -----------------------------------------------------------------------
 
@@ -924,17 +944,32 @@ class DynamoDBLockClient:
                 # An old renewal of ours that landed unconfirmed, beyond the condition's list.
                 self._table.delete_if_version(lock.partition_key, lock.sort_key, [row_version])
         except ConditionFailed as refused:
-            if refused.item is not None:
+            if refused.item is None:
+                logger.info('The row of %s was already gone when it was released', lock.unique_identifier)
+            elif refused.retried and self._lease_still_running(lock):
+                logger.info('The retried delete of %s met the next holder (%s): an earlier attempt had '
+                            'released it', lock.unique_identifier, self._owner_of(refused.item))
+            else:
                 raise
-            logger.info('The row of %s was already gone when it was released', lock.unique_identifier)
         except (ClientError, BotoCoreError) as exc:
             if not outcome_unknown(exc):
                 raise
             current = self._table.get(lock.partition_key, lock.sort_key)
-            if current is not None and current.get(COL_RECORD_VERSION_NUMBER) in versions:
+            if current is not None and current.get(COL_RECORD_VERSION_NUMBER) in (
+                    lock.record_version_number, *lock._unconfirmed_versions):
                 raise
-            if current is not None:
+            if current is not None and not self._lease_still_running(lock):
                 raise ConditionFailed(current) from exc
+
+    def _lease_still_running(self, lock: DynamoDBLock) -> bool:
+        """Whether nobody can have taken ``lock`` over yet: its last renewal is less than a lease ago.
+
+        A waiter takes a lock over only after seeing one version unchanged for the lease on its
+        own clock, counted from after that version was written; ``last_updated_time`` is taken
+        before the write is sent. So a foreign row found within the lease was not a takeover:
+        our own (retried) delete freed the lock and somebody acquired it since.
+        """
+        return self._clock.monotonic() - lock.last_updated_time < lock.lease_duration
 
     def _forget(self, lock: DynamoDBLock, status: str) -> None:
         """Set a final status and drop the lock from the registry (only this very object)."""
@@ -1049,7 +1084,8 @@ class DynamoDBLockClient:
                     with lock._state_guard:
                         lock._unconfirmed_versions.append(new_version)
                         del lock._unconfirmed_versions[:-_MAX_REMEMBERED_VERSIONS]
-                logger.warning('Heartbeat of %s failed, will retry next period: %s', lock.unique_identifier, exc)
+                logger.warning('Heartbeat of %s failed, will retry next period: %s',
+                               lock.unique_identifier, self._explain(exc))
                 return
             with lock._state_guard:
                 lock.record_version_number = new_version
