@@ -1,0 +1,767 @@
+"""The ``dynamodb-lock`` command line: inspect, create and clean up a lock table.
+
+Commands (see ``dynamodb-lock --help`` and docs/cli.rst):
+
+* ``create-table``  create the lock table (TTL enabled), optionally tolerating an existing one;
+* ``list``          every lock row in the table, as a readable table or JSON;
+* ``show``          one lock row;
+* ``release``       force-delete one lock row, only if it still carries the version that was read;
+* ``demo``          run contending worker processes on an embedded engine (see :mod:`._demo`).
+
+Exit codes: 0 success, 1 operational failure (lock not found, lock changed meanwhile, missing
+table, no credentials, endpoint unreachable, ...), 2 usage error (bad arguments, ``release``
+without ``--force``, no terminal to confirm on), 130 interrupted.
+
+Expected failures are reported as one ``dynamodb-lock: error: ...`` line on stderr, never as a
+traceback. Connection settings come from the options, else from the standard AWS environment
+variables and configuration files, which boto3 reads by itself.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import datetime
+import decimal
+import json
+import logging
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, NoReturn, Optional, Sequence, TextIO
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+    PartialCredentialsError,
+    ProfileNotFound,
+)
+
+from . import _demo
+from .python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLockClient, DynamoDBLockError
+
+logger = logging.getLogger(__name__)
+
+PROG = 'dynamodb-lock'
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+_CONNECT_TIMEOUT_SECONDS = 10
+
+
+class CliError(Exception):
+    """An expected failure: reported as one line on stderr, then exit with ``exit_code``."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+@dataclass
+class Console:
+    """The streams a command talks through (swappable for tests)."""
+
+    stdin: TextIO
+    stdout: TextIO
+    stderr: TextIO
+
+    def out(self, text: str = '') -> None:
+        self.stdout.write(text + '\n')
+        self.stdout.flush()
+
+    def err(self, text: str) -> None:
+        self.stderr.write(text + '\n')
+        self.stderr.flush()
+
+
+# --------------------------------------------------------------------------------------------
+# Argument parsing
+# --------------------------------------------------------------------------------------------
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors raise instead of exiting, so ``main`` returns 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CliError(f'{message}\n{self.format_usage().rstrip()}', EXIT_USAGE)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'not an integer: {text!r}') from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f'must be at least 1, got {value}')
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'not a number: {text!r}') from None
+    if not value > 0 or value == float('inf'):
+        raise argparse.ArgumentTypeError(f'must be a positive number, got {text}')
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'not a number: {text!r}') from None
+    if not value >= 0 or value == float('inf'):
+        raise argparse.ArgumentTypeError(f'must be zero or more, got {text}')
+    return value
+
+
+def _add_connection_options(parser: argparse.ArgumentParser, *, on_subcommand: bool) -> None:
+    """The AWS and table options, accepted both before and after the command name.
+
+    On a subcommand their defaults are suppressed, so a value given before the command name is
+    not overwritten by the subcommand's default.
+    """
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if on_subcommand else value
+
+    group = parser.add_argument_group(
+        'connection and table',
+        'Unset options fall back to the standard AWS environment variables '
+        '(AWS_PROFILE, AWS_REGION / AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, '
+        'AWS_SESSION_TOKEN, AWS_ENDPOINT_URL_DYNAMODB, ...) and ~/.aws/config, read by boto3.')
+    group.add_argument(
+        '--table', metavar='NAME', default=default(None),
+        help=f'lock table name (default: {DynamoDBLockClient._DEFAULT_TABLE_NAME}; '
+             f'for demo against --endpoint-url: {_demo.DEMO_TABLE_NAME})')
+    group.add_argument('--endpoint-url', metavar='URL', default=default(None),
+                       help='DynamoDB endpoint, e.g. http://127.0.0.1:8000 for DynamoDB Local')
+    group.add_argument('--region', metavar='REGION', default=default(None),
+                       help='AWS region (default: from the AWS environment/configuration)')
+    group.add_argument('--profile', metavar='PROFILE', default=default(None),
+                       help='named profile of ~/.aws/config (default: AWS_PROFILE or "default")')
+    group.add_argument('--partition-key-name', metavar='ATTR',
+                       default=default(DynamoDBLockClient._DEFAULT_PARTITION_KEY_NAME),
+                       help='partition (hash) key attribute '
+                            f'(default: {DynamoDBLockClient._DEFAULT_PARTITION_KEY_NAME})')
+    group.add_argument('--sort-key-name', metavar='ATTR',
+                       default=default(DynamoDBLockClient._DEFAULT_SORT_KEY_NAME),
+                       help='sort (range) key attribute '
+                            f'(default: {DynamoDBLockClient._DEFAULT_SORT_KEY_NAME})')
+    group.add_argument('--ttl-attribute-name', metavar='ATTR',
+                       default=default(DynamoDBLockClient._DEFAULT_TTL_ATTRIBUTE_NAME),
+                       help='TTL attribute holding the expiry epoch '
+                            f'(default: {DynamoDBLockClient._DEFAULT_TTL_ATTRIBUTE_NAME})')
+    group.add_argument('-v', '--verbose', action='count', default=default(0),
+                       help='log library activity to stderr (-v INFO, -vv DEBUG)')
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The complete ``dynamodb-lock`` argument parser."""
+    parser = _ArgumentParser(
+        prog=PROG,
+        description='Inspect, create and clean up a python_dynamodb_lock table, '
+                    'or watch the lock at work in a self-contained demo.',
+        epilog='Exit codes: 0 success; 1 operational failure (not found, changed meanwhile, '
+               'missing table, no credentials, endpoint unreachable); 2 usage error. '
+               'Start with: dynamodb-lock demo',
+    )
+    _add_connection_options(parser, on_subcommand=False)
+    commands = parser.add_subparsers(dest='command', metavar='COMMAND', parser_class=_ArgumentParser)
+    commands.required = True
+
+    def add_command(name: str, help_text: str, description: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=description)
+        _add_connection_options(sub, on_subcommand=True)
+        return sub
+
+    create = add_command(
+        'create-table', 'create the lock table (TTL enabled)',
+        'Create the lock table with a string partition key and a string sort key, wait until it '
+        'is ACTIVE and enable TTL on the TTL attribute, so rows of dead holders are removed by '
+        'DynamoDB eventually.')
+    create.add_argument('--billing-mode', choices=('PROVISIONED', 'PAY_PER_REQUEST'),
+                        default='PROVISIONED', help='(default: %(default)s)')
+    create.add_argument('--read-capacity', type=_positive_int, metavar='N', default=None,
+                        help='provisioned read capacity units (PROVISIONED only; default: '
+                             f'{DynamoDBLockClient._DEFAULT_READ_CAPACITY})')
+    create.add_argument('--write-capacity', type=_positive_int, metavar='N', default=None,
+                        help='provisioned write capacity units (PROVISIONED only; default: '
+                             f'{DynamoDBLockClient._DEFAULT_WRITE_CAPACITY})')
+    create.add_argument('--exist-ok', action='store_true',
+                        help='succeed if the table already exists with the same key schema')
+    create.set_defaults(handler=cmd_create_table)
+
+    estimate_help = (
+        'the expiry_period (seconds) the lock holders use, if you know it (the library default '
+        'is 3600). The table stores only expiry_time = last write + expiry_period, so with this '
+        'value the time since the last acquire/heartbeat can be estimated (to about 1 s, plus '
+        'clock skew between the holder and this machine). Without it no age is shown.')
+    listing = add_command(
+        'list', 'list the locks in the table',
+        'List every lock row in the table (a full scan). The table does not record when a lock '
+        'was acquired or last heartbeated; what it stores is the holder\'s lease_duration and '
+        'a TTL expiry_time = last write + the holder\'s expiry_period. So LEASE is the stored '
+        'lease, and TTL EXPIRES IN is expiry_time minus now on this machine\'s clock ("expired ... '
+        'ago": past its TTL, waiting for DynamoDB\'s TTL deletion). A live holder rewrites '
+        'RECORD VERSION at every heartbeat; a version unchanged for longer than LEASE means '
+        'the holder is presumed dead and any waiter may take the lock over.')
+    listing.add_argument('--json', action='store_true', help='print a JSON array instead of a table')
+    listing.add_argument('--expiry-period', type=_non_negative_float, metavar='SECONDS',
+                         default=None, help=estimate_help)
+    listing.set_defaults(handler=cmd_list)
+
+    show = add_command('show', 'show one lock',
+                       'Show one lock row, read with a consistent read.')
+    show.add_argument('key', metavar='KEY', help='partition key of the lock')
+    show.add_argument('sort_key', metavar='SORT_KEY', nargs='?',
+                      default=DynamoDBLockClient._DEFAULT_SORT_KEY_VALUE,
+                      help='sort key of the lock (default: %(default)s)')
+    show.add_argument('--json', action='store_true', help='print a JSON object')
+    show.add_argument('--expiry-period', type=_non_negative_float, metavar='SECONDS',
+                      default=None, help=estimate_help)
+    show.set_defaults(handler=cmd_show)
+
+    release = add_command(
+        'release', 'force-delete a lock (requires --force)',
+        'Delete a lock row on behalf of its holder, e.g. one left by a crashed process that '
+        'you do not want to wait out. The row is read and shown, and then deleted only if it '
+        'still carries the record version that was read (or the one given with --version): '
+        'a lock that changed meanwhile -- its holder is alive and heartbeated, or someone else '
+        'took it -- is never deleted. A live holder is not told; it learns at its next '
+        'heartbeat that the lock was stolen.')
+    release.add_argument('key', metavar='KEY', help='partition key of the lock')
+    release.add_argument('sort_key', metavar='SORT_KEY', nargs='?',
+                         default=DynamoDBLockClient._DEFAULT_SORT_KEY_VALUE,
+                         help='sort key of the lock (default: %(default)s)')
+    release.add_argument('--force', action='store_true',
+                         help='required: confirms that you mean to delete a lock you do not hold')
+    release.add_argument('--yes', '-y', action='store_true',
+                         help='do not ask for confirmation (needed when stdin is not a terminal)')
+    release.add_argument('--version', dest='expected_version', metavar='RVN', default=None,
+                         help='delete only if the lock still carries this record_version_number '
+                              '(as seen earlier with show/list)')
+    release.set_defaults(handler=cmd_release)
+
+    demo = add_command(
+        'demo', 'run the contention + crash takeover demo',
+        'Start an embedded DynamoDB-compatible engine (DynamoDB Local when installed, else moto '
+        'server; needs pip install "python_dynamodb_lock[demo]"), or use --endpoint-url, create '
+        'the table, and run worker processes that contend for a few keys. Each increments a '
+        'counter item with a non-atomic read-then-write inside its critical section. Midway one '
+        'worker is SIGKILLed while it holds a lock; another takes the lock over once its lease '
+        'has run out. The verdict checks that no two holds of a key overlapped and that every '
+        'counter equals its number of increments; the exit code is 1 if not.')
+    demo.add_argument('--workers', type=_positive_int, default=4, metavar='N',
+                      help='worker processes (default: %(default)s; at least 2)')
+    demo.add_argument('--keys', type=_positive_int, default=2, metavar='N',
+                      help='lock keys contended for (default: %(default)s)')
+    demo.add_argument('--duration', type=_positive_float, default=12.0, metavar='SECONDS',
+                      help='how long the workers keep acquiring (default: %(default)s)')
+    demo.add_argument('--lease', dest='lease_duration', type=_positive_float, default=2.0,
+                      metavar='SECONDS', help='lease_duration of the workers (default: %(default)s)')
+    demo.add_argument('--engine', choices=('auto', 'dynamodb-local', 'moto'), default='auto',
+                      help='embedded engine when no --endpoint-url is given (default: %(default)s)')
+    demo.add_argument('--quiet', '-q', action='store_true',
+                      help='print only the verdict, not the progress')
+    demo.set_defaults(handler=cmd_demo)
+    return parser
+
+
+# --------------------------------------------------------------------------------------------
+# Connections and error translation
+# --------------------------------------------------------------------------------------------
+
+def table_name_of(args: argparse.Namespace) -> str:
+    """The table the command works on: ``--table``, else the library default."""
+    return args.table or DynamoDBLockClient._DEFAULT_TABLE_NAME
+
+
+def make_session(args: argparse.Namespace) -> boto3.session.Session:
+    """A boto3 session from --profile/--region; anything unset is left to boto3's own lookup.
+
+    Raises ``ProfileNotFound`` for an unknown profile.
+    """
+    return boto3.session.Session(profile_name=args.profile, region_name=args.region)
+
+
+def make_resource(args: argparse.Namespace) -> Any:
+    """A DynamoDB service resource for the command's connection options.
+
+    Raises ``NoRegionError`` when no region is configured anywhere.
+    """
+    session = make_session(args)
+    return session.resource('dynamodb', endpoint_url=args.endpoint_url,
+                            config=Config(connect_timeout=_CONNECT_TIMEOUT_SECONDS))
+
+
+def make_lock_client(args: argparse.Namespace, resource: Any) -> DynamoDBLockClient:
+    """A lock client bound to the command's table and attribute names (it never acquires)."""
+    return DynamoDBLockClient(
+        resource,
+        table_name=table_name_of(args),
+        partition_key_name=args.partition_key_name,
+        sort_key_name=args.sort_key_name,
+        ttl_attribute_name=args.ttl_attribute_name,
+    )
+
+
+def _exception_chain(exc: BaseException) -> Iterator[BaseException]:
+    seen = set()
+    current: Optional[BaseException] = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def explain_failure(exc: BaseException, args: argparse.Namespace) -> Optional[str]:
+    """A one-line explanation of an expected failure, or None if ``exc`` is not one."""
+    table = table_name_of(args)
+    for cause in _exception_chain(exc):
+        if isinstance(cause, NoCredentialsError):
+            return ('no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, '
+                    'pass --profile, or configure ~/.aws/credentials '
+                    '(DynamoDB Local accepts any non-empty values)')
+        if isinstance(cause, PartialCredentialsError):
+            return f'incomplete AWS credentials: {cause}'
+        if isinstance(cause, NoRegionError):
+            return 'no AWS region configured: pass --region or set AWS_DEFAULT_REGION'
+        if isinstance(cause, ProfileNotFound):
+            return f'{cause} (check --profile / AWS_PROFILE and ~/.aws/config)'
+        if isinstance(cause, (EndpointConnectionError, ConnectTimeoutError)):
+            return f'cannot reach DynamoDB: {cause}'
+        if isinstance(cause, ClientError):
+            error = cause.response.get('Error', {})
+            code = error.get('Code', 'Unknown')
+            if code == 'ResourceNotFoundException':
+                return (f'table {table!r} not found (create it with: '
+                        f'{PROG} create-table --table {table})')
+            if not isinstance(exc, DynamoDBLockError):  # else its own message says more
+                return f'DynamoDB refused the request: {code}: {error.get("Message", cause)}'
+    if isinstance(exc, DynamoDBLockError):
+        return f'{exc.code}: {exc.message}'
+    if isinstance(exc, BotoCoreError):
+        return str(exc)
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Formatting
+# --------------------------------------------------------------------------------------------
+
+def format_seconds(seconds: float) -> str:
+    """Compact duration: '0.5s', '42s', '59m58s', '3h05m', '2d04h' (sign kept)."""
+    sign = '-' if seconds < 0 else ''
+    value = abs(seconds)
+    if value < 10 and value != int(value):
+        return f'{sign}{value:.1f}s'
+    whole = int(round(value))
+    if whole < 60:
+        return f'{sign}{whole}s'
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f'{sign}{minutes}m{secs:02d}s'
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f'{sign}{hours}h{minutes:02d}m'
+    days, hours = divmod(hours, 24)
+    return f'{sign}{days}d{hours:02d}h'
+
+
+def _until_expiry_text(seconds_until_expiry: Optional[float]) -> str:
+    if seconds_until_expiry is None:
+        return 'unknown'
+    if seconds_until_expiry < 0:
+        return f'expired {format_seconds(-seconds_until_expiry)} ago'
+    return format_seconds(seconds_until_expiry)
+
+
+def _utc_iso(epoch: Optional[float]) -> Optional[str]:
+    if epoch is None:
+        return None
+    try:
+        moment = datetime.datetime.fromtimestamp(float(epoch), tz=datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return moment.strftime('%Y-%m-%dT%H:%M:%SZ')
+
+
+def to_jsonable(value: Any) -> Any:
+    """DynamoDB values (Decimal, set, Binary, bytes) as plain JSON values."""
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((to_jsonable(v) for v in value), key=repr)
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode('ascii')
+    inner = getattr(value, 'value', None)  # boto3.dynamodb.types.Binary
+    if isinstance(inner, (bytes, bytearray)):
+        return base64.b64encode(bytes(inner)).decode('ascii')
+    return value
+
+
+def _number(value: Any) -> Optional[float]:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def lock_record(lock: BaseDynamoDBLock, now: float,
+                expiry_period: Optional[float] = None) -> Dict[str, Any]:
+    """What is known about a stored lock, as a JSON-ready dict.
+
+    ``seconds_until_expiry`` is the stored TTL epoch minus ``now`` (this machine's clock).
+    ``estimated_seconds_since_last_write`` is present only when the holders' ``expiry_period``
+    is supplied, since the table does not store when it was last written.
+    """
+    expiry_time = _number(lock.expiry_time)
+    until_expiry = None if expiry_time is None else round(expiry_time - now, 3)
+    record: Dict[str, Any] = {
+        'partition_key': lock.partition_key,
+        'sort_key': lock.sort_key,
+        'owner_name': lock.owner_name,
+        'lease_duration': to_jsonable(lock.lease_duration),
+        'record_version_number': lock.record_version_number,
+        'expiry_time': to_jsonable(lock.expiry_time),
+        'expiry_time_utc': _utc_iso(expiry_time),
+        'seconds_until_expiry': until_expiry,
+        'additional_attributes': to_jsonable(lock.additional_attributes or {}),
+    }
+    if expiry_period is not None:
+        # expiry_time is stored in whole seconds, so the estimate is good to a second at best.
+        record['estimated_seconds_since_last_write'] = (
+            None if until_expiry is None else round(expiry_period - until_expiry))
+    return record
+
+
+def _render_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> List[str]:
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for index, cell in enumerate(row):
+            widths[index] = max(widths[index], len(cell))
+    lines = []
+    for row in [list(headers), *rows]:
+        lines.append('  '.join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+    return lines
+
+
+def _describe_lock_lines(record: Dict[str, Any], table: str) -> List[str]:
+    until = record['seconds_until_expiry']
+    lease = _number(record['lease_duration'])
+    lines = [
+        f'Lock in table {table!r}:',
+        f'  partition key:     {record["partition_key"]}',
+        f'  sort key:          {record["sort_key"]}',
+        f'  owner:             {record["owner_name"]}',
+        f'  record version:    {record["record_version_number"]}',
+        f'  lease duration:    '
+        f'{format_seconds(lease) if lease is not None else record["lease_duration"]}'
+        ' (a waiter takes over once this version stays unchanged that long)',
+        f'  TTL expiry:        {record["expiry_time_utc"] or record["expiry_time"]} '
+        f'({_until_expiry_text(until)}; DynamoDB deletes the row some time after)',
+    ]
+    if 'estimated_seconds_since_last_write' in record:
+        age = record['estimated_seconds_since_last_write']
+        lines.append(f'  last write (est.): '
+                     f'{"unknown" if age is None else format_seconds(age) + " ago"}'
+                     ' (from TTL expiry and the given --expiry-period)')
+    if record['additional_attributes']:
+        lines.append('  additional attributes: '
+                     + json.dumps(record['additional_attributes'], sort_keys=True))
+    return lines
+
+
+# --------------------------------------------------------------------------------------------
+# Commands
+# --------------------------------------------------------------------------------------------
+
+def cmd_create_table(args: argparse.Namespace, console: Console) -> int:
+    """Create the table (TTL on); with --exist-ok an existing table of the same schema is fine."""
+    pay_per_request = args.billing_mode == 'PAY_PER_REQUEST'
+    if pay_per_request and (args.read_capacity is not None or args.write_capacity is not None):
+        raise CliError('--read-capacity/--write-capacity apply only to '
+                       '--billing-mode PROVISIONED', EXIT_USAGE)
+    table = table_name_of(args)
+    client = make_resource(args).meta.client
+    existed = _table_exists(client, table)
+    if existed and not args.exist_ok:
+        raise CliError(f'table {table!r} already exists (pass --exist-ok to accept an existing '
+                       'table with the same key schema)')
+    read_capacity = args.read_capacity or DynamoDBLockClient._DEFAULT_READ_CAPACITY
+    write_capacity = args.write_capacity or DynamoDBLockClient._DEFAULT_WRITE_CAPACITY
+    description = DynamoDBLockClient.create_dynamodb_table(
+        client,
+        table_name=table,
+        partition_key_name=args.partition_key_name,
+        sort_key_name=args.sort_key_name,
+        ttl_attribute_name=args.ttl_attribute_name,
+        read_capacity=read_capacity,
+        write_capacity=write_capacity,
+        billing_mode=args.billing_mode,
+        exist_ok=args.exist_ok,
+    )
+    status = (description or {}).get('TableStatus', 'ACTIVE')
+    if existed:
+        console.out(f'Table {table!r} already exists with the expected key schema '
+                    f'(status {status}).')
+    else:
+        capacity = ('on-demand (PAY_PER_REQUEST)' if pay_per_request
+                    else f'PROVISIONED, {read_capacity} RCU / {write_capacity} WCU')
+        console.out(f'Created table {table!r} (status {status}): partition key '
+                    f'{args.partition_key_name!r} (S), sort key {args.sort_key_name!r} (S), '
+                    f'{capacity}.')
+    ttl = client.describe_time_to_live(TableName=table).get('TimeToLiveDescription', {})
+    ttl_status = ttl.get('TimeToLiveStatus', 'DISABLED')
+    ttl_attribute = ttl.get('AttributeName')
+    if ttl_status in ('ENABLED', 'ENABLING') and ttl_attribute == args.ttl_attribute_name:
+        console.out(f'TTL: {ttl_status} on {ttl_attribute!r}.')
+        return EXIT_OK
+    raise CliError(f'TTL on table {table!r} is {ttl_status}'
+                   + (f' on {ttl_attribute!r}' if ttl_attribute else '')
+                   + f', not enabled on {args.ttl_attribute_name!r}: rows left by dead holders '
+                     'will not be cleaned up by DynamoDB')
+
+
+def _table_exists(client: Any, table: str) -> bool:
+    try:
+        client.describe_table(TableName=table)
+    except ClientError as error:
+        if error.response.get('Error', {}).get('Code') == 'ResourceNotFoundException':
+            return False
+        raise
+    return True
+
+
+def cmd_list(args: argparse.Namespace, console: Console) -> int:
+    """Print every lock row of the table, sorted by key."""
+    table = table_name_of(args)
+    lock_client = make_lock_client(args, make_resource(args))
+    try:
+        locks = list(lock_client.list_locks())
+    finally:
+        lock_client.close()
+    now = _now()
+    records = sorted((lock_record(lock, now, args.expiry_period) for lock in locks),
+                     key=lambda r: (str(r['partition_key']), str(r['sort_key'])))
+    if args.json:
+        console.out(json.dumps(records, indent=2, sort_keys=True))
+        return EXIT_OK
+    if not records:
+        console.out(f'No locks in table {table!r}.')
+        return EXIT_OK
+    headers = ['PARTITION KEY', 'SORT KEY', 'OWNER', 'LEASE', 'TTL EXPIRES IN', 'RECORD VERSION']
+    if args.expiry_period is not None:
+        headers.append('LAST WRITE (EST.)')
+    rows = []
+    for record in records:
+        lease = _number(record['lease_duration'])
+        row = [
+            str(record['partition_key']),
+            str(record['sort_key']),
+            str(record['owner_name']),
+            format_seconds(lease) if lease is not None else str(record['lease_duration']),
+            _until_expiry_text(record['seconds_until_expiry']),
+            str(record['record_version_number']),
+        ]
+        if args.expiry_period is not None:
+            age = record['estimated_seconds_since_last_write']
+            row.append('unknown' if age is None else f'~{format_seconds(age)} ago')
+        rows.append(row)
+    for line in _render_table(headers, rows):
+        console.out(line)
+    console.out(f'{len(records)} lock(s) in table {table!r}.')
+    return EXIT_OK
+
+
+def _get_lock_or_fail(args: argparse.Namespace, lock_client: DynamoDBLockClient) -> BaseDynamoDBLock:
+    lock = lock_client.get_lock(args.key, args.sort_key)
+    if lock is None:
+        raise CliError(f'no lock {args.key!r} / {args.sort_key!r} in table {table_name_of(args)!r}')
+    if not lock.record_version_number:
+        raise CliError(f'the row {args.key!r} / {args.sort_key!r} in table {table_name_of(args)!r} is '
+                       'not a lock (it has no record_version_number)')
+    return lock
+
+
+def cmd_show(args: argparse.Namespace, console: Console) -> int:
+    """Print one lock row; exit 1 when there is none."""
+    lock_client = make_lock_client(args, make_resource(args))
+    try:
+        lock = _get_lock_or_fail(args, lock_client)
+    finally:
+        lock_client.close()
+    record = lock_record(lock, _now(), args.expiry_period)
+    if args.json:
+        console.out(json.dumps(record, indent=2, sort_keys=True))
+    else:
+        for line in _describe_lock_lines(record, table_name_of(args)):
+            console.out(line)
+    return EXIT_OK
+
+
+def _confirm(console: Console, question: str) -> bool:
+    """Ask on stderr, read one line from stdin; only 'y'/'yes' confirm (EOF declines)."""
+    console.stderr.write(question)
+    console.stderr.flush()
+    answer = console.stdin.readline()
+    if not answer:
+        console.err('')
+    return answer.strip().lower() in ('y', 'yes')
+
+
+def _stdin_is_terminal(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def cmd_release(args: argparse.Namespace, console: Console) -> int:
+    """Force-delete one lock row, conditioned on the version that was read (or --version)."""
+    if not args.force:
+        raise CliError(
+            'release deletes a lock that another process may still hold: that holder is not '
+            'told, and keeps working as if it held the lock until its next heartbeat fails. '
+            'If you are sure the holder is gone (or must be overruled), repeat with --force. '
+            'Only the version you are shown is deleted, never a lock that changed meanwhile.',
+            EXIT_USAGE)
+    if not args.yes and not _stdin_is_terminal(console.stdin):
+        raise CliError('stdin is not a terminal, so confirmation cannot be asked: '
+                       'repeat with --yes to release without asking', EXIT_USAGE)
+    table = table_name_of(args)
+    lock_client = make_lock_client(args, make_resource(args))
+    try:
+        lock = _get_lock_or_fail(args, lock_client)
+        if args.expected_version is not None and lock.record_version_number != args.expected_version:
+            raise CliError(
+                f'lock {args.key!r} / {args.sort_key!r} changed meanwhile: it now carries '
+                f'version {lock.record_version_number} (owner {lock.owner_name}), not '
+                f'{args.expected_version}; nothing was deleted')
+        for line in _describe_lock_lines(lock_record(lock, _now()), table):
+            console.out(line)
+        if not args.yes and not _confirm(
+                console, f'Delete this lock (only if it still carries version '
+                         f'{lock.record_version_number})? [y/N] '):
+            raise CliError('not confirmed; nothing was deleted')
+        if not lock_client.force_release_lock(lock):
+            raise CliError(
+                f'lock {args.key!r} / {args.sort_key!r} changed meanwhile (its holder '
+                'heartbeated, it was re-acquired, or it was released) and no longer carries '
+                f'version {lock.record_version_number}; nothing was deleted. '
+                f'Run "{PROG} show" to see its current state.')
+    finally:
+        lock_client.close()
+    logger.info('force-released %s / %s version %s in %s', args.key, args.sort_key,
+                lock.record_version_number, table)
+    console.out(f'Released lock {args.key!r} / {args.sort_key!r} '
+                f'(version {lock.record_version_number}, owner {lock.owner_name}).')
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace, console: Console) -> int:
+    """Run the demo (see :mod:`python_dynamodb_lock._demo`)."""
+    settings = _demo.DemoSettings(
+        workers=args.workers,
+        keys=args.keys,
+        duration=args.duration,
+        lease_duration=args.lease_duration,
+        engine=args.engine,
+        endpoint_url=args.endpoint_url,
+        region_name=args.region,
+        profile_name=args.profile,
+        table_name=args.table or _demo.DEMO_TABLE_NAME,
+        partition_key_name=args.partition_key_name,
+        sort_key_name=args.sort_key_name,
+        ttl_attribute_name=args.ttl_attribute_name,
+        quiet=args.quiet,
+    )
+    try:
+        settings.validate()
+    except ValueError as error:
+        raise CliError(str(error), EXIT_USAGE) from None
+    try:
+        report = _demo.run_demo(settings, console.stdout)
+    except _demo.DemoError as error:
+        raise CliError(str(error)) from None
+    return EXIT_OK if report.passed else EXIT_FAILURE
+
+
+def _now() -> float:
+    return time.time()
+
+
+# --------------------------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _library_logging(verbosity: int, stream: TextIO) -> Iterator[None]:
+    """Route the package's log records to ``stream`` for the duration of one command.
+
+    Quiet by default (errors only: the command reports what happened itself); ``-v`` shows
+    INFO, ``-vv`` DEBUG. The logger is restored afterwards, so ``run`` can be called in-process.
+    """
+    package_logger = logging.getLogger('python_dynamodb_lock')
+    level = logging.ERROR if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    handler = logging.StreamHandler(stream)
+    handler.setLevel(level)
+    handler.setFormatter(logging.Formatter(f'{PROG}: %(levelname)s %(name)s: %(message)s'))
+    previous_level = package_logger.level
+    if verbosity > 0:
+        package_logger.setLevel(level)
+    package_logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        package_logger.removeHandler(handler)
+        package_logger.setLevel(previous_level)
+
+
+def run(argv: Optional[Sequence[str]] = None, *, stdin: Optional[TextIO] = None,
+        stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
+    """Parse ``argv`` (default: ``sys.argv[1:]``), run the command, return the exit code.
+
+    Expected failures print ``dynamodb-lock: error: ...`` on stderr and return 1 (operational)
+    or 2 (usage); unexpected exceptions propagate (they are bugs).
+    """
+    console = Console(stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except CliError as error:
+        console.err(f'{PROG}: error: {error.message}')
+        return error.exit_code
+    except SystemExit as exit_request:  # --help
+        code = exit_request.code
+        return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_USAGE)
+    try:
+        with _library_logging(args.verbose, console.stderr):
+            return int(args.handler(args, console))
+    except CliError as error:
+        console.err(f'{PROG}: error: {error.message}')
+        return error.exit_code
+    except KeyboardInterrupt:
+        console.err(f'{PROG}: interrupted')
+        return EXIT_INTERRUPTED
+    except (DynamoDBLockError, BotoCoreError, ClientError) as error:
+        explanation = explain_failure(error, args)
+        if explanation is None:
+            raise
+        logger.debug('command failed', exc_info=True)
+        console.err(f'{PROG}: error: {explanation}')
+        return EXIT_FAILURE

@@ -1,0 +1,171 @@
+"""``dynamodb-lock demo``: end to end on DynamoDB Local and on the embedded moto server, and its verdict.
+
+The end-to-end runs use small settings; they check the exit code and the verdict's numbers
+(counters equal to increments, no overlapping holds, a takeover after the kill), which the
+test recomputes from the printed lines rather than trusting the PASS line alone.
+"""
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from typing import Any, Dict, Iterator, List
+
+import pytest
+
+from python_dynamodb_lock import _demo
+from python_dynamodb_lock.__main__ import main
+from python_dynamodb_lock._demo import DemoReport, DemoSettings, Hold, Takeover, find_overlaps
+
+COUNTER_LINE = re.compile(r'^\s+counter (\S+):\s+(\d+), critical sections that incremented it: (\d+)',
+                          re.MULTILINE)
+OVERLAP_LINE = re.compile(r'^\s+overlapping holds:\s+(\d+)$', re.MULTILINE)
+ACQUISITIONS_LINE = re.compile(r'^\s+acquisitions:\s+(\d+) by (\d+) workers', re.MULTILINE)
+TAKEOVER_LINE = re.compile(r'took it over (\d+\.\d+) s later')
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """Dummy credentials from the environment (the spawned workers inherit it)."""
+    for name in list(os.environ):
+        if name.startswith('AWS_'):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv('AWS_ACCESS_KEY_ID', 'testing')
+    monkeypatch.setenv('AWS_SECRET_ACCESS_KEY', 'testing')
+    monkeypatch.setenv('AWS_CONFIG_FILE', str(tmp_path / 'no-aws-config'))
+    monkeypatch.setenv('AWS_SHARED_CREDENTIALS_FILE', str(tmp_path / 'no-aws-credentials'))
+    monkeypatch.setenv('AWS_EC2_METADATA_DISABLED', 'true')
+
+
+@pytest.fixture
+def demo_table(dynamodb_local: Any) -> Iterator[str]:
+    name = f'demo-{uuid.uuid4().hex[:12]}'
+    yield name
+    client = dynamodb_local.client()
+    try:
+        client.delete_table(TableName=name)
+    except client.exceptions.ResourceNotFoundException:
+        pass
+
+
+def parse_verdict(output: str) -> Dict[str, Any]:
+    counters = {key: (int(counter), int(increments))
+                for key, counter, increments in COUNTER_LINE.findall(output)}
+    overlaps = OVERLAP_LINE.search(output)
+    acquisitions = ACQUISITIONS_LINE.search(output)
+    takeover = TAKEOVER_LINE.search(output)
+    assert overlaps and acquisitions, output
+    return {
+        'counters': counters,
+        'overlaps': int(overlaps.group(1)),
+        'acquisitions': int(acquisitions.group(1)),
+        'takeover_seconds': float(takeover.group(1)) if takeover else None,
+    }
+
+
+def assert_sound_verdict(output: str, keys: int) -> None:
+    verdict = parse_verdict(output)
+    assert verdict['overlaps'] == 0, output
+    assert len(verdict['counters']) == keys, output
+    for key, (counter, increments) in verdict['counters'].items():
+        assert counter == increments, f'{key}: {output}'
+    finished = sum(increments for _, increments in verdict['counters'].values())
+    assert finished > 0, output
+    # Every acquisition finished its critical section except the one cut short by the kill.
+    assert verdict['acquisitions'] == finished + 1, output
+    assert verdict['takeover_seconds'] is not None, output
+    assert 'PASS' in output
+
+
+def test_demo_against_dynamodb_local(dynamodb_local: Any, demo_table: str, aws_env: None,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(['--endpoint-url', dynamodb_local.endpoint_url, '--region', 'us-east-1', '--table', demo_table,
+                 'demo', '--duration', '6', '--workers', '3', '--keys', '2'])
+    output = capsys.readouterr().out
+    assert code == 0, output
+    assert_sound_verdict(output, keys=2)
+    assert 'killing it with SIGKILL' in output and 'took over' in output  # progress was shown
+    # The demo removes its counter items; the workers released every lock they held.
+    table = dynamodb_local.resource().Table(demo_table)
+    assert table.scan(ConsistentRead=True)['Items'] == []
+
+
+def test_demo_on_the_embedded_moto_server(aws_env: None, capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        import moto.moto_server.werkzeug_app  # noqa: F401
+    except ImportError:
+        message = "moto's server is not installed: pip install 'moto[dynamodb,server]>=5'"
+        if os.environ.get('CI', '').strip().lower() in ('true', '1', 'yes'):
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    code = main(['demo', '--engine', 'moto', '--duration', '5', '--workers', '2', '--keys', '1', '--quiet'])
+    output = capsys.readouterr().out
+    assert code == 0, output
+    assert_sound_verdict(output, keys=1)
+    assert 'killing it' not in output  # --quiet: the verdict only
+
+
+# --------------------------------------------------------------------------------------------
+# The verdict itself
+# --------------------------------------------------------------------------------------------
+
+def test_find_overlaps_catches_intersecting_holds_of_one_key() -> None:
+    holds = [Hold(1, 'a', 10.0, 11.0), Hold(2, 'a', 10.5, 12.0), Hold(3, 'b', 10.2, 10.8)]
+    overlaps = find_overlaps(holds)
+    assert [(first.worker, second.worker) for first, second in overlaps] == [(1, 2)]
+
+
+def test_find_overlaps_catches_a_hold_inside_a_long_one() -> None:
+    holds = [Hold(1, 'a', 0.0, 10.0), Hold(2, 'a', 1.0, 2.0), Hold(3, 'a', 3.0, 4.0), Hold(4, 'a', 11.0, 12.0)]
+    assert [(first.worker, second.worker) for first, second in find_overlaps(holds)] == [(1, 2), (1, 3)]
+
+
+def test_find_overlaps_accepts_back_to_back_holds() -> None:
+    holds = [Hold(2, 'a', 11.0, 12.0), Hold(1, 'a', 10.0, 11.0), Hold(1, 'b', 10.0, 11.0)]
+    assert find_overlaps(holds) == []
+
+
+def _report(counters: Dict[str, int], increments: Dict[str, int], holds: List[Hold]) -> DemoReport:
+    report = DemoReport(settings=DemoSettings(keys=len(counters)), engine_name='test',
+                        acquisitions=sum(increments.values()) + 1, counters=counters, increments=increments,
+                        holds=holds, takeover=Takeover('key-0', killed_at=5.0, taker=1, taken_at=7.2))
+    report.overlaps = find_overlaps(holds)
+    return report
+
+
+def test_verdict_fails_on_lost_updates() -> None:
+    report = _report({'key-0': 4, 'key-1': 3}, {'key-0': 5, 'key-1': 3}, [])
+    assert not report.passed
+    lines = '\n'.join(report.verdict_lines())
+    assert 'LOST UPDATES' in lines and lines.endswith('FAIL: see above.')
+
+
+def test_verdict_fails_on_overlap_and_without_takeover() -> None:
+    overlapping = _report({'key-0': 2}, {'key-0': 2}, [Hold(1, 'key-0', 0, 2), Hold(2, 'key-0', 1, 3)])
+    assert not overlapping.passed
+    assert 'overlapping holds:  1' in '\n'.join(overlapping.verdict_lines())
+    no_takeover = _report({'key-0': 2}, {'key-0': 2}, [])
+    no_takeover.takeover = Takeover('key-0', killed_at=5.0)
+    assert not no_takeover.passed
+    clean = _report({'key-0': 2}, {'key-0': 2}, [Hold(1, 'key-0', 0, 1), Hold(2, 'key-0', 1.5, 3)])
+    assert clean.passed
+
+
+def test_demo_exit_code_is_1_when_the_verdict_fails(monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    failing = _report({'key-0': 1}, {'key-0': 2}, [])
+    monkeypatch.setattr(_demo, 'run_demo', lambda settings, out: failing)
+    assert main(['demo', '--keys', '1']) == 1
+
+
+def test_demo_reports_a_missing_engine_without_traceback(monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from python_dynamodb_lock import _embedded
+
+    def no_engine(prefer: str = 'auto') -> Any:
+        raise _embedded.EngineNotInstalledError('No local DynamoDB engine is available.')
+
+    monkeypatch.setattr(_embedded, 'start_embedded_engine', no_engine)
+    assert main(['demo']) == 1
+    err = capsys.readouterr().err
+    assert 'No local DynamoDB engine' in err and '--endpoint-url' in err and 'Traceback' not in err
