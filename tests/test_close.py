@@ -1,0 +1,233 @@
+"""close(): prompt, idempotent, safe from any thread and from a callback, releases only when asked,
+and shuts down only the executor it created (correction 3)."""
+from __future__ import annotations
+
+import concurrent.futures
+import datetime
+import logging
+import threading
+import uuid
+from typing import Any, Iterator
+
+import pytest
+
+from helpers import (
+    BackgroundCall,
+    CallbackRecorder,
+    CallRecorder,
+    FaultInjector,
+    LockClients,
+    ManualClock,
+    background_threads,
+    read_item,
+    run_checker_round,
+    step,
+)
+from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
+
+MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
+seconds = datetime.timedelta
+
+
+@pytest.fixture
+def clients(engine: Any) -> Iterator[LockClients]:
+    factory = LockClients(engine)
+    yield factory
+    factory.close_all()
+
+
+def test_close_returns_without_waiting_out_a_long_heartbeat_period(engine: Any, clients: LockClients) -> None:
+    """The clock never moves: a close that waited for the next round would never return."""
+    client = clients.make(hand_driven=False, heartbeat_period=seconds(hours=1), safe_period=seconds(hours=2),
+                          lease_duration=seconds(hours=4), expiry_period=seconds(hours=8))
+    client.acquire_lock('long-period')
+    closing = BackgroundCall(client.close, name='closer')
+    closing.result(timeout=30)
+    assert not any(thread.is_alive() for thread in background_threads(client))
+
+
+def test_close_with_the_real_clock_does_not_wait_for_the_next_round(engine: Any, clients: LockClients) -> None:
+    from python_dynamodb_lock._clock import SystemClock
+    client = clients.make(hand_driven=False, clock=SystemClock(), heartbeat_period=seconds(hours=1),
+                          safe_period=seconds(hours=2), lease_duration=seconds(hours=4),
+                          expiry_period=seconds(hours=8))
+    client.acquire_lock('real-clock')
+    BackgroundCall(client.close, name='closer').result(timeout=30)
+    assert not any(thread.is_alive() for thread in background_threads(client))
+
+
+def test_close_from_another_thread_interrupts_a_waiting_acquire(engine: Any, clients: LockClients) -> None:
+    clock = clients.clock
+    client = clients.make(hand_driven=False)
+    holder = clients.make(engine.resource)
+    holder.acquire_lock('blocked')
+    waiter = BackgroundCall(client.acquire_lock, 'blocked', retry_timeout=seconds(hours=1), name='waiter')
+    clock.wait_until_idle([waiter.thread])
+    BackgroundCall(client.close, name='closer').result()
+    error = waiter.error()
+    assert isinstance(error, DynamoDBLockError) and error.code == DynamoDBLockError.CLIENT_SHUTDOWN
+
+
+def test_close_while_the_put_is_in_flight_reports_shutdown_and_leaves_no_row(engine: Any,
+                                                                            clients: LockClients) -> None:
+    client = clients.make(hand_driven=False)
+    with FaultInjector(engine.resource) as faults:
+        faults.before_call('PutItem', lambda params: client.close())
+        with pytest.raises(DynamoDBLockError) as raised:
+            client.acquire_lock('closing-race')
+    assert raised.value.code == DynamoDBLockError.CLIENT_SHUTDOWN
+    assert read_item(engine, 'closing-race') is None
+    assert client._held_locks() == []
+
+
+def test_close_twice_is_a_no_op(engine: Any, clients: LockClients, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=MODULE)
+    client = clients.make(hand_driven=False)
+    client.close()
+    records = len(caplog.records)
+    client.close()
+    client.close(release_locks=True)
+    assert len(caplog.records) == records
+
+
+def test_concurrent_closes_all_return(engine: Any, clients: LockClients) -> None:
+    client = clients.make(hand_driven=False)
+    client.acquire_lock('concurrent-close')
+    closers = [BackgroundCall(client.close, True, name=f'closer-{index}') for index in range(4)]
+    for closer in closers:
+        closer.result()
+    assert read_item(engine, 'concurrent-close') is None
+
+
+def test_close_does_not_release_by_default(engine: Any, clients: LockClients) -> None:
+    client = clients.make(hand_driven=False)
+    lock = client.acquire_lock('kept')
+    with CallRecorder(engine.resource) as calls:
+        client.close()
+    assert calls.calls == []
+    assert read_item(engine, 'kept')['record_version_number'] == lock.record_version_number
+    step(clients.clock, 20)                       # and it is no longer renewed
+    assert read_item(engine, 'kept')['record_version_number'] == lock.record_version_number
+
+
+def test_close_with_release_locks_deletes_every_row(engine: Any, clients: LockClients) -> None:
+    client = clients.make(hand_driven=False)
+    locks = [client.acquire_lock(f'release-all-{index}') for index in range(3)]
+    with CallRecorder(engine.resource) as calls:
+        client.close(release_locks=True)
+    assert calls.operations() == ['DeleteItem'] * 3
+    assert all(lock.status == DynamoDBLock.RELEASED for lock in locks)
+    assert all(read_item(engine, f'release-all-{index}') is None for index in range(3))
+
+
+def test_close_with_release_locks_leaves_a_stolen_row_alone(engine: Any, clients: LockClients) -> None:
+    client = clients.make(hand_driven=False)
+    mine = client.acquire_lock('mine-at-close')
+    lost = client.acquire_lock('lost-at-close')
+    engine.client.update_item(
+        TableName=engine.table_name, Key={'lock_key': {'S': 'lost-at-close'}, 'sort_key': {'S': '-'}},
+        UpdateExpression='SET record_version_number = :v', ExpressionAttributeValues={':v': {'S': 'thief'}})
+    client.close(release_locks=True)
+    assert mine.status == DynamoDBLock.RELEASED and lost.status == DynamoDBLock.INVALID
+    assert read_item(engine, 'lost-at-close')['record_version_number'] == 'thief'
+
+
+def test_close_shuts_down_the_executor_it_created(engine: Any, clients: LockClients) -> None:
+    client = clients.make(hand_driven=False, app_callback_executor=None)
+    executor = client._app_callback_executor
+    assert isinstance(executor, concurrent.futures.ThreadPoolExecutor)
+    client.close()
+    with pytest.raises(RuntimeError):
+        executor.submit(lambda: None)
+
+
+def test_close_never_shuts_down_a_callers_executor(engine: Any, clients: LockClients) -> None:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as executor:
+        client = clients.make(hand_driven=False, app_callback_executor=executor)
+        client.close(release_locks=True)
+        assert executor.submit(lambda: 'still open').result(timeout=10) == 'still open'
+
+
+def test_client_context_manager_closes(engine: Any, clients: LockClients) -> None:
+    with DynamoDBLockClient(engine.resource, table_name=engine.table_name, clock=ManualClock()) as client:
+        client.acquire_lock('client-context')
+        threads = background_threads(client)
+    assert not any(thread.is_alive() for thread in threads)
+    with pytest.raises(DynamoDBLockError) as raised:
+        client.acquire_lock('client-context-2')
+    assert raised.value.code == DynamoDBLockError.CLIENT_SHUTDOWN
+
+
+@pytest.mark.parametrize('release_locks', [False, True])
+def test_close_from_inside_a_stolen_callback(engine: Any, clients: LockClients, release_locks: bool) -> None:
+    """The callback runs on a heartbeat worker (inline executor) and closes the client there."""
+    clock = clients.clock
+    client = clients.make(hand_driven=False)
+    closed = threading.Event()
+
+    def close_on_theft(code: str, lock: Any) -> None:
+        client.close(release_locks=release_locks)
+        closed.set()
+
+    client.acquire_lock('closes-on-theft', app_callback=CallbackRecorder(action=close_on_theft))
+    other = client.acquire_lock('other-lock')
+    engine.client.update_item(
+        TableName=engine.table_name, Key={'lock_key': {'S': 'closes-on-theft'}, 'sort_key': {'S': '-'}},
+        UpdateExpression='SET record_version_number = :v', ExpressionAttributeValues={':v': {'S': str(uuid.uuid4())}})
+    step(clock, 5, client)
+    assert closed.wait(30)
+    for thread in background_threads(client):
+        thread.join(30)
+        assert not thread.is_alive()
+    assert (read_item(engine, 'other-lock') is None) == release_locks
+    assert other.status == (DynamoDBLock.RELEASED if release_locks else DynamoDBLock.LOCKED)
+
+
+def test_close_from_inside_a_danger_callback_on_the_checker_thread(engine: Any, clients: LockClients) -> None:
+    clock = clients.clock
+    client = clients.make(hand_driven=False)
+    closed = threading.Event()
+
+    def close_on_danger(code: str, lock: Any) -> None:
+        client.close()
+        closed.set()
+
+    client.acquire_lock('closes-on-danger', app_callback=CallbackRecorder(action=close_on_danger))
+    client._table.renew = _always_throttled       # heartbeats fail, so the checker flags the lock
+    clock.advance(25)
+    assert closed.wait(30)
+    for thread in background_threads(client):
+        thread.join(30)
+        assert not thread.is_alive()
+
+
+def _always_throttled(*args: Any, **kwargs: Any) -> None:
+    from botocore.exceptions import ClientError
+    raise ClientError({'Error': {'Code': 'ProvisionedThroughputExceededException', 'Message': 'slow'},
+                       'ResponseMetadata': {'HTTPStatusCode': 400}}, 'UpdateItem')
+
+
+def test_close_from_a_callback_on_the_default_executor(engine: Any, clients: LockClients) -> None:
+    clock = clients.clock
+    client = clients.make(hand_driven=True, app_callback_executor=None)
+    closed = threading.Event()
+
+    def close_here(code: str, lock: Any) -> None:
+        client.close(release_locks=True)
+        closed.set()
+
+    client.acquire_lock('default-executor-close', app_callback=CallbackRecorder(action=close_here))
+    clock.advance(21)
+    run_checker_round(client, clock)
+    assert closed.wait(30)
+    assert read_item(engine, 'default-executor-close') is None
+
+
+def test_close_logs_at_info(engine: Any, clients: LockClients, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger=MODULE)
+    client = clients.make(hand_driven=False)
+    caplog.clear()
+    client.close()
+    levels = {record.levelno for record in caplog.records if record.name == MODULE}
+    assert logging.INFO in levels
+    assert max(levels) == logging.INFO

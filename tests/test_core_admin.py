@@ -1,0 +1,129 @@
+"""get_lock, list_locks and force_release_lock: the basics (the CLI's tests go further)."""
+from __future__ import annotations
+
+import datetime
+from decimal import Decimal
+from typing import Any, Iterator
+
+import pytest
+
+from helpers import (
+    BackgroundCall,
+    CallRecorder,
+    CallbackRecorder,
+    FaultInjector,
+    LockClients,
+    put_lock_row,
+    read_item,
+)
+from python_dynamodb_lock.python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLock, DynamoDBLockError
+
+seconds = datetime.timedelta
+
+
+@pytest.fixture
+def clients(engine: Any) -> Iterator[LockClients]:
+    factory = LockClients(engine)
+    yield factory
+    factory.close_all()
+
+
+def test_get_lock_is_one_consistent_read(engine: Any, clients: LockClients) -> None:
+    client = clients.make()
+    held = client.acquire_lock('inspected', 'part', additional_attributes={'job': 'x'})
+    with CallRecorder(engine.resource) as calls:
+        seen = client.get_lock('inspected', 'part')
+    assert calls.operations() == ['GetItem']
+    assert calls.calls[0].params['ConsistentRead'] is True
+    assert type(seen) is BaseDynamoDBLock
+    assert (seen.partition_key, seen.sort_key, seen.owner_name, seen.record_version_number) == \
+        ('inspected', 'part', client._owner_name, held.record_version_number)
+    assert seen.lease_duration == 30.0 and seen.expiry_time == held.expiry_time
+    assert seen.additional_attributes == {'job': 'x'}
+    assert client.get_lock('nobody-holds-this') is None
+
+
+def test_get_lock_checks_its_arguments(clients: LockClients, engine: Any) -> None:
+    client = clients.make()
+    with pytest.raises(TypeError):
+        client.get_lock(None)
+    with pytest.raises(ValueError):
+        client.get_lock('x', '')
+
+
+def test_get_lock_error_is_unknown(engine: Any, clients: LockClients) -> None:
+    client = clients.make()
+    with FaultInjector(engine.resource) as faults:
+        faults.fail_calls('GetItem', code='InternalServerError', status=500)
+        with pytest.raises(DynamoDBLockError) as raised:
+            client.get_lock('x')
+    assert raised.value.code == DynamoDBLockError.UNKNOWN
+
+
+def test_list_locks_returns_every_lock_and_skips_other_rows(engine: Any, clients: LockClients) -> None:
+    client = clients.make()
+    mine = client.acquire_lock('listed-a')
+    theirs = put_lock_row(engine, 'listed-b', 'x', owner_name='other', lease_duration=Decimal('1.1'))
+    engine.client.put_item(TableName=engine.table_name,
+                           Item={'lock_key': {'S': 'not-a-lock'}, 'sort_key': {'S': '-'}, 'note': {'S': 'hi'}})
+    found = {lock.unique_identifier: lock for lock in client.list_locks()}
+    assert set(found) == {'listed-a|-', 'listed-b|x'}
+    assert found['listed-a|-'].record_version_number == mine.record_version_number
+    assert found['listed-b|x'].owner_name == 'other'
+    assert found['listed-b|x'].lease_duration == 1.1
+    assert found['listed-b|x'].record_version_number == theirs['record_version_number']
+    assert all(type(lock) is BaseDynamoDBLock for lock in found.values())
+
+
+def test_list_locks_pages_through_a_large_table(engine: Any, clients: LockClients) -> None:
+    client = clients.make()
+    padding = 'x' * 50_000               # ~50 kB per row: a 1 MB scan page holds about 20
+    for index in range(45):
+        put_lock_row(engine, f'big-{index:02d}', extra={'padding': padding})
+    with CallRecorder(engine.resource) as calls:
+        keys = sorted(lock.partition_key for lock in client.list_locks())
+    assert keys == [f'big-{index:02d}' for index in range(45)]
+    assert calls.count('Scan') >= 2
+
+
+def test_force_release_deletes_the_version_it_was_given(engine: Any, clients: LockClients) -> None:
+    holder = clients.make()
+    operator = clients.make()
+    callback = CallbackRecorder()
+    lock = holder.acquire_lock('forced', app_callback=callback)
+    seen = operator.get_lock('forced')
+    with CallRecorder(engine.resource) as calls:
+        assert operator.force_release_lock(seen) is True
+    assert calls.operations() == ['DeleteItem']
+    assert read_item(engine, 'forced') is None
+    holder._send_heartbeat(lock)                    # the holder learns it lost the lock
+    assert lock.status == DynamoDBLock.INVALID
+    assert callback.codes == [DynamoDBLockError.LOCK_STOLEN]
+
+
+def test_force_release_of_a_renewed_lock_deletes_nothing(engine: Any, clients: LockClients) -> None:
+    holder = clients.make()
+    operator = clients.make()
+    lock = holder.acquire_lock('renewed-meanwhile')
+    seen = operator.get_lock('renewed-meanwhile')
+    holder._send_heartbeat(lock)
+    assert operator.force_release_lock(seen) is False
+    assert read_item(engine, 'renewed-meanwhile')['record_version_number'] == lock.record_version_number
+    lock.release(best_effort=False)
+    assert operator.force_release_lock(seen) is False         # gone: nothing to delete
+
+
+def test_force_release_rejects_other_types(clients: LockClients, engine: Any) -> None:
+    with pytest.raises(TypeError):
+        clients.make().force_release_lock('forced')
+
+
+def test_force_release_wakes_a_waiter_of_the_same_client(engine: Any, clients: LockClients) -> None:
+    clock = clients.clock
+    client = clients.make()
+    put_lock_row(engine, 'stuck', owner_name='gone-for-good', lease_duration=3600)
+    waiter = BackgroundCall(client.acquire_lock, 'stuck', retry_timeout=seconds(hours=2), name='stuck-waiter')
+    clock.wait_until_idle([waiter.thread])
+    assert client.force_release_lock(client.get_lock('stuck')) is True
+    lock = waiter.result()                           # fake time never moved
+    assert read_item(engine, 'stuck')['record_version_number'] == lock.record_version_number

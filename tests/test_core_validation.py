@@ -1,0 +1,115 @@
+"""Constructor checks (corrections 4 and 12): settings that cannot work are refused before any
+thread starts; settings that work but are unsafe are logged as warnings."""
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+from typing import Any, Dict, Iterator
+
+import pytest
+
+from python_dynamodb_lock._embedded import dummy_boto3_session
+from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient
+
+MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
+seconds = datetime.timedelta
+
+
+@pytest.fixture(scope='module')
+def offline_resource() -> Any:
+    """A boto3 resource pointing at a closed local port: construction makes no calls."""
+    return dummy_boto3_session().resource('dynamodb', endpoint_url='http://127.0.0.1:9')
+
+
+@pytest.fixture
+def make(offline_resource: Any) -> Iterator[Any]:
+    made = []
+
+    def factory(**kwargs: Any) -> DynamoDBLockClient:
+        client = DynamoDBLockClient(offline_resource, **kwargs)
+        made.append(client)
+        return client
+
+    yield factory
+    for client in made:
+        client.close()
+
+
+def lock_client_threads() -> int:
+    return sum(1 for thread in threading.enumerate() if thread.name.startswith('DynamoDBLockClient-heartbeat-'))
+
+
+BAD_SETTINGS = [
+    pytest.param(dict(heartbeat_tps=0), ValueError, id='tps-zero'),
+    pytest.param(dict(heartbeat_tps=-2), ValueError, id='tps-negative'),
+    pytest.param(dict(heartbeat_tps=float('nan')), ValueError, id='tps-nan'),
+    pytest.param(dict(heartbeat_tps='10'), TypeError, id='tps-str'),
+    pytest.param(dict(heartbeat_tps=True), TypeError, id='tps-bool'),
+    pytest.param(dict(heartbeat_period=seconds(0)), ValueError, id='heartbeat-zero'),
+    pytest.param(dict(heartbeat_period=seconds(seconds=-5)), ValueError, id='heartbeat-negative'),
+    pytest.param(dict(heartbeat_period=5), TypeError, id='heartbeat-int'),
+    pytest.param(dict(safe_period=seconds(seconds=-1)), ValueError, id='safe-negative'),
+    pytest.param(dict(safe_period=20.0), TypeError, id='safe-float'),
+    pytest.param(dict(lease_duration=seconds(0)), ValueError, id='lease-zero'),
+    pytest.param(dict(lease_duration='30s'), TypeError, id='lease-str'),
+    pytest.param(dict(expiry_period=seconds(seconds=-1)), ValueError, id='expiry-negative'),
+    pytest.param(dict(expiry_period=3600), TypeError, id='expiry-int'),
+    pytest.param(dict(heartbeat_period=seconds(seconds=30), lease_duration=seconds(seconds=30)), ValueError,
+                 id='heartbeat-equals-lease'),
+    pytest.param(dict(heartbeat_period=seconds(seconds=40), safe_period=seconds(seconds=50),
+                      lease_duration=seconds(seconds=30)), ValueError, id='heartbeat-longer-than-lease'),
+    pytest.param(dict(expiry_period=seconds(seconds=29)), ValueError, id='expiry-shorter-than-lease'),
+    pytest.param(dict(table_name=''), ValueError, id='table-name-empty'),
+    pytest.param(dict(table_name=None), TypeError, id='table-name-none'),
+    pytest.param(dict(partition_key_name=''), ValueError, id='partition-key-name-empty'),
+    pytest.param(dict(sort_key_name='lock_key'), ValueError, id='key-names-equal'),
+    pytest.param(dict(ttl_attribute_name='owner_name'), ValueError, id='ttl-name-is-a-lock-attribute'),
+    pytest.param(dict(owner_name=''), ValueError, id='owner-empty'),
+    pytest.param(dict(owner_name=42), TypeError, id='owner-int'),
+    pytest.param(dict(app_callback_executor=object()), TypeError, id='executor-without-submit'),
+]
+
+
+@pytest.mark.parametrize('settings, error', BAD_SETTINGS)
+def test_settings_that_cannot_work_are_refused_before_threads_start(offline_resource: Any,
+                                                                   settings: Dict[str, Any], error: type) -> None:
+    before = lock_client_threads()
+    with pytest.raises(error):
+        DynamoDBLockClient(offline_resource, **settings)
+    assert lock_client_threads() == before
+
+
+def test_a_resource_is_required() -> None:
+    with pytest.raises(TypeError):
+        DynamoDBLockClient(None)
+    with pytest.raises(TypeError):
+        DynamoDBLockClient('dynamodb')
+
+
+@pytest.mark.parametrize('settings, warns', [
+    pytest.param(dict(heartbeat_period=seconds(seconds=15), safe_period=seconds(seconds=20)), 'heartbeat_period',
+                 id='heartbeat-over-a-third-of-lease'),
+    pytest.param(dict(safe_period=seconds(seconds=30)), 'safe_period', id='safe-equals-lease'),
+    pytest.param(dict(safe_period=seconds(seconds=45)), 'safe_period', id='safe-longer-than-lease'),
+])
+def test_unsafe_settings_are_logged_as_warnings(make: Any, caplog: pytest.LogCaptureFixture,
+                                                settings: Dict[str, Any], warns: str) -> None:
+    caplog.set_level(logging.DEBUG, logger=MODULE)
+    make(**settings)
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert any(warns in message for message in warnings), warnings
+
+
+def test_the_defaults_log_no_warning(make: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger=MODULE)
+    make()
+    make(heartbeat_tps=50)
+    assert [record for record in caplog.records if record.levelno >= logging.WARNING] == []
+
+
+def test_fractional_periods_are_accepted(make: Any) -> None:
+    client = make(heartbeat_period=seconds(seconds=0.03), safe_period=seconds(seconds=0.06),
+                  lease_duration=seconds(seconds=0.1))
+    assert client._lease_duration_s == 0.1
+

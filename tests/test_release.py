@@ -1,0 +1,285 @@
+"""release_lock: strict and best effort, locks not owned or stolen, errors, lost answers, and the
+identity-checked registry (correction 6)."""
+from __future__ import annotations
+
+import datetime
+import logging
+import uuid
+from typing import Any, Iterator
+
+import pytest
+
+from helpers import CallRecorder, FaultInjector, LockClients, another_resource, is_registered, read_item
+from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockError
+
+MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
+seconds0 = datetime.timedelta(0)
+
+
+@pytest.fixture
+def clients(engine: Any) -> Iterator[LockClients]:
+    factory = LockClients(engine)
+    yield factory
+    factory.close_all()
+
+
+def steal(engine: Any, key: str, owner: str = 'thief') -> str:
+    """Another client takes the row over (new version and owner); returns the new version."""
+    version = str(uuid.uuid4())
+    engine.client.update_item(
+        TableName=engine.table_name, Key={'lock_key': {'S': key}, 'sort_key': {'S': '-'}},
+        UpdateExpression='SET record_version_number = :v, owner_name = :o',
+        ExpressionAttributeValues={':v': {'S': version}, ':o': {'S': owner}})
+    return version
+
+
+def delete_row(engine: Any, key: str) -> None:
+    engine.client.delete_item(TableName=engine.table_name, Key={'lock_key': {'S': key}, 'sort_key': {'S': '-'}})
+
+
+@pytest.mark.parametrize('best_effort', [True, False])
+def test_release_is_one_conditional_delete(engine: Any, clients: LockClients, best_effort: bool) -> None:
+    client = clients.make()
+    lock = client.acquire_lock('release-me')
+    with CallRecorder(engine.resource) as calls:
+        client.release_lock(lock, best_effort=best_effort)
+    assert calls.operations() == ['DeleteItem']
+    assert lock.record_version_number in calls.calls[0].expression_values().values()
+    assert lock.status == DynamoDBLock.RELEASED
+    assert not is_registered(client, lock)
+    assert read_item(engine, 'release-me') is None
+
+
+def test_release_defaults_to_best_effort(engine: Any, clients: LockClients) -> None:
+    client = clients.make()
+    lock = client.acquire_lock('default-best-effort')
+    steal(engine, 'default-best-effort')
+    client.release_lock(lock)          # would raise LOCK_STOLEN if strict
+    lock.release()                     # and so would the lock's own method
+    assert lock.status == DynamoDBLock.INVALID
+
+
+@pytest.mark.parametrize('best_effort', [True, False])
+def test_releasing_twice_is_a_no_op(engine: Any, clients: LockClients, best_effort: bool) -> None:
+    client = clients.make()
+    lock = client.acquire_lock('twice')
+    lock.release()
+    with CallRecorder(engine.resource) as calls:
+        client.release_lock(lock, best_effort=best_effort)
+    assert calls.calls == []
+    assert lock.status == DynamoDBLock.RELEASED
+
+
+def test_release_of_a_lock_held_by_another_client(engine: Any, clients: LockClients) -> None:
+    mine = clients.make()
+    theirs = clients.make(another_resource(engine))
+    their_lock = theirs.acquire_lock('not-mine')
+    with CallRecorder(engine.resource) as calls:
+        with pytest.raises(DynamoDBLockError) as raised:
+            mine.release_lock(their_lock, best_effort=False)
+        mine.release_lock(their_lock, best_effort=True)      # silent
+    assert raised.value.code == DynamoDBLockError.LOCK_NOT_OWNED
+    assert calls.calls == []
+    assert their_lock.status == DynamoDBLock.LOCKED
+    assert is_registered(theirs, their_lock)
+    assert read_item(engine, 'not-mine')['record_version_number'] == their_lock.record_version_number
+
+
+def test_strict_release_of_a_stolen_lock_raises_lock_stolen_and_leaves_the_thief_alone(
+        engine: Any, clients: LockClients) -> None:
+    client = clients.make()
+    lock = client.acquire_lock('stolen')
+    thief_version = steal(engine, 'stolen')
+    with CallRecorder(engine.resource) as calls:
+        with pytest.raises(DynamoDBLockError) as raised:
+            client.release_lock(lock, best_effort=False)
+    assert raised.value.code == DynamoDBLockError.LOCK_STOLEN
+    assert calls.operations() == ['DeleteItem']
+    assert lock.status == DynamoDBLock.INVALID
+    assert not is_registered(client, lock)
+    row = read_item(engine, 'stolen')
+    assert (row['owner_name'], row['record_version_number']) == ('thief', thief_version)
+
+
+def test_best_effort_release_of_a_stolen_lock_is_silent(engine: Any, clients: LockClients,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger=MODULE)
+    client = clients.make()
+    lock = client.acquire_lock('stolen-quietly')
+    steal(engine, 'stolen-quietly')
+    client.release_lock(lock, best_effort=True)
+    assert lock.status == DynamoDBLock.INVALID
+    assert not is_registered(client, lock)
+    assert read_item(engine, 'stolen-quietly')['owner_name'] == 'thief'
+    assert any(record.levelno == logging.WARNING for record in caplog.records)
+
+
+@pytest.mark.parametrize('best_effort', [True, False])
+def test_release_of_a_lock_whose_row_is_gone_counts_as_released(engine: Any, clients: LockClients,
+                                                                 best_effort: bool) -> None:
+    client = clients.make()
+    lock = client.acquire_lock('vanished')
+    delete_row(engine, 'vanished')          # e.g. deleted by TTL or by an operator
+    client.release_lock(lock, best_effort=best_effort)
+    assert lock.status == DynamoDBLock.RELEASED
+    assert not is_registered(client, lock)
+
+
+def test_strict_release_error_is_unknown_and_keeps_the_lock_held(engine: Any, clients: LockClients) -> None:
+    client = clients.make()
+    lock = client.acquire_lock('sticky')
+    with FaultInjector(engine.resource) as faults:
+        faults.fail_calls('DeleteItem', code='ProvisionedThroughputExceededException')
+        with pytest.raises(DynamoDBLockError) as raised:
+            client.release_lock(lock, best_effort=False)
+    assert raised.value.code == DynamoDBLockError.UNKNOWN
+    assert raised.value.__cause__ is not None
+    assert lock.status == DynamoDBLock.LOCKED
+    assert is_registered(client, lock)
+    assert read_item(engine, 'sticky')['record_version_number'] == lock.record_version_number
+    with CallRecorder(engine.resource) as calls:
+        client._send_heartbeat(lock)          # still kept alive
+    assert calls.operations() == ['UpdateItem']
+    assert lock.status == DynamoDBLock.LOCKED
+    client.release_lock(lock, best_effort=False)   # and the release can be retried
+    assert read_item(engine, 'sticky') is None
+    assert lock.status == DynamoDBLock.RELEASED
+
+
+def test_best_effort_release_error_forgets_the_lock(engine: Any, clients: LockClients,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger=MODULE)
+    client = clients.make()
+    lock = client.acquire_lock('forgotten')
+    with FaultInjector(engine.resource) as faults:
+        faults.fail_calls('DeleteItem', code='InternalServerError', status=500)
+        faults.fail_calls('GetItem', code='InternalServerError', status=500)
+        client.release_lock(lock, best_effort=True)
+    assert lock.status not in (DynamoDBLock.LOCKED, DynamoDBLock.IN_DANGER)
+    assert not is_registered(client, lock)
+    assert read_item(engine, 'forgotten') is not None      # left to expire or be taken over
+    assert any(record.levelno == logging.WARNING for record in caplog.records)
+    with CallRecorder(engine.resource) as calls:
+        client._send_heartbeat(lock)
+    assert calls.calls == []                                  # no longer heartbeated
+
+
+@pytest.mark.parametrize('retry', [True, False], ids=['botocore-retries', 'timeout-raised'])
+def test_delete_whose_answer_was_lost_is_a_successful_release(engine: Any, clients: LockClients,
+                                                              retry: bool) -> None:
+    client = clients.make()
+    lock = client.acquire_lock('lost-delete')
+    with FaultInjector(engine.resource) as faults:
+        lost = faults.lose_answers('DeleteItem', retry=retry)
+        client.release_lock(lock, best_effort=False)
+    assert lost.hits == 1
+    assert lock.status == DynamoDBLock.RELEASED
+    assert read_item(engine, 'lost-delete') is None
+
+
+def test_lost_delete_answer_then_the_next_holder_is_still_a_successful_release(engine: Any,
+                                                                              clients: LockClients) -> None:
+    """Our delete landed, its answer was lost, another client acquired the free lock, and then
+    botocore's retry met that client's row: the release worked, nothing was stolen."""
+    client = clients.make()
+    lock = client.acquire_lock('handed-on')
+    next_holder = clients.make(another_resource(engine), owner_name='next-holder')
+    taken: list = []
+    with FaultInjector(engine.resource) as faults:
+        faults.lose_answers('DeleteItem', retry=True,
+                            between=lambda: taken.append(next_holder.acquire_lock('handed-on', retry_timeout=seconds0)))
+        client.release_lock(lock, best_effort=False)
+    assert lock.status == DynamoDBLock.RELEASED
+    assert read_item(engine, 'handed-on')['record_version_number'] == taken[0].record_version_number
+
+
+def test_release_after_a_lost_heartbeat_answer(engine: Any, clients: LockClients) -> None:
+    """The row carries a version whose write was never confirmed: release still deletes it."""
+    client = clients.make()
+    lock = client.acquire_lock('unconfirmed')
+    with FaultInjector(engine.resource) as faults:
+        faults.lose_answers('UpdateItem', retry=False)
+        client._send_heartbeat(lock)
+    assert read_item(engine, 'unconfirmed')['record_version_number'] != lock.record_version_number
+    client.release_lock(lock, best_effort=False)
+    assert read_item(engine, 'unconfirmed') is None
+    assert lock.status == DynamoDBLock.RELEASED
+
+
+def test_release_when_the_row_holds_an_old_unconfirmed_renewal(engine: Any, clients: LockClients) -> None:
+    client = clients.make()
+    lock = client.acquire_lock('old-unconfirmed-release')
+    with FaultInjector(engine.resource) as faults:
+        faults.lose_answers('UpdateItem', retry=False)
+        client._send_heartbeat(lock)
+        faults.fail_calls('UpdateItem', code='InternalServerError', status=500, times=25)
+        for _ in range(25):
+            client._send_heartbeat(lock)
+    client.release_lock(lock, best_effort=False)
+    assert lock.status == DynamoDBLock.RELEASED
+    assert read_item(engine, 'old-unconfirmed-release') is None
+
+
+def test_release_after_close_still_deletes(engine: Any, clients: LockClients) -> None:
+    client = clients.make()
+    lock = client.acquire_lock('after-close')
+    client.close()
+    assert read_item(engine, 'after-close') is not None      # close does not release by default
+    client.release_lock(lock, best_effort=False)
+    assert read_item(engine, 'after-close') is None
+
+
+def test_release_rejects_what_is_not_a_held_lock_type(clients: LockClients) -> None:
+    client = clients.make()
+    with pytest.raises(TypeError):
+        client.release_lock('lock-name')
+
+
+# --- identity-checked registry (correction 6) ----------------------------------------------
+
+def stale_copy(lock: DynamoDBLock) -> DynamoDBLock:
+    """An object for the same key and client that claims LOCKED but is not the held lock."""
+    copy = DynamoDBLock(lock.partition_key, lock.sort_key, lock.owner_name, lock.lease_duration,
+                        lock.record_version_number, lock.expiry_time, lock.additional_attributes,
+                        None, lock.lock_client)
+    copy.status = DynamoDBLock.LOCKED
+    return copy
+
+
+def test_an_older_lock_object_cannot_release_or_stop_a_newer_lock(engine: Any, clients: LockClients) -> None:
+    client = clients.make()
+    old = client.acquire_lock('reused-key')
+    old.release()
+    new = client.acquire_lock('reused-key')
+    stale = stale_copy(new)
+    with CallRecorder(engine.resource) as calls:
+        client.release_lock(old, best_effort=False)             # RELEASED: a no-op
+        client.release_lock(stale, best_effort=True)            # not the registered object: silent
+        with pytest.raises(DynamoDBLockError) as raised:
+            client.release_lock(stale, best_effort=False)
+        client._send_heartbeat(old)
+        client._send_heartbeat(stale)
+    assert raised.value.code == DynamoDBLockError.LOCK_NOT_OWNED
+    assert calls.calls == []
+    assert is_registered(client, new)
+    assert read_item(engine, 'reused-key')['record_version_number'] == new.record_version_number
+    previous_version = new.record_version_number
+    client._send_heartbeat(new)                                 # the new lock is still heartbeated
+    assert new.status == DynamoDBLock.LOCKED
+    assert new.record_version_number != previous_version
+    assert read_item(engine, 'reused-key')['record_version_number'] == new.record_version_number
+
+
+def test_a_stolen_lock_object_does_not_disturb_the_reacquired_lock(engine: Any, clients: LockClients) -> None:
+    client = clients.make()
+    old = client.acquire_lock('stolen-then-back')
+    steal(engine, 'stolen-then-back')
+    client._send_heartbeat(old)
+    assert old.status == DynamoDBLock.INVALID
+    delete_row(engine, 'stolen-then-back')                     # the thief releases
+    new = client.acquire_lock('stolen-then-back')
+    for best_effort in (True, False):
+        client.release_lock(old, best_effort=best_effort)
+    client._send_heartbeat(old)
+    assert is_registered(client, new) and new.status == DynamoDBLock.LOCKED
+    assert read_item(engine, 'stolen-then-back')['record_version_number'] == new.record_version_number
