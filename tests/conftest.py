@@ -201,3 +201,13 @@ def engine(request: pytest.FixtureRequest) -> Iterator[EngineTable]:
 def local_engine(request: pytest.FixtureRequest) -> Iterator[EngineTable]:
     """A fresh lock table on DynamoDB Local only: for concurrency and exclusion tests."""
     yield from _engine_table(request, DYNAMODB_LOCAL)
+
+
+@pytest.fixture
+def clients(engine: EngineTable) -> Iterator[Any]:
+    """Makes lock clients on the test's table (sharing one ManualClock) and closes them all."""
+    from helpers import LockClients
+
+    factory = LockClients(engine)
+    yield factory
+    factory.close_all()

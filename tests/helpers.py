@@ -851,3 +851,13 @@ def read_item(engine: Any, partition_key: str, sort_key: str = '-',
 def is_registered(client: DynamoDBLockClient, lock: DynamoDBLock) -> bool:
     """Whether ``client`` heartbeats this very lock object."""
     return client._is_registered(lock)
+
+
+def steal_row(engine: Any, key: str, owner: str = 'thief') -> str:
+    """Another client takes the row over (new version and owner); returns the new version."""
+    version = str(uuid.uuid4())
+    engine.client.update_item(
+        TableName=engine.table_name, Key={'lock_key': {'S': key}, 'sort_key': {'S': '-'}},
+        UpdateExpression='SET record_version_number = :v, owner_name = :o',
+        ExpressionAttributeValues={':v': {'S': version}, ':o': {'S': owner}})
+    return version

@@ -30,13 +30,6 @@ from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLock
 seconds = datetime.timedelta
 
 
-@pytest.fixture
-def clients(engine: Any) -> Iterator[LockClients]:
-    factory = LockClients(engine)
-    yield factory
-    factory.close_all()
-
-
 def acquire_fast(client: DynamoDBLockClient, clock: ManualClock, *args: Any, **kwargs: Any) -> DynamoDBLock:
     """acquire_lock in the test thread, its waits moving the fake clock instead of blocking."""
     with clock.auto_advance_in_current_thread():

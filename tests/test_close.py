@@ -7,7 +7,7 @@ import datetime
 import logging
 import threading
 import uuid
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -27,13 +27,6 @@ from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLock
 
 MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
 seconds = datetime.timedelta
-
-
-@pytest.fixture
-def clients(engine: Any) -> Iterator[LockClients]:
-    factory = LockClients(engine)
-    yield factory
-    factory.close_all()
 
 
 def test_close_returns_without_waiting_out_a_long_heartbeat_period(engine: Any, clients: LockClients) -> None:

@@ -11,7 +11,7 @@ import logging
 import pickle
 import uuid
 from decimal import Decimal
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -32,13 +32,6 @@ MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
 def offline_resource() -> Any:
     """A boto3 resource pointing at a closed local port: for tests that make no calls."""
     return dummy_boto3_session().resource('dynamodb', endpoint_url='http://127.0.0.1:9')
-
-
-@pytest.fixture
-def clients(engine: Any) -> Iterator[LockClients]:
-    factory = LockClients(engine)
-    yield factory
-    factory.close_all()
 
 
 # --- import paths ---------------------------------------------------------------------------

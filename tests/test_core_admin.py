@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import datetime
 from decimal import Decimal
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -19,13 +19,6 @@ from helpers import (
 from python_dynamodb_lock.python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLock, DynamoDBLockError
 
 seconds = datetime.timedelta
-
-
-@pytest.fixture
-def clients(engine: Any) -> Iterator[LockClients]:
-    factory = LockClients(engine)
-    yield factory
-    factory.close_all()
 
 
 def test_get_lock_is_one_consistent_read(engine: Any, clients: LockClients) -> None:

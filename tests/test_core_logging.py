@@ -4,7 +4,7 @@ from __future__ import annotations
 import datetime
 import logging
 import uuid
-from typing import Any, Callable, Iterator, Set
+from typing import Any, Callable, Set
 
 import pytest
 
@@ -13,13 +13,6 @@ from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockError
 
 MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
 seconds = datetime.timedelta
-
-
-@pytest.fixture
-def clients(engine: Any) -> Iterator[LockClients]:
-    factory = LockClients(engine)
-    yield factory
-    factory.close_all()
 
 
 def levels_during(caplog: pytest.LogCaptureFixture, action: Callable[[], Any]) -> Set[int]:

@@ -24,13 +24,6 @@ STOLEN = DynamoDBLockError.LOCK_STOLEN
 
 
 @pytest.fixture
-def clients(engine: Any) -> Iterator[LockClients]:
-    factory = LockClients(engine)
-    yield factory
-    factory.close_all()
-
-
-@pytest.fixture
 def local_clients(local_engine: Any) -> Iterator[LockClients]:
     factory = LockClients(local_engine)
     yield factory

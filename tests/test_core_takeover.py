@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime
 from decimal import Decimal
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -26,13 +26,6 @@ from helpers import (
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockError
 
 seconds = datetime.timedelta
-
-
-@pytest.fixture
-def clients(engine: Any) -> Iterator[LockClients]:
-    factory = LockClients(engine)
-    yield factory
-    factory.close_all()
 
 
 def test_a_live_holder_is_never_taken_over(engine: Any, clients: LockClients) -> None:

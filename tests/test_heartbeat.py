@@ -11,7 +11,7 @@ import datetime
 import logging
 import threading
 import uuid
-from typing import Any, Iterator, List
+from typing import Any, List
 
 import pytest
 from botocore.exceptions import ClientError
@@ -20,6 +20,7 @@ from helpers import (
     CallbackRecorder,
     CallRecorder,
     FaultInjector,
+    steal_row,
     LockClients,
     RecordingExecutor,
     background_threads,
@@ -34,22 +35,6 @@ MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
 seconds = datetime.timedelta
 STOLEN = DynamoDBLockError.LOCK_STOLEN
 IN_DANGER = DynamoDBLockError.LOCK_IN_DANGER
-
-
-@pytest.fixture
-def clients(engine: Any) -> Iterator[LockClients]:
-    factory = LockClients(engine)
-    yield factory
-    factory.close_all()
-
-
-def steal(engine: Any, key: str, owner: str = 'thief') -> str:
-    version = str(uuid.uuid4())
-    engine.client.update_item(
-        TableName=engine.table_name, Key={'lock_key': {'S': key}, 'sort_key': {'S': '-'}},
-        UpdateExpression='SET record_version_number = :v, owner_name = :o',
-        ExpressionAttributeValues={':v': {'S': version}, ':o': {'S': owner}})
-    return version
 
 
 # --- one heartbeat at a time ------------------------------------------------------------------
@@ -80,7 +65,7 @@ def test_heartbeat_of_a_stolen_lock(engine: Any, clients: LockClients, caplog: p
     client = clients.make()
     callback = CallbackRecorder()
     lock = client.acquire_lock('taken', app_callback=callback)
-    thief_version = steal(engine, 'taken')
+    thief_version = steal_row(engine, 'taken')
     client._send_heartbeat(lock)
     assert lock.status == DynamoDBLock.INVALID
     assert not is_registered(client, lock)
@@ -177,7 +162,7 @@ def test_in_danger_lock_that_was_stolen_becomes_invalid(engine: Any, clients: Lo
     clock.advance(21)
     run_checker_round(client, clock)
     assert lock.status == DynamoDBLock.IN_DANGER
-    steal(engine, 'danger-then-stolen')
+    steal_row(engine, 'danger-then-stolen')
     client._send_heartbeat(lock)
     assert lock.status == DynamoDBLock.INVALID
     assert callback.codes == [IN_DANGER, STOLEN]
@@ -261,7 +246,7 @@ def test_theft_after_a_lost_answer_is_still_detected(engine: Any, clients: LockC
     with FaultInjector(engine.resource) as faults:
         faults.lose_answers('UpdateItem', retry=False)
         client._send_heartbeat(lock)
-    steal(engine, 'lost-then-stolen')
+    steal_row(engine, 'lost-then-stolen')
     client._send_heartbeat(lock)
     assert lock.status == DynamoDBLock.INVALID
     assert callback.codes == [STOLEN]
@@ -302,7 +287,7 @@ def test_no_callback_means_nothing_is_submitted(engine: Any, clients: LockClient
     stolen = client.acquire_lock('no-callback-stolen')
     clock.advance(21)
     run_checker_round(client, clock)
-    steal(engine, 'no-callback-stolen')
+    steal_row(engine, 'no-callback-stolen')
     client._send_heartbeat(stolen)
     assert (danger.status, stolen.status) == (DynamoDBLock.IN_DANGER, DynamoDBLock.INVALID)
     assert executor.submission_count == 0
@@ -313,7 +298,7 @@ def test_callbacks_run_on_the_executor_not_on_the_heartbeat_thread(engine: Any, 
     client = clients.make(app_callback_executor=executor)
     callback = CallbackRecorder()
     lock = client.acquire_lock('deferred', app_callback=callback)
-    steal(engine, 'deferred')
+    steal_row(engine, 'deferred')
     client._send_heartbeat(lock)
     assert executor.submission_count == 1
     assert callback.calls == []                 # not run by the heartbeat itself
@@ -325,7 +310,7 @@ def test_callbacks_run_on_the_default_executor_threads(engine: Any, clients: Loc
     client = clients.make(app_callback_executor=None)
     callback = CallbackRecorder()
     lock = client.acquire_lock('default-executor', app_callback=callback)
-    steal(engine, 'default-executor')
+    steal_row(engine, 'default-executor')
     client._send_heartbeat(lock)
     assert callback.called.wait(10)
     assert callback.calls[0].thread != threading.current_thread().name
@@ -340,7 +325,7 @@ def test_a_raising_callback_is_logged_and_later_callbacks_still_run(
     callback = CallbackRecorder(raise_on=[STOLEN, IN_DANGER])
     first = client.acquire_lock('raising-1', app_callback=callback)
     second = client.acquire_lock('raising-2', app_callback=callback)
-    steal(engine, 'raising-1')
+    steal_row(engine, 'raising-1')
     client._send_heartbeat(first)
     clock.advance(21)
     run_checker_round(client, clock)
@@ -359,7 +344,7 @@ def test_a_failing_executor_does_not_break_the_heartbeat(engine: Any, clients: L
     executor.shutdown()                          # submit now raises RuntimeError
     callback = CallbackRecorder()
     lock = client.acquire_lock('no-executor', app_callback=callback)
-    steal(engine, 'no-executor')
+    steal_row(engine, 'no-executor')
     client._send_heartbeat(lock)
     assert lock.status == DynamoDBLock.INVALID
     assert callback.calls == []
@@ -437,7 +422,7 @@ def test_stolen_via_the_threads(engine: Any, clients: LockClients) -> None:
     client = clients.make(hand_driven=False)
     callback = CallbackRecorder()
     lock = client.acquire_lock('stolen-live', app_callback=callback)
-    steal(engine, 'stolen-live')
+    steal_row(engine, 'stolen-live')
     step(clock, 5, client)
     assert lock.status == DynamoDBLock.INVALID
     assert callback.codes == [STOLEN]

@@ -25,13 +25,6 @@ def offline_client() -> Iterator[DynamoDBLockClient]:
     client.close()
 
 
-@pytest.fixture
-def clients(engine: Any) -> Iterator[LockClients]:
-    factory = LockClients(engine)
-    yield factory
-    factory.close_all()
-
-
 # --- item conversion ------------------------------------------------------------------------
 
 @pytest.mark.parametrize('lease, stored', [(30, Decimal('30')), (0.1, Decimal('0.1')), (1.1, Decimal('1.1')),

@@ -4,33 +4,15 @@ from __future__ import annotations
 
 import datetime
 import logging
-import uuid
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from helpers import CallRecorder, FaultInjector, LockClients, another_resource, is_registered, read_item
+from helpers import CallRecorder, FaultInjector, LockClients, another_resource, is_registered, read_item, steal_row
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockError
 
 MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
 seconds0 = datetime.timedelta(0)
-
-
-@pytest.fixture
-def clients(engine: Any) -> Iterator[LockClients]:
-    factory = LockClients(engine)
-    yield factory
-    factory.close_all()
-
-
-def steal(engine: Any, key: str, owner: str = 'thief') -> str:
-    """Another client takes the row over (new version and owner); returns the new version."""
-    version = str(uuid.uuid4())
-    engine.client.update_item(
-        TableName=engine.table_name, Key={'lock_key': {'S': key}, 'sort_key': {'S': '-'}},
-        UpdateExpression='SET record_version_number = :v, owner_name = :o',
-        ExpressionAttributeValues={':v': {'S': version}, ':o': {'S': owner}})
-    return version
 
 
 def delete_row(engine: Any, key: str) -> None:
@@ -53,7 +35,7 @@ def test_release_is_one_conditional_delete(engine: Any, clients: LockClients, be
 def test_release_defaults_to_best_effort(engine: Any, clients: LockClients) -> None:
     client = clients.make()
     lock = client.acquire_lock('default-best-effort')
-    steal(engine, 'default-best-effort')
+    steal_row(engine, 'default-best-effort')
     client.release_lock(lock)          # would raise LOCK_STOLEN if strict
     lock.release()                     # and so would the lock's own method
     assert lock.status == DynamoDBLock.INVALID
@@ -89,7 +71,7 @@ def test_strict_release_of_a_stolen_lock_raises_lock_stolen_and_leaves_the_thief
         engine: Any, clients: LockClients) -> None:
     client = clients.make()
     lock = client.acquire_lock('stolen')
-    thief_version = steal(engine, 'stolen')
+    thief_version = steal_row(engine, 'stolen')
     with CallRecorder(engine.resource) as calls:
         with pytest.raises(DynamoDBLockError) as raised:
             client.release_lock(lock, best_effort=False)
@@ -106,7 +88,7 @@ def test_best_effort_release_of_a_stolen_lock_is_silent(engine: Any, clients: Lo
     caplog.set_level(logging.DEBUG, logger=MODULE)
     client = clients.make()
     lock = client.acquire_lock('stolen-quietly')
-    steal(engine, 'stolen-quietly')
+    steal_row(engine, 'stolen-quietly')
     client.release_lock(lock, best_effort=True)
     assert lock.status == DynamoDBLock.INVALID
     assert not is_registered(client, lock)
@@ -273,7 +255,7 @@ def test_an_older_lock_object_cannot_release_or_stop_a_newer_lock(engine: Any, c
 def test_a_stolen_lock_object_does_not_disturb_the_reacquired_lock(engine: Any, clients: LockClients) -> None:
     client = clients.make()
     old = client.acquire_lock('stolen-then-back')
-    steal(engine, 'stolen-then-back')
+    steal_row(engine, 'stolen-then-back')
     client._send_heartbeat(old)
     assert old.status == DynamoDBLock.INVALID
     delete_row(engine, 'stolen-then-back')                     # the thief releases
