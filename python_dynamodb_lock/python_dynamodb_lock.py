@@ -153,6 +153,8 @@ class DynamoDBLock(BaseDynamoDBLock):
         self._state_guard = threading.Lock()
         # Versions we tried to write whose answer never arrived: any of them may be in the row.
         self._unconfirmed_versions: List[str] = []
+        # A release whose delete may have landed although it was reported as failed (UNKNOWN).
+        self._delete_maybe_applied = False
 
     def release(self, best_effort: bool = True) -> None:
         """Release this lock: see :meth:`DynamoDBLockClient.release_lock`."""
@@ -946,14 +948,15 @@ class DynamoDBLockClient:
         except ConditionFailed as refused:
             if refused.item is None:
                 logger.info('The row of %s was already gone when it was released', lock.unique_identifier)
-            elif refused.retried and self._lease_still_running(lock):
-                logger.info('The retried delete of %s met the next holder (%s): an earlier attempt had '
+            elif (refused.retried or lock._delete_maybe_applied) and self._lease_still_running(lock):
+                logger.info('The delete of %s met the next holder (%s): an earlier attempt had '
                             'released it', lock.unique_identifier, self._owner_of(refused.item))
             else:
                 raise
         except (ClientError, BotoCoreError) as exc:
             if not outcome_unknown(exc):
                 raise
+            lock._delete_maybe_applied = True
             current = self._table.get(lock.partition_key, lock.sort_key)
             if current is not None and current.get(COL_RECORD_VERSION_NUMBER) in (
                     lock.record_version_number, *lock._unconfirmed_versions):
@@ -1072,6 +1075,12 @@ class DynamoDBLockClient:
                         lock.record_version_number = row_version
                         lock._unconfirmed_versions.clear()
                     logger.info('Heartbeat of %s found an earlier unconfirmed renewal of its own',
+                                lock.unique_identifier)
+                    return
+                elif lock._delete_maybe_applied and (refused.item is None or self._lease_still_running(lock)):
+                    # Our own release, reported as failed (UNKNOWN), had gone through after all.
+                    self._forget(lock, DynamoDBLock.RELEASED)
+                    logger.info('Lock %s was released by the earlier release whose answer was lost',
                                 lock.unique_identifier)
                     return
                 else:
