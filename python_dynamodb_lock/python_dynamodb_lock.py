@@ -919,10 +919,16 @@ class DynamoDBLockClient:
         with previous.thread_lock:   # waits for a heartbeat of it in flight, which may notice first
             with previous._state_guard:
                 was_held = previous.status in (DynamoDBLock.LOCKED, DynamoDBLock.IN_DANGER)
+                # A release of it reported as failed (UNKNOWN) may have deleted the row: then
+                # it was released, and that is why our put found the key free.
+                released_by_its_owner = was_held and previous._delete_maybe_applied
                 if was_held:
-                    previous.status = DynamoDBLock.INVALID
+                    previous.status = DynamoDBLock.RELEASED if released_by_its_owner else DynamoDBLock.INVALID
                     previous._unconfirmed_versions.clear()
-        if was_held:
+        if released_by_its_owner:
+            logger.info('Lock %s was released by the earlier release whose answer was lost',
+                        previous.unique_identifier)
+        elif was_held:
             logger.warning('Lock %s was lost: this client acquired the key again while that lock '
                            'object still held it', previous.unique_identifier)
             self._dispatch_callback(previous, DynamoDBLockError.LOCK_STOLEN)
