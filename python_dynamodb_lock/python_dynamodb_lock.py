@@ -834,6 +834,9 @@ class DynamoDBLockClient:
         item[COL_RECORD_VERSION_NUMBER] = new_version
         item[self._ttl_attribute_name] = int(self._clock.time() + self._expiry_period_s)
         partition_key, sort_key = item[self._partition_key_name], item[self._sort_key_name]
+        # Others time our lease from when they first see the row, which can be long before the
+        # answer arrives (a lost answer, a retry after backoff): time our own side from here.
+        attempt_started = self._clock.monotonic()
         try:
             if expected_version is None:
                 self._table.put_if_absent(item)
@@ -842,7 +845,7 @@ class DynamoDBLockClient:
         except ConditionFailed as refused:
             if refused.item is not None and refused.item.get(COL_RECORD_VERSION_NUMBER) == new_version:
                 # Our put landed but its answer was lost; botocore's retry then met our own row.
-                return _WrittenItem(item)
+                return _WrittenItem(item, attempt_started)
             if refused.item is None and expected_version is None:
                 # An engine that ignores ALL_OLD: find out what is in the way.
                 return self._read_for_acquire(partition_key, sort_key)
@@ -854,12 +857,27 @@ class DynamoDBLockClient:
                 except (ClientError, BotoCoreError):
                     current = None
                 if current is not None and current.get(COL_RECORD_VERSION_NUMBER) == new_version:
-                    return _WrittenItem(item)
+                    return _WrittenItem(item, attempt_started)
+                self._delete_orphan(partition_key, sort_key, new_version)
             raise DynamoDBLockError(
                 DynamoDBLockError.UNKNOWN,
                 f'Could not acquire {self._describe_key(partition_key, sort_key)}: {self._explain(exc)}',
             ) from exc
-        return _WrittenItem(item)
+        return _WrittenItem(item, attempt_started)
+
+    def _delete_orphan(self, partition_key: str, sort_key: str, version: str) -> None:
+        """Best effort: delete a row that a put we are reporting as failed may have written.
+
+        Conditioned on the version that put wrote, so it can only ever remove our own row,
+        which would otherwise block everybody, this client included, for a whole lease.
+        """
+        try:
+            self._table.delete_if_version(partition_key, sort_key, [version])
+        except ConditionFailed:
+            pass
+        except (ClientError, BotoCoreError) as exc:
+            logger.warning('Could not clean up a possible row of %s after a failed acquire; it is '
+                           'taken over after its lease: %s', self._describe_key(partition_key, sort_key), exc)
 
     def _read_for_acquire(self, partition_key: str, sort_key: str) -> Optional[Dict[str, Any]]:
         try:
@@ -898,6 +916,7 @@ class DynamoDBLockClient:
             app_callback, self, raise_context_exception,
         )
         lock.status = DynamoDBLock.LOCKED
+        lock.last_updated_time = written.attempt_started
         with self._registry_guard:
             previous = self._locks.get(lock.unique_identifier)
             self._locks[lock.unique_identifier] = lock
@@ -1212,9 +1231,10 @@ _WAIT = object()   # the acquire loop's "nothing to write yet" outcome
 
 
 class _WrittenItem:
-    """A lock item that a conditional put has just stored."""
+    """A lock item that a conditional put has just stored, and when that put was started."""
 
-    __slots__ = ('item',)
+    __slots__ = ('item', 'attempt_started')
 
-    def __init__(self, item: Dict[str, Any]) -> None:
+    def __init__(self, item: Dict[str, Any], attempt_started: float) -> None:
         self.item = item
+        self.attempt_started = attempt_started
