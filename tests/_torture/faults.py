@@ -1,0 +1,272 @@
+"""Client-side fault injection for DynamoDB calls, with botocore event hooks.
+
+None of the local engines ever throttles, fails or loses an answer, so faults are made on the
+client side, in a ``before-send.dynamodb`` hook: botocore calls it for every HTTP attempt
+(retries included) with the signed request, and either sends the request itself (the hook
+returns None) or uses the response the hook returns. A hook that raises an HTTP-level
+exception makes botocore treat the attempt as failed in transit and retry it like a real one.
+
+Faults (the names used in scripts and statistics):
+
+``throttle``
+    A 400 ``ProvisionedThroughputExceededException``; nothing is written.
+``server_error``
+    A 500 ``InternalServerError``; nothing is written.
+``applied_server_error``
+    The request is applied, then a 500 is returned: the caller cannot tell whether it landed.
+``lost_response``
+    The request is applied, then the answer is lost (``ReadTimeoutError``): botocore retries,
+    and a conditional write then meets its own earlier write as a failed condition.
+``connection_error``
+    The connection cannot be made (``EndpointConnectionError``); nothing is written.
+``latency``
+    The request waits ``latency`` seconds, then goes through normally.
+
+"Applied" requests are sent, exactly as signed, through a separate HTTP session that has no
+hooks, to the same endpoint.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import random
+import threading
+import time
+from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Sequence
+
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+from botocore.httpsession import URLLib3Session
+
+__all__ = [
+    'FAULT_KINDS',
+    'WRITE_OPERATIONS',
+    'FaultInjector',
+    'FaultRates',
+]
+
+FAULT_KINDS = (
+    'throttle', 'server_error', 'applied_server_error', 'lost_response', 'connection_error', 'latency',
+)
+WRITE_OPERATIONS = frozenset({'PutItem', 'UpdateItem', 'DeleteItem'})
+
+_ERROR_TYPE_PREFIX = 'com.amazonaws.dynamodb.v20120810#'
+
+
+class _CannedBody:
+    """The ``raw`` of a canned :class:`AWSResponse`: botocore reads it through ``stream()``."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def stream(self, **_: Any) -> Iterable[bytes]:
+        yield self._data
+
+
+def canned_error(url: str, status: int, error_type: str, message: str) -> AWSResponse:
+    """An error answer in DynamoDB's JSON protocol, as botocore would have received it."""
+    body = json.dumps({'__type': _ERROR_TYPE_PREFIX + error_type, 'message': message}).encode()
+    headers = {
+        'Content-Type': 'application/x-amz-json-1.0',
+        'Content-Length': str(len(body)),
+        'x-amzn-RequestId': 'fault-injection',
+    }
+    return AWSResponse(url, status, headers, _CannedBody(body))
+
+
+class FaultRates:
+    """Per-attempt probabilities of each fault, for :meth:`FaultInjector.random`.
+
+    ``latency`` is the probability of a delay; the delay is uniform in ``latency_range``.
+    Faults that apply a request (``applied_server_error``, ``lost_response``) are used on
+    writes only; on reads they become the plain form (``server_error`` / a timeout that was
+    never sent).
+    """
+
+    def __init__(
+        self,
+        throttle: float = 0.0,
+        server_error: float = 0.0,
+        applied_server_error: float = 0.0,
+        lost_response: float = 0.0,
+        connection_error: float = 0.0,
+        latency: float = 0.0,
+        latency_range: Sequence[float] = (0.05, 0.3),
+    ) -> None:
+        self.by_kind: Dict[str, float] = {
+            'throttle': throttle,
+            'server_error': server_error,
+            'applied_server_error': applied_server_error,
+            'lost_response': lost_response,
+            'connection_error': connection_error,
+            'latency': latency,
+        }
+        if sum(self.by_kind.values()) > 1.0:
+            raise ValueError(f'fault probabilities add up to more than 1: {self.by_kind}')
+        self.latency_range = (float(latency_range[0]), float(latency_range[1]))
+
+    def to_json(self) -> Dict[str, Any]:
+        return {**self.by_kind, 'latency_range': list(self.latency_range)}
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> 'FaultRates':
+        return cls(**data)
+
+
+class FaultInjector:
+    """Injects faults into every DynamoDB call of the boto3 clients it is installed on.
+
+    Faults come from, in this order: an outage (:meth:`start_outage`: every attempt fails),
+    a script (:meth:`script`: the next attempts of an operation get the listed faults), and
+    random rates (:class:`FaultRates`). ``counts`` holds how many faults of each kind were
+    injected, per operation; ``attempts`` how many HTTP attempts each operation made.
+    Thread-safe.
+
+    :param enabled_operations: operations that random faults may hit (default: all).
+    """
+
+    def __init__(
+        self,
+        rates: Optional[FaultRates] = None,
+        *,
+        seed: Optional[int] = None,
+        enabled_operations: Optional[Iterable[str]] = None,
+    ) -> None:
+        self.rates = rates or FaultRates()
+        self.enabled_operations = frozenset(enabled_operations) if enabled_operations is not None else None
+        self._random = random.Random(seed)
+        self._guard = threading.Lock()
+        self._scripts: Dict[str, Deque[str]] = collections.defaultdict(collections.deque)
+        self._outage_kind: Optional[str] = None
+        self._outage_operations: Optional[frozenset] = None
+        self._random_enabled = True
+        self._http = URLLib3Session(timeout=30)
+        self.counts: Dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+        self.attempts: collections.Counter = collections.Counter()
+        self.latency_seconds = 0.0
+        self.applied_writes: List[Dict[str, Any]] = []
+
+    # -- control --------------------------------------------------------------------------
+
+    def install(self, boto3_object: Any) -> 'FaultInjector':
+        """Hook into a boto3 DynamoDB client or resource (its ``meta.client``)."""
+        client = getattr(boto3_object.meta, 'client', boto3_object)
+        client.meta.events.register('before-send.dynamodb', self._before_send)
+        return self
+
+    def script(self, operation: str, faults: Sequence[str]) -> None:
+        """Give the next ``len(faults)`` attempts of ``operation`` these faults (``None``: none)."""
+        for fault in faults:
+            if fault is not None and fault not in FAULT_KINDS:
+                raise ValueError(f'unknown fault {fault!r}')
+        with self._guard:
+            self._scripts[operation].extend(faults)
+
+    def pending_script(self, operation: str) -> int:
+        with self._guard:
+            return len(self._scripts[operation])
+
+    def start_outage(self, kind: str = 'server_error', operations: Optional[Iterable[str]] = None) -> None:
+        """Fail every attempt (of ``operations``, default all) with ``kind`` until :meth:`end_outage`."""
+        if kind not in ('server_error', 'connection_error', 'throttle'):
+            raise ValueError(f'an outage is server_error, connection_error or throttle, not {kind!r}')
+        with self._guard:
+            self._outage_kind = kind
+            self._outage_operations = frozenset(operations) if operations is not None else None
+
+    def end_outage(self) -> None:
+        with self._guard:
+            self._outage_kind = None
+            self._outage_operations = None
+
+    def pause_random(self, paused: bool = True) -> None:
+        """Stop (or restart) random faults; scripts and outages still apply."""
+        with self._guard:
+            self._random_enabled = not paused
+
+    def total(self, kind: str) -> int:
+        with self._guard:
+            return sum(counter[kind] for counter in self.counts.values())
+
+    def summary(self) -> Dict[str, Any]:
+        """Counts as plain JSON: ``{'faults': {op: {kind: n}}, 'attempts': {op: n}, ...}``."""
+        with self._guard:
+            return {
+                'faults': {op: dict(counter) for op, counter in self.counts.items()},
+                'attempts': dict(self.attempts),
+                'latency_seconds': round(self.latency_seconds, 3),
+            }
+
+    # -- the hook ---------------------------------------------------------------------------
+
+    def _choose(self, operation: str) -> Optional[str]:
+        with self._guard:
+            self.attempts[operation] += 1
+            if self._outage_kind is not None and (
+                    self._outage_operations is None or operation in self._outage_operations):
+                return self._outage_kind
+            script = self._scripts.get(operation)
+            if script:
+                return script.popleft()
+            if not self._random_enabled:
+                return None
+            if self.enabled_operations is not None and operation not in self.enabled_operations:
+                return None
+            draw = self._random.random()
+            for kind, probability in self.rates.by_kind.items():
+                if draw < probability:
+                    return kind
+                draw -= probability
+            return None
+
+    def _before_send(self, request: AWSPreparedRequest, event_name: str = '', **_: Any) -> Optional[AWSResponse]:
+        operation = event_name.rsplit('.', 1)[-1]
+        fault = self._choose(operation)
+        if fault is None:
+            return None
+        is_write = operation in WRITE_OPERATIONS
+        if not is_write and fault == 'applied_server_error':
+            fault = 'server_error'
+        with self._guard:
+            self.counts[operation][fault] += 1
+        url = request.url
+        if fault == 'latency':
+            with self._guard:
+                low, high = self.rates.latency_range
+                delay = self._random.uniform(low, high)
+                self.latency_seconds += delay
+            time.sleep(delay)
+            return None
+        if fault == 'throttle':
+            return canned_error(url, 400, 'ProvisionedThroughputExceededException',
+                                'Injected fault: throughput exceeded')
+        if fault == 'server_error':
+            return canned_error(url, 500, 'InternalServerError', 'Injected fault: internal server error')
+        if fault == 'connection_error':
+            raise EndpointConnectionError(endpoint_url=url)
+        # The request reaches DynamoDB, but its answer does not reach the caller.
+        if is_write:
+            self._apply(operation, request)
+        if fault == 'applied_server_error':
+            return canned_error(url, 500, 'InternalServerError', 'Injected fault: failed after applying')
+        raise ReadTimeoutError(endpoint_url=url)
+
+    def _apply(self, operation: str, request: AWSPreparedRequest) -> None:
+        """Send ``request`` as it is, without hooks, and record what DynamoDB answered."""
+        response = self._http.send(request)
+        body = response.content
+        with self._guard:
+            self.applied_writes.append({'operation': operation, 'status': response.status_code,
+                                        'body': body[:300].decode('utf-8', 'replace')})
+
+    def close(self) -> None:
+        self._http.close()
+
+
+def counting_hook(counter: collections.Counter) -> Callable[..., None]:
+    """A ``before-send`` hook that counts HTTP attempts per operation (no fault)."""
+
+    def hook(event_name: str = '', **_: Any) -> None:
+        counter[event_name.rsplit('.', 1)[-1]] += 1
+
+    return hook

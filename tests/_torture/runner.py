@@ -1,0 +1,450 @@
+"""The parent side of the mutual-exclusion torture: start the workers, collect and check results.
+
+:func:`run_torture` creates a lock table and a counter table on DynamoDB Local, starts
+``processes`` workers in ``contend`` mode (see :mod:`_torture.worker`), lets them go at the
+same moment, waits for them, and returns a :class:`TortureResult`. The checks live on the
+result (:meth:`TortureResult.violations` and friends), so a test states its requirements in
+plain asserts.
+
+Sizes come from the environment so that CI runs a few minutes and a soak runs for hours:
+
+* ``PDL_TORTURE_ACQUISITIONS``: total successful acquisitions per torture run;
+* ``PDL_SOAK=1``: 100 000 acquisitions unless ``PDL_TORTURE_ACQUISITIONS`` says otherwise;
+* ``PDL_TORTURE_PROCESSES`` / ``PDL_TORTURE_THREADS``: workers and threads per worker.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import pathlib
+import queue
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from typing import Any, Dict, List, Optional, Tuple
+
+from _torture.faults import FaultRates
+from _torture.support import scan_table
+from _torture.worker import child_env, worker_command
+from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient, DynamoDBLockError
+
+__all__ = ['TortureConfig', 'TortureResult', 'WorkerProcess', 'env_int', 'run_torture', 'torture_size']
+
+SOAK_ACQUISITIONS = 100_000
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, '').strip()
+    return int(value) if value else default
+
+
+def torture_size(default: int) -> int:
+    """Acquisitions for one torture run: ``PDL_TORTURE_ACQUISITIONS``, else a soak, else ``default``."""
+    soak = os.environ.get('PDL_SOAK', '').strip().lower() in ('1', 'true', 'yes')
+    return env_int('PDL_TORTURE_ACQUISITIONS', SOAK_ACQUISITIONS if soak else default)
+
+
+@dataclasses.dataclass
+class TortureConfig:
+    acquisitions: int
+    processes: int = 3
+    threads: int = 4
+    clients: int = 2                       # lock clients per process (threads share them)
+    keys: Tuple[str, ...] = ('alpha', 'beta', 'gamma', 'delta')
+    heartbeat: float = 0.25
+    safe_period: float = 2.0
+    lease: float = 5.0
+    try_probability: float = 0.3
+    retry_period_range: Tuple[float, float] = (0.03, 0.1)
+    acquire_timeout: float = 10.0
+    short_hold_range: Tuple[float, float] = (0.0, 0.01)
+    long_hold_probability: float = 0.02
+    long_hold_range: Tuple[float, float] = (0.3, 0.8)    # several heartbeats while held
+    faults: Optional[FaultRates] = None
+    # botocore attempts per call for the lock clients of a process, cycled (None: the default, 4)
+    total_attempts: Optional[Tuple[Optional[int], ...]] = None
+    seed: int = 1
+
+    def time_limit(self) -> float:
+        """A safety net against a hang, far above any expected run time (never a pass criterion)."""
+        return 600.0 + self.acquisitions / 5.0
+
+
+@dataclasses.dataclass
+class Hold:
+    key: str
+    owner: str
+    start: float
+    end: float
+    version_at_acquire: str
+    version_before_release: str
+    status_before_release: str
+    release_outcome: str
+    final_status: str
+    committed: bool
+    hold_seconds: float
+
+
+@dataclasses.dataclass
+class TortureResult:
+    config: TortureConfig
+    workers: List[Dict[str, Any]]
+    holds: List[Hold]
+    counters: Dict[str, int]
+    rows_left: List[Dict[str, Any]]
+    wall_seconds: float
+    reclaimed: Dict[str, str] = dataclasses.field(default_factory=dict)
+
+    # -- the checks -------------------------------------------------------------------------
+
+    def overlaps(self) -> List[Tuple[Hold, Hold]]:
+        """Pairs of holds of one key whose recorded intervals intersect: exclusion violations."""
+        found = []
+        by_key: Dict[str, List[Hold]] = {}
+        for hold in self.holds:
+            by_key.setdefault(hold.key, []).append(hold)
+        for holds in by_key.values():
+            holds.sort(key=lambda hold: hold.start)
+            latest = holds[0]
+            for hold in holds[1:]:
+                if hold.start < latest.end:
+                    found.append((latest, hold))
+                if hold.end > latest.end:
+                    latest = hold
+        return found
+
+    def committed_by_key(self) -> Dict[str, int]:
+        counts: Dict[str, int] = {key: 0 for key in self.config.keys}
+        for hold in self.holds:
+            if hold.committed:
+                counts[hold.key] += 1
+        return counts
+
+    def stolen_callbacks(self) -> List[List[Any]]:
+        return [call for worker in self.workers for call in worker['callbacks'] if call[0] == 'LOCK_STOLEN']
+
+    def false_stolen_callbacks(self) -> List[List[Any]]:
+        """LOCK_STOLEN callbacks for holds that no other hold of the key overlapped.
+
+        A lock can only be stolen by someone who then holds it; if no other hold overlaps the
+        victim's tenure, the report was false.
+        """
+        overlapped_versions = {pair[0].version_at_acquire for pair in self.overlaps()}
+        overlapped_versions |= {pair[1].version_at_acquire for pair in self.overlaps()}
+        false = []
+        for call in self.stolen_callbacks():
+            victims = [hold for hold in self.holds
+                       if hold.key == call[1] and hold.owner == call[2] and hold.start <= call[4]]
+            victim = max(victims, key=lambda hold: hold.start) if victims else None
+            if victim is None or victim.version_at_acquire not in overlapped_versions:
+                false.append(call)
+        return false
+
+    def false_stolen_releases(self) -> List[Hold]:
+        """Holds whose strict release raised LOCK_STOLEN although no other hold overlapped them."""
+        overlapped = {hold.version_at_acquire for pair in self.overlaps() for hold in pair}
+        return [hold for hold in self.holds
+                if hold.release_outcome == 'LOCK_STOLEN' and hold.version_at_acquire not in overlapped]
+
+    def total(self, field: str) -> int:
+        return sum(int(worker.get(field, 0)) for worker in self.workers)
+
+    def outcome_counts(self) -> Dict[str, int]:
+        counts: Dict[str, int] = {}
+        for worker in self.workers:
+            for name, count in worker['outcomes'].items():
+                counts[name] = counts.get(name, 0) + count
+        for hold in self.holds:
+            counts[f'release_{hold.release_outcome}'] = counts.get(f'release_{hold.release_outcome}', 0) + 1
+        return counts
+
+    def fault_counts(self) -> Dict[str, int]:
+        counts: Dict[str, int] = {}
+        for worker in self.workers:
+            for kinds in worker['faults'].values():
+                for kind, count in kinds.items():
+                    counts[kind] = counts.get(kind, 0) + count
+        return counts
+
+    def dead_heartbeat_threads(self) -> List[str]:
+        """Workers whose sender or checker threads were not all alive before close, or alive after."""
+        problems = []
+        for worker in self.workers:
+            before, after = worker['heartbeat_threads_before_close'], worker['heartbeat_threads_after_close']
+            for name, count in before.items():
+                if count != worker['clients']:
+                    problems.append(f'worker {worker["worker_id"]}: {count} {name} threads alive before close, '
+                                    f'expected {worker["clients"]}')
+            for name, count in after.items():
+                if count:
+                    problems.append(f'worker {worker["worker_id"]}: {count} {name} threads alive after close')
+        return problems
+
+    def acquisitions_per_second(self) -> float:
+        elapsed = max(worker['elapsed'] for worker in self.workers)
+        return len(self.holds) / elapsed if elapsed > 0 else 0.0
+
+    def problems(self) -> List[str]:
+        """Everything that breaks the guarantees, with or without faults; empty when all is well.
+
+        Overlapping holds of a key, a counter that differs from the number of committed holds
+        (a lost update), a false LOCK_STOLEN, a heartbeat thread dead before ``close()`` or
+        alive after it, an ERROR logged by the library, a thread killed by an exception, a
+        failure of the counter table itself, or a row left behind that could not be taken over.
+        """
+        problems = []
+        overlaps = self.overlaps()
+        if overlaps:
+            problems.append(f'{len(overlaps)} overlapping holds, e.g. {overlaps[:2]}')
+        if self.counters != self.committed_by_key():
+            problems.append(f'counters {self.counters} != committed holds {self.committed_by_key()}')
+        false_stolen = self.false_stolen_callbacks()
+        if false_stolen:
+            problems.append(f'{len(false_stolen)} false LOCK_STOLEN callbacks, e.g. {false_stolen[:3]}')
+        false_stolen_releases = self.false_stolen_releases()
+        if false_stolen_releases:
+            problems.append(f'{len(false_stolen_releases)} strict releases raised a false LOCK_STOLEN, '
+                            f'e.g. {false_stolen_releases[:3]}')
+        problems.extend(self.dead_heartbeat_threads())
+        for worker in self.workers:
+            for field in ('library_errors', 'thread_failures', 'errors'):
+                if worker[field]:
+                    problems.append(f'worker {worker["worker_id"]} {field}: {worker[field][:3]}')
+        unreclaimed = {key: outcome for key, outcome in self.reclaimed.items() if outcome != 'reclaimed'}
+        if unreclaimed:
+            problems.append(f'rows left behind that could not be taken over: {unreclaimed}')
+        return problems
+
+    def summary(self) -> Dict[str, Any]:
+        """The figures worth printing (and quoting in docs/guarantees.rst)."""
+        return {
+            'acquisitions': len(self.holds),
+            'committed': sum(1 for hold in self.holds if hold.committed),
+            'processes': self.config.processes,
+            'threads_per_process': self.config.threads,
+            'lock_clients_per_process': self.config.clients,
+            'keys': len(self.config.keys),
+            'elapsed_s': round(max(worker['elapsed'] for worker in self.workers), 1),
+            'acquisitions_per_s': round(self.acquisitions_per_second(), 1),
+            'overlaps': len(self.overlaps()),
+            'counters': self.counters,
+            'lock_stolen_callbacks': len(self.stolen_callbacks()),
+            'false_lock_stolen': len(self.false_stolen_callbacks()),
+            'in_danger_warnings': self.total('in_danger_warnings'),
+            'takeovers': self.total('takeovers'),
+            'heartbeat_failures': self.total('heartbeat_failures'),
+            'library_errors': self.total('library_error_count'),
+            'outcomes': self.outcome_counts(),
+            'faults': self.fault_counts(),
+            'rows_left': len(self.rows_left),
+            'rows_reclaimed': sum(1 for outcome in self.reclaimed.values() if outcome == 'reclaimed'),
+            'longest_hold_s': round(max((hold.end - hold.start for hold in self.holds), default=0.0), 3),
+        }
+
+
+def _create_counter_table(client: Any, table_name: str) -> None:
+    client.create_table(
+        TableName=table_name,
+        KeySchema=[{'AttributeName': 'counter_key', 'KeyType': 'HASH'}],
+        AttributeDefinitions=[{'AttributeName': 'counter_key', 'AttributeType': 'S'}],
+        BillingMode='PAY_PER_REQUEST',
+    )
+    client.get_waiter('table_exists').wait(TableName=table_name)
+
+
+class WorkerProcess:
+    """A worker child process (``python -m _torture.worker MODE``) and its stream of events.
+
+    The parameters are sent as the first line of its standard input; a background thread
+    reads its JSON-line events into a queue. Stop it with :meth:`kill` or :meth:`close`, which
+    act on this child's PID only.
+    """
+
+    def __init__(self, mode: str, params: Dict[str, Any], stderr_path: pathlib.Path) -> None:
+        self._stderr = open(stderr_path, 'wb')   # noqa: SIM115
+        self.stderr_path = stderr_path
+        self.process = subprocess.Popen(
+            worker_command(mode), env=child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._stderr, text=True,
+        )
+        self.pid = self.process.pid
+        self.events: 'queue.Queue[Optional[Dict[str, Any]]]' = queue.Queue()
+        self._reader = threading.Thread(target=self._read, name=f'worker-{self.pid}-events', daemon=True)
+        self._reader.start()
+        self.send(json.dumps(params))
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            line = line.strip()
+            if line.startswith('{'):
+                self.events.put(json.loads(line))
+        self.events.put(None)   # end of output
+
+    def send(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + '\n')
+        self.process.stdin.flush()
+
+    def next_event(self, timeout: float) -> Dict[str, Any]:
+        try:
+            event = self.events.get(timeout=timeout)
+        except queue.Empty:
+            self.dump_stacks()
+            raise TimeoutError(f'worker {self.pid} said nothing for {timeout}s; '
+                               f'stderr: {self.stderr_tail()}') from None
+        if event is None:
+            self.events.put(None)
+            raise RuntimeError(f'worker {self.pid} exited (code {self.process.wait()}); '
+                               f'stderr: {self.stderr_tail()}')
+        return event
+
+    def wait_for(self, name: str, timeout: float) -> Dict[str, Any]:
+        """Skip events until one called ``name`` (the skipped ones are returned in ``skipped``)."""
+        deadline = time.monotonic() + timeout
+        skipped: List[Dict[str, Any]] = []
+        while True:
+            try:
+                event = self.next_event(max(0.0, deadline - time.monotonic()))
+            except (TimeoutError, RuntimeError) as error:
+                raise type(error)(f'waiting for {name!r}: {error}; events meanwhile: {skipped}') from None
+            if event['event'] == name:
+                event['skipped'] = skipped
+                return event
+            skipped.append(event)
+
+    def dump_stacks(self) -> None:
+        """Ask a live worker to write every thread's stack to its standard error (SIGUSR1)."""
+        if hasattr(signal, 'SIGUSR1') and self.process.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGUSR1)
+                time.sleep(0.5)
+            except ProcessLookupError:
+                pass
+
+    def stderr_tail(self, chars: int = 3000) -> str:
+        try:
+            return self.stderr_path.read_text(encoding='utf-8', errors='replace')[-chars:]
+        except OSError:
+            return ''
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+    def close(self) -> None:
+        self.kill()
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        self._stderr.close()
+
+
+def run_torture(engine: Any, workdir: pathlib.Path, config: TortureConfig) -> TortureResult:
+    """Run one torture on ``engine`` (an EmbeddedEngine running DynamoDB Local)."""
+    client = engine.client()
+    suffix = uuid.uuid4().hex[:8]
+    lock_table, counter_table = f'torture-locks-{suffix}', f'torture-counters-{suffix}'
+    DynamoDBLockClient.create_dynamodb_table(client, table_name=lock_table, billing_mode='PAY_PER_REQUEST')
+    _create_counter_table(client, counter_table)
+    share, extra = divmod(config.acquisitions, config.processes)
+    workers_started: List[Tuple[WorkerProcess, pathlib.Path]] = []
+    started = time.monotonic()
+    try:
+        for worker_id in range(config.processes):
+            result_path = workdir / f'worker-{worker_id}.json'
+            params = {
+                'worker_id': worker_id,
+                'endpoint_url': engine.endpoint_url,
+                'lock_table': lock_table,
+                'counter_table': counter_table,
+                'keys': list(config.keys),
+                'threads': config.threads,
+                'clients': config.clients,
+                'acquisitions': share + (1 if worker_id < extra else 0),
+                'heartbeat': config.heartbeat,
+                'safe_period': config.safe_period,
+                'lease': config.lease,
+                'try_probability': config.try_probability,
+                'retry_period_range': list(config.retry_period_range),
+                'acquire_timeout': config.acquire_timeout,
+                'short_hold_range': list(config.short_hold_range),
+                'long_hold_probability': config.long_hold_probability,
+                'long_hold_range': list(config.long_hold_range),
+                'faults': config.faults.to_json() if config.faults else None,
+                'total_attempts': list(config.total_attempts) if config.total_attempts else None,
+                'seed': config.seed * 100 + worker_id,
+                'time_limit': config.time_limit(),
+                'result_path': str(result_path),
+                'log_path': str(workdir / f'worker-{worker_id}.log'),
+            }
+            worker = WorkerProcess('contend', params, workdir / f'worker-{worker_id}.stderr')
+            workers_started.append((worker, result_path))
+        for worker, _ in workers_started:
+            worker.wait_for('ready', timeout=120)
+        for worker, _ in workers_started:
+            worker.send('go')
+        for worker, _ in workers_started:
+            worker.wait_for('done', timeout=config.time_limit() + 120)
+            worker.process.wait(timeout=60)
+    finally:
+        for worker, _ in workers_started:
+            worker.close()
+    wall_seconds = time.monotonic() - started
+    workers = [json.loads(path.read_text(encoding='utf-8')) for _, path in workers_started]
+    holds = [Hold(*raw) for worker in workers for raw in worker['holds']]
+    counters = {key: 0 for key in config.keys}
+    for item in scan_table(client, counter_table):
+        counters[item['counter_key']] = int(item['value'])
+    rows_left = scan_table(client, lock_table)
+    reclaimed = reclaim(engine, lock_table, rows_left, config) if rows_left else {}
+    for table in (lock_table, counter_table):
+        client.delete_table(TableName=table)
+    client.close()
+    return TortureResult(config, workers, holds, counters, rows_left, wall_seconds, reclaimed)
+
+
+def reclaim(engine: Any, lock_table: str, rows: List[Dict[str, Any]], config: TortureConfig) -> Dict[str, str]:
+    """Show that every row left behind has expired: a fresh client takes each one over.
+
+    All workers have exited, so nobody renews these rows; each must be taken over within its
+    lease plus two retry periods (the waiter's first read, then a lease of no change). Returns
+    ``{key: 'reclaimed' | error}``.
+    """
+    retry_period = 0.2
+    lock_client = DynamoDBLockClient(
+        engine.resource(), table_name=lock_table, owner_name='torture-reclaimer',
+        heartbeat_period=datetime.timedelta(seconds=config.heartbeat),
+        safe_period=datetime.timedelta(seconds=config.safe_period),
+        lease_duration=datetime.timedelta(seconds=config.lease),
+    )
+    outcome: Dict[str, str] = {}
+
+    def take(key: str, sort_key: str) -> None:
+        try:
+            lock = lock_client.acquire_lock(
+                key, sort_key, retry_period=datetime.timedelta(seconds=retry_period),
+                retry_timeout=datetime.timedelta(seconds=config.lease + 2 * retry_period + 1.0),
+            )
+            lock.release(best_effort=False)
+            outcome[key] = 'reclaimed'
+        except DynamoDBLockError as error:
+            outcome[key] = str(error)
+
+    threads = [threading.Thread(target=take, args=(row['lock_key'], row['sort_key'])) for row in rows]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        lock_client.close()
+    return outcome

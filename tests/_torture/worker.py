@@ -1,0 +1,442 @@
+"""The child-process side of the torture and process-death tests.
+
+Run as ``python -m _torture.worker MODE`` with ``tests/`` and the repository root on
+``PYTHONPATH`` (:func:`child_env`); the parameters arrive as one JSON line on standard input.
+The worker talks to its parent in JSON lines on standard output, one object per line, each
+with an ``event`` key; everything else (logging) goes to standard error or a log file.
+
+Modes:
+
+``contend``
+    Several lock clients, several threads, a few keys. Each thread acquires a random key
+    (``acquire_lock`` or ``try_acquire_lock``), and while holding it does a deliberately
+    non-atomic read-modify-write of a counter item in a second table (consistent read, pause,
+    unconditional put), then releases it strictly. Every hold is recorded as an interval of
+    ``time.monotonic()`` (one clock for every process on the machine), from just after the
+    acquire returned to just before the release was called, so the real tenure of the lock
+    contains the recorded interval. Optional random faults on the lock clients' calls
+    (:class:`_torture.faults.FaultRates`). Results go to ``params['result_path']``.
+``hold``
+    Acquire one lock and keep it (heartbeats running) until killed, paused or told to stop;
+    report callbacks as they come, and detect being paused (a gap in its own monotonic
+    clock). See :func:`run_hold` for the commands it takes on standard input.
+"""
+from __future__ import annotations
+
+import collections
+import faulthandler
+import json
+import logging
+import os
+import pathlib
+import random
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Any, Dict, List, Optional
+
+TESTS_DIR = pathlib.Path(__file__).resolve().parent.parent
+REPO_ROOT = TESTS_DIR.parent
+
+if __name__ == '__main__':   # started as a child: make the library and _torture importable
+    for path in (str(TESTS_DIR), str(REPO_ROOT)):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+
+from botocore.config import Config  # noqa: E402
+
+from _torture.faults import FaultInjector, FaultRates  # noqa: E402
+from _torture.support import LIBRARY_LOGGER, heartbeat_threads, seconds  # noqa: E402
+from python_dynamodb_lock._embedded import default_client_config, dummy_boto3_session  # noqa: E402
+from python_dynamodb_lock.python_dynamodb_lock import (  # noqa: E402
+    DynamoDBLock,
+    DynamoDBLockClient,
+    DynamoDBLockError,
+)
+
+__all__ = ['child_env', 'worker_command']
+
+logger = logging.getLogger('torture_worker')
+
+
+def child_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """The environment for a worker: ``tests/`` and the repository root first on PYTHONPATH."""
+    env = dict(os.environ)
+    paths = [str(TESTS_DIR), str(REPO_ROOT)]
+    if env.get('PYTHONPATH'):
+        paths.append(env['PYTHONPATH'])
+    env['PYTHONPATH'] = os.pathsep.join(paths)
+    env['PYTHONUNBUFFERED'] = '1'
+    env.update(extra or {})
+    return env
+
+
+def worker_command(mode: str) -> List[str]:
+    return [sys.executable, '-m', '_torture.worker', mode]
+
+
+def emit(event: str, **fields: Any) -> None:
+    """One JSON line to the parent."""
+    sys.stdout.write(json.dumps({'event': event, **fields}) + '\n')
+    sys.stdout.flush()
+
+
+class LibraryLogMonitor(logging.Handler):
+    """Counts the library's log records by message template; keeps WARNING+ text."""
+
+    #: INFO messages worth keeping in the log file (rare, and telling after a failure).
+    INFO_KEPT = ('Taking over', 'Lock %s was released by the earlier', 'The delete of %s met',
+                 'Heartbeat of %s found an earlier')
+
+    def __init__(self, log_file: Optional[str]) -> None:
+        super().__init__(logging.INFO)
+        self.by_template: collections.Counter = collections.Counter()
+        self.errors: List[str] = []
+        self.warnings_kept: List[str] = []
+        self._file = open(log_file, 'a', encoding='utf-8') if log_file else None   # noqa: SIM115
+        self._formatter = logging.Formatter('%(asctime)s %(process)d %(threadName)s %(levelname)s %(message)s')
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.by_template[str(record.msg)] += 1
+        if record.levelno < logging.WARNING and not str(record.msg).startswith(self.INFO_KEPT):
+            return
+        text = self._formatter.format(record)
+        if record.levelno >= logging.ERROR:
+            self.errors.append(text)
+        elif record.levelno >= logging.WARNING and len(self.warnings_kept) < 50:
+            self.warnings_kept.append(text)
+        if self._file is not None:
+            self._file.write(text + '\n')
+            self._file.flush()
+
+    def count(self, template_start: str) -> int:
+        return sum(n for template, n in self.by_template.items() if template.startswith(template_start))
+
+
+def install_monitors(log_file: Optional[str]) -> tuple:
+    monitor = LibraryLogMonitor(log_file)
+    library_logger = logging.getLogger(LIBRARY_LOGGER)
+    library_logger.setLevel(logging.INFO)
+    library_logger.addHandler(monitor)
+    library_logger.propagate = False
+    logger.addHandler(monitor)
+    logger.propagate = False
+    thread_failures: List[str] = []
+
+    def excepthook(args: threading.ExceptHookArgs) -> None:
+        thread_failures.append(''.join(traceback.format_exception(args.exc_type, args.exc_value, args.exc_traceback)))
+
+    threading.excepthook = excepthook
+    return monitor, thread_failures
+
+
+def make_resource(session: Any, endpoint_url: str, total_attempts: Optional[int] = None) -> Any:
+    """A DynamoDB resource with the engines' botocore settings (optionally fewer attempts per call)."""
+    config = default_client_config()
+    if total_attempts is not None:
+        config = config.merge(Config(retries={'mode': 'standard', 'total_max_attempts': total_attempts}))
+    return session.resource('dynamodb', endpoint_url=endpoint_url, config=config)
+
+
+# -- contend ----------------------------------------------------------------------------------
+
+class Contender:
+    """One process's share of the mutual-exclusion torture."""
+
+    def __init__(self, params: Dict[str, Any]) -> None:
+        self.params = params
+        self.worker_id = params['worker_id']
+        self.monitor, self.thread_failures = install_monitors(params.get('log_path'))
+        session = dummy_boto3_session()
+        endpoint_url = params['endpoint_url']
+        self.counter_client = session.client('dynamodb', endpoint_url=endpoint_url, config=default_client_config())
+        self.injectors: List[FaultInjector] = []
+        self.lock_clients: List[DynamoDBLockClient] = []
+        self.owner_names = [f'torture-w{self.worker_id}-c{index}-{os.getpid()}' for index in range(params['clients'])]
+        for index in range(params['clients']):
+            attempts = params.get('total_attempts') or [None]
+            resource = make_resource(session, endpoint_url, attempts[index % len(attempts)])
+            if params.get('faults'):
+                self.injectors.append(FaultInjector(
+                    FaultRates.from_json(params['faults']),
+                    seed=params['seed'] * 1000 + index,
+                ).install(resource))
+            self.lock_clients.append(DynamoDBLockClient(
+                resource,
+                table_name=params['lock_table'],
+                owner_name=self.owner_names[index],
+                heartbeat_period=seconds(params['heartbeat']),
+                safe_period=seconds(params['safe_period']),
+                lease_duration=seconds(params['lease']),
+            ))
+        self.remaining = params['acquisitions']
+        self.remaining_guard = threading.Lock()
+        self.holds: List[List[Any]] = []
+        self.callbacks: List[List[Any]] = []
+        self.outcomes: collections.Counter = collections.Counter()
+        self.outcomes_guard = threading.Lock()
+        self.errors: List[str] = []
+        self.deadline = time.monotonic() + params['time_limit']
+
+    def take_ticket(self) -> bool:
+        with self.remaining_guard:
+            if self.remaining <= 0:
+                return False
+            self.remaining -= 1
+            return True
+
+    def return_ticket(self) -> None:
+        with self.remaining_guard:
+            self.remaining += 1
+
+    def count(self, outcome: str) -> None:
+        with self.outcomes_guard:
+            self.outcomes[outcome] += 1
+
+    def on_callback(self, code: str, lock: DynamoDBLock) -> None:
+        self.callbacks.append([code, lock.partition_key, lock.owner_name, lock.record_version_number,
+                               time.monotonic(), lock.status])
+
+    def run_thread(self, index: int) -> None:
+        params = self.params
+        rng = random.Random(params['seed'] * 7919 + index)
+        client = self.lock_clients[index % len(self.lock_clients)]
+        owner = self.owner_names[index % len(self.lock_clients)]
+        while time.monotonic() < self.deadline and self.take_ticket():
+            key = rng.choice(params['keys'])
+            try:
+                if rng.random() < params['try_probability']:
+                    lock = client.try_acquire_lock(key, app_callback=self.on_callback)
+                    if lock is None:
+                        self.count('try_busy')
+                        self.return_ticket()
+                        time.sleep(rng.uniform(0, 0.01))
+                        continue
+                else:
+                    lock = client.acquire_lock(
+                        key,
+                        retry_period=seconds(rng.uniform(*params['retry_period_range'])),
+                        retry_timeout=seconds(params['acquire_timeout']),
+                        app_callback=self.on_callback,
+                    )
+            except DynamoDBLockError as error:
+                self.count(f'acquire_{error.code}')
+                logger.warning('Acquire of %s failed: %s', key, error)
+                self.return_ticket()
+                continue
+            self.hold(lock, key, owner, rng)
+
+    def hold(self, lock: DynamoDBLock, key: str, owner: str, rng: random.Random) -> None:
+        params = self.params
+        start = time.monotonic()
+        version_at_acquire = lock.record_version_number
+        if rng.random() < params['long_hold_probability']:
+            hold_seconds = rng.uniform(*params['long_hold_range'])
+        else:
+            hold_seconds = rng.uniform(*params['short_hold_range'])
+        committed = False
+        try:
+            # The critical section: a read-modify-write that only mutual exclusion keeps correct.
+            response = self.counter_client.get_item(
+                TableName=params['counter_table'], Key={'counter_key': {'S': key}}, ConsistentRead=True,
+            )
+            value = int(response['Item']['value']['N']) if 'Item' in response else 0
+            time.sleep(hold_seconds)
+            self.counter_client.put_item(TableName=params['counter_table'], Item={
+                'counter_key': {'S': key},
+                'value': {'N': str(value + 1)},
+                'last_owner': {'S': owner},
+                'last_version': {'S': version_at_acquire},
+            })
+            committed = True
+        except Exception as error:   # the engine itself failed: recorded, not counted
+            self.errors.append(f'critical section on {key}: {error!r}')
+        end = time.monotonic()
+        status_before_release = lock.status
+        version_before_release = lock.record_version_number
+        outcome = self.release(lock)
+        self.holds.append([key, owner, start, end, version_at_acquire, version_before_release,
+                           status_before_release, outcome, lock.status, committed, round(hold_seconds, 4)])
+
+    def release(self, lock: DynamoDBLock) -> str:
+        """Strict release, retried on UNKNOWN; falls back to best effort (the row then expires)."""
+        for _ in range(3):
+            try:
+                lock.release(best_effort=False)
+                return 'released' if lock.status == DynamoDBLock.RELEASED else f'noop_{lock.status}'
+            except DynamoDBLockError as error:
+                if error.code != DynamoDBLockError.UNKNOWN:
+                    logger.warning('Strict release of %s raised %s', lock.unique_identifier, error)
+                    return error.code
+                self.count('release_UNKNOWN')
+                time.sleep(0.05)
+        lock.release(best_effort=True)
+        return 'abandoned'
+
+    def run(self) -> Dict[str, Any]:
+        threads = [threading.Thread(target=self.run_thread, args=(index,), name=f'contender-{index}')
+                   for index in range(self.params['threads'])]
+        started = time.monotonic()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        elapsed = time.monotonic() - started
+        alive_before_close = heartbeat_threads()
+        for injector in self.injectors:
+            injector.pause_random()
+        for client in self.lock_clients:
+            client.close()
+        alive_after_close = heartbeat_threads()
+        faults: Dict[str, Dict[str, int]] = collections.defaultdict(dict)
+        for injector in self.injectors:
+            for operation, kinds in injector.summary()['faults'].items():
+                for kind, count in kinds.items():
+                    faults[operation][kind] = faults[operation].get(kind, 0) + count
+            injector.close()
+        return {
+            'worker_id': self.worker_id,
+            'pid': os.getpid(),
+            'elapsed': elapsed,
+            'holds': self.holds,
+            'callbacks': self.callbacks,
+            'outcomes': dict(self.outcomes),
+            'errors': self.errors[:50],
+            'error_count': len(self.errors),
+            'clients': len(self.lock_clients),
+            'heartbeat_threads_before_close': alive_before_close,
+            'heartbeat_threads_after_close': alive_after_close,
+            'library_errors': self.monitor.errors[:20],
+            'library_error_count': len(self.monitor.errors),
+            'library_warnings': self.monitor.warnings_kept,
+            'takeovers': self.monitor.count('Taking over'),
+            'stolen_warnings': self.monitor.count('Lock %s was stolen'),
+            'in_danger_warnings': self.monitor.count('Lock %s is in danger'),
+            'heartbeat_failures': self.monitor.count('Heartbeat of %s failed'),
+            'thread_failures': self.thread_failures,
+            'faults': dict(faults),
+            'remaining': self.remaining,
+        }
+
+
+def run_contend(params: Dict[str, Any]) -> None:
+    contender = Contender(params)
+    emit('ready', pid=os.getpid())
+    line = sys.stdin.readline()
+    if line.strip() != 'go':
+        emit('aborted', reason=f'expected "go", got {line!r}')
+        return
+    result = contender.run()
+    pathlib.Path(params['result_path']).write_text(json.dumps(result), encoding='utf-8')
+    emit('done', holds=len(result['holds']), elapsed=result['elapsed'])
+
+
+# -- hold -------------------------------------------------------------------------------------
+
+def run_hold(params: Dict[str, Any]) -> None:
+    """Hold one lock until killed, paused or told to stop.
+
+    Events: ``acquired`` (version, owner), ``callback`` (code, status, version), ``resumed``
+    (the gap, when the process notices it was paused for longer than ``pause_gap``),
+    ``released`` / ``release_failed`` (code, whether the call raised), ``done``.
+
+    Commands (one per line on standard input): ``block_renewals`` (every later heartbeat fails
+    to reach DynamoDB, as if the network to it were cut; other calls still work),
+    ``release_strict``, ``release_best_effort``, ``exit``.
+
+    With ``release_on_resume`` the main thread calls a strict release as soon as it notices
+    the pause, before doing anything else; with ``release_after_stolen`` it first waits for
+    the LOCK_STOLEN callback.
+    """
+    monitor, thread_failures = install_monitors(params.get('log_path'))
+    session = dummy_boto3_session()
+    resource = make_resource(session, params['endpoint_url'])
+    injector = FaultInjector().install(resource)
+    client = DynamoDBLockClient(
+        resource,
+        table_name=params['lock_table'],
+        owner_name=params.get('owner_name', f'holder-{os.getpid()}'),
+        heartbeat_period=seconds(params['heartbeat']),
+        safe_period=seconds(params['safe_period']),
+        lease_duration=seconds(params['lease']),
+    )
+    stolen = threading.Event()
+
+    def on_callback(code: str, lock: DynamoDBLock) -> None:
+        emit('callback', code=code, status=lock.status, version=lock.record_version_number)
+        if code == DynamoDBLockError.LOCK_STOLEN:
+            stolen.set()
+
+    lock = client.acquire_lock(params['key'], app_callback=on_callback, retry_timeout=seconds(params['lease'] * 3))
+
+    def release(strict: bool) -> None:
+        status_before = lock.status
+        try:
+            lock.release(best_effort=not strict)
+        except DynamoDBLockError as error:
+            emit('release_failed', code=error.code, status_before=status_before, status=lock.status,
+                 message=error.message)
+        else:
+            emit('released', status_before=status_before, status=lock.status)
+
+    commands: 'collections.deque[str]' = collections.deque()
+
+    def read_commands() -> None:
+        for line in sys.stdin:
+            commands.append(line.strip())
+        commands.append('exit')
+
+    threading.Thread(target=read_commands, name='commands', daemon=True).start()
+    pause_gap = params.get('pause_gap', 1.0)
+    last_tick = time.monotonic()   # before 'acquired': a pause right after it must be noticed
+    emit('acquired', version=lock.record_version_number, owner=lock.owner_name, pid=os.getpid())
+    while True:
+        time.sleep(0.01)
+        now = time.monotonic()
+        gap, last_tick = now - last_tick, now
+        if gap > pause_gap:
+            if params.get('release_on_resume'):
+                release(strict=True)
+            emit('resumed', gap=round(gap, 3))
+            if params.get('release_after_stolen'):
+                emit('stolen_seen', seen=stolen.wait(params['lease'] * 3))
+                release(strict=True)
+        if not commands:
+            continue
+        command = commands.popleft()
+        if command == 'block_renewals':
+            injector.start_outage('connection_error', operations=['UpdateItem'])
+            emit('renewals_blocked')
+        elif command == 'release_strict':
+            release(strict=True)
+        elif command == 'release_best_effort':
+            release(strict=False)
+        elif command == 'exit':
+            break
+    alive = heartbeat_threads()
+    client.close()
+    emit('done', heartbeat_threads=alive, library_errors=monitor.errors, thread_failures=thread_failures,
+         status=lock.status)
+
+
+def main(argv: List[str]) -> int:
+    if hasattr(signal, 'SIGUSR1'):   # the parent asks for stack traces when the worker seems stuck
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format='%(asctime)s %(process)d %(threadName)s %(levelname)s %(name)s %(message)s')
+    mode = argv[1] if len(argv) > 1 else ''
+    params = json.loads(sys.stdin.readline())
+    if mode == 'contend':
+        run_contend(params)
+    elif mode == 'hold':
+        run_hold(params)
+    else:
+        print(f'unknown mode {mode!r}; expected contend or hold', file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv))
