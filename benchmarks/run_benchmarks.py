@@ -1,0 +1,949 @@
+"""Benchmark this project's lock client side by side with the published ``python_dynamodb_lock``.
+
+Run from the repository root::
+
+    python benchmarks/run_benchmarks.py            # full run, about 8 minutes on 2 cores
+    python benchmarks/run_benchmarks.py --quick    # smoke run, about 2-3 minutes
+
+What it does:
+
+1. Installs the published releases, if missing, into ``benchmarks/results/_work/`` with
+   ``pip install --no-deps --target``: ``python-dynamodb-lock==0.9.1`` and the fork
+   ``python-dynamodb-lock-whatnick==0.9.3``. Both install the import package
+   ``python_dynamodb_lock``, the same name as this project, so no implementation is ever imported
+   into this process: each figure is measured by ``bench_worker.py`` in a subprocess whose
+   ``PYTHONPATH`` names exactly one implementation.
+2. Starts DynamoDB Local on 127.0.0.1 with ``python_dynamodb_lock._embedded.start_dynamodb_local()``
+   (or uses ``--endpoint``), creates the lock table with the low-level ``create_table`` call, and
+   warms the engine up.
+3. Measures every figure for every implementation, prints a table and writes ``results.json``,
+   ``results_table.rst`` (included by ``docs/performance.rst``) and ``benchmark.png`` (needs
+   matplotlib: ``pip install -r benchmarks/requirements.txt``; without it the plot is skipped).
+
+A full run writes to ``benchmarks/results/``; ``--quick`` writes to ``benchmarks/results/_work/quick/``
+unless ``--output`` says otherwise, so a smoke run never replaces the published figures.
+
+Nothing here asserts a timing: the targets are printed next to the figures, for a reader to judge.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parent
+WORKER = HERE / 'bench_worker.py'
+DEFAULT_OUTPUT = HERE / 'results'
+WORK_DIR = HERE / 'results' / '_work'
+TABLE_NAME = 'BenchmarkLockTable'
+
+JsonDict = Dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """One implementation of the import package ``python_dynamodb_lock`` and where it lives."""
+
+    label: str
+    path: Path
+    pip_requirement: Optional[str] = None  # None for this project (never installed)
+
+    def package_dir(self) -> Path:
+        return self.path / 'python_dynamodb_lock'
+
+    def available(self) -> bool:
+        return (self.package_dir() / 'python_dynamodb_lock.py').is_file()
+
+
+# How the table and the plot name each implementation.
+DISPLAY_NAMES = {'ours': 'this package', '0.9.1': 'published 0.9.1', '0.9.3': 'fork 0.9.3'}
+PLOT_NAMES = {'ours': 'this package', '0.9.1': '0.9.1', '0.9.3': '0.9.3 fork'}
+
+IMPLEMENTATIONS: Dict[str, Implementation] = {
+    'ours': Implementation('ours', REPO_ROOT),
+    '0.9.1': Implementation('0.9.1', WORK_DIR / 'published-0.9.1', 'python-dynamodb-lock==0.9.1'),
+    '0.9.3': Implementation('0.9.3', WORK_DIR / 'published-0.9.3', 'python-dynamodb-lock-whatnick==0.9.3'),
+}
+
+
+@dataclass
+class Settings:
+    """Sizes of every figure; ``--quick`` shrinks them."""
+
+    quick: bool
+    warm_up_s: float = 20.0
+    calls_rounds: int = 3
+    contended_rounds: int = 3
+    calls: JsonDict = field(default_factory=dict)
+    close: JsonDict = field(default_factory=dict)
+    takeover: JsonDict = field(default_factory=dict)
+    handoff: JsonDict = field(default_factory=dict)
+    capacity: JsonDict = field(default_factory=dict)
+    capacity_ladder: List[int] = field(default_factory=list)
+    contended: JsonDict = field(default_factory=dict)
+
+    @classmethod
+    def for_run(cls, quick: bool) -> 'Settings':
+        if quick:
+            return cls(
+                quick=True,
+                warm_up_s=8.0,
+                calls_rounds=2,
+                contended_rounds=1,
+                calls={'iterations': 60, 'warmup': 20, 'cpu_iterations': 300},
+                close={'samples': 2},
+                takeover={'lease_s': 2.0, 'retry_period_s': 0.5, 'cap_s': 6.0, 'samples': 1},
+                handoff={'threads': 3, 'duration_s': 10.0, 'max_handoffs': 50, 'hold_ms': 10.0},
+                capacity={'latency_ms': 10.0, 'warmup_periods': 1.0, 'measure_periods': 2.0},
+                capacity_ladder=[250, 2000],
+                contended={'processes': 4, 'keys': 2, 'duration_s': 5.0, 'retry_period_s': 0.1,
+                           'hold_ms': 5.0},
+            )
+        return cls(
+            quick=False,
+            warm_up_s=20.0,
+            calls_rounds=3,
+            contended_rounds=3,
+            calls={'iterations': 200, 'warmup': 30, 'cpu_iterations': 1000},
+            close={'samples': 4},
+            takeover={'lease_s': 2.0, 'retry_period_s': 0.5, 'cap_s': 15.0, 'samples': 3},
+            handoff={'threads': 3, 'duration_s': 25.0, 'max_handoffs': 200, 'hold_ms': 10.0},
+            capacity={'latency_ms': 10.0, 'warmup_periods': 1.0, 'measure_periods': 3.0},
+            capacity_ladder=[250, 1000, 2500, 5000, 10000],
+            contended={'processes': 4, 'keys': 2, 'duration_s': 5.0, 'retry_period_s': 0.1,
+                       'hold_ms': 5.0},
+        )
+
+
+# Figures measured for each implementation by default. The 0.9.3 fork differs from 0.9.1 only in
+# how acquire_lock decides that a holder is dead, so it is measured where acquiring matters.
+DEFAULT_PLAN: Dict[str, Sequence[str]] = {
+    'calls': ('ours', '0.9.1', '0.9.3'),
+    'close': ('ours', '0.9.1'),
+    'takeover': ('ours', '0.9.1', '0.9.3'),
+    'handoff': ('ours', '0.9.1'),
+    'capacity': ('ours', '0.9.1'),
+    'contended': ('ours', '0.9.1', '0.9.3'),
+}
+
+
+def log(message: str) -> None:
+    print(f'[{time.strftime("%H:%M:%S")}] {message}', file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# set-up
+# --------------------------------------------------------------------------------------------------
+
+def install_published(implementation: Implementation) -> None:
+    """``pip install --no-deps --target`` a published release unless it is there already.
+
+    Raises ``subprocess.CalledProcessError`` when pip fails (e.g. no access to PyPI).
+    """
+    if implementation.available() or implementation.pip_requirement is None:
+        return
+    log(f'installing {implementation.pip_requirement} into {implementation.path}')
+    implementation.path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [sys.executable, '-m', 'pip', 'install', '--quiet', '--disable-pip-version-check',
+         '--no-deps', '--target', str(implementation.path), implementation.pip_requirement],
+        check=True,
+    )
+
+
+def create_lock_table(client: Any, table_name: str) -> None:
+    """Create the lock table (HASH lock_key S, RANGE sort_key S) with the low-level client."""
+    existing = client.list_tables().get('TableNames', [])
+    if table_name in existing:
+        return
+    client.create_table(
+        TableName=table_name,
+        KeySchema=[{'AttributeName': 'lock_key', 'KeyType': 'HASH'},
+                   {'AttributeName': 'sort_key', 'KeyType': 'RANGE'}],
+        AttributeDefinitions=[{'AttributeName': 'lock_key', 'AttributeType': 'S'},
+                              {'AttributeName': 'sort_key', 'AttributeType': 'S'}],
+        BillingMode='PAY_PER_REQUEST',
+    )
+    client.get_waiter('table_exists').wait(TableName=table_name)
+
+
+def warm_up_engine(client: Any, table_name: str, seconds: float) -> int:
+    """Exercise the engine (its JIT) with the operations the lock clients use; returns call count."""
+    deadline = time.monotonic() + seconds
+    calls = 0
+    key = {'lock_key': {'S': 'benchmark-warm-up'}, 'sort_key': {'S': '-'}}
+    while time.monotonic() < deadline:
+        client.put_item(TableName=table_name, Item={**key, 'record_version_number': {'S': str(calls)}},
+                        ReturnValues='ALL_OLD')
+        client.get_item(TableName=table_name, Key=key, ConsistentRead=True)
+        client.update_item(TableName=table_name, Key=key, UpdateExpression='SET #v = :v',
+                           ConditionExpression='attribute_exists(lock_key)',
+                           ExpressionAttributeNames={'#v': 'record_version_number'},
+                           ExpressionAttributeValues={':v': {'S': f'{calls}-updated'}})
+        client.delete_item(TableName=table_name, Key=key,
+                           ConditionExpression='#v = :v',
+                           ExpressionAttributeNames={'#v': 'record_version_number'},
+                           ExpressionAttributeValues={':v': {'S': f'{calls}-updated'}})
+        calls += 4
+    return calls
+
+
+class Engine:
+    """The DynamoDB endpoint of a run: DynamoDB Local started here, or one given by URL."""
+
+    def __init__(self, endpoint_url: Optional[str]) -> None:
+        self._embedded: Any = None
+        if endpoint_url is None:
+            sys.path.insert(0, str(REPO_ROOT))
+            from python_dynamodb_lock._embedded import start_dynamodb_local
+
+            log('starting DynamoDB Local')
+            self._embedded = start_dynamodb_local()
+            endpoint_url = str(self._embedded.endpoint_url)
+            self.name = str(getattr(self._embedded, 'name', 'dynamodb-local'))
+        else:
+            self.name = 'external endpoint'
+        self.endpoint_url: str = endpoint_url
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.client('dynamodb', endpoint_url=self.endpoint_url, region_name='us-east-1',
+                            aws_access_key_id='benchmark', aws_secret_access_key='benchmark')
+
+    def stop(self) -> None:
+        if self._embedded is not None:
+            log('stopping DynamoDB Local')
+            self._embedded.stop()
+            self._embedded = None
+
+
+# --------------------------------------------------------------------------------------------------
+# running workers
+# --------------------------------------------------------------------------------------------------
+
+class WorkerFailed(RuntimeError):
+    """A worker subprocess exited non-zero, timed out, or printed no JSON."""
+
+
+def run_worker(implementation: Implementation, figure: str, endpoint: str, params: JsonDict,
+               timeout: float) -> JsonDict:
+    """Run ``bench_worker.py FIGURE`` with ``PYTHONPATH`` naming only ``implementation``.
+
+    Returns the worker's JSON. Raises ``WorkerFailed`` with the tail of its standard error when it
+    fails, or when it imported a ``python_dynamodb_lock`` from anywhere but ``implementation``.
+    """
+    environment = dict(os.environ)
+    environment['PYTHONPATH'] = str(implementation.path)
+    environment.pop('PYTHONSTARTUP', None)
+    command = [sys.executable, str(WORKER), figure, '--endpoint', endpoint, '--table', TABLE_NAME,
+               '--params', json.dumps(params)]
+    try:
+        completed = subprocess.run(command, env=environment, capture_output=True, text=True,
+                                   timeout=timeout, cwd=str(HERE))
+    except subprocess.TimeoutExpired as error:
+        raise WorkerFailed(f'{figure}/{implementation.label}: no result within {timeout:.0f} s') from error
+    lines = completed.stdout.strip().splitlines()
+    if completed.returncode != 0 or not lines:
+        tail = '\n'.join(completed.stderr.strip().splitlines()[-15:])
+        raise WorkerFailed(f'{figure}/{implementation.label}: exit {completed.returncode}\n{tail}')
+    result: JsonDict = json.loads(lines[-1])
+    imported_from = Path(result.get('implementation_path', '')).resolve()
+    if imported_from != implementation.package_dir().resolve():
+        raise WorkerFailed(f'{figure}/{implementation.label}: imported {imported_from}, '
+                           f'expected {implementation.package_dir()}')
+    return result
+
+
+def measure_capacity(implementation: Implementation, settings: Settings, endpoint: str) -> JsonDict:
+    """Try increasing lock counts; after the first failure, narrow the gap with up to two trials.
+
+    A failed trial tells the heartbeat rate that client sustained; ``0.95 * rate * period`` locks
+    is then the most it could keep alive, and one trial there (rounded down to 50) checks it.
+    Then, while the gap between the largest count kept alive and the smallest one not is over
+    20 %, one more trial half-way (two refining trials at most).
+    """
+    trials: List[JsonDict] = []
+
+    def trial(locks: int) -> JsonDict:
+        log(f'  capacity/{implementation.label}: {locks} locks')
+        result = run_worker(implementation, 'capacity', endpoint, {**settings.capacity, 'locks': locks},
+                            timeout=600)
+        log(f'    kept alive: {result["kept_alive"]}, {result["achieved_heartbeats_per_s"]:.0f}'
+            f'/{result["required_heartbeats_per_s"]:.0f} heartbeats/s, worst age '
+            f'{result["worst_staleness_s"]:.1f} s, {result["cpu_ms_per_heartbeat"] or 0:.2f} ms CPU/heartbeat')
+        trials.append(result)
+        return result
+
+    best_pass = 0
+    first_fail: Optional[JsonDict] = None
+    for locks in settings.capacity_ladder:
+        result = trial(locks)
+        if result['kept_alive']:
+            best_pass = locks
+        else:
+            first_fail = result
+            break
+    smallest_fail = None if first_fail is None else first_fail['locks']
+    if first_fail is not None:
+        # First guess: what the failed trial's heartbeat rate could sustain; then bisect once.
+        ceiling = int(0.95 * first_fail['achieved_heartbeats_per_s'] * first_fail['heartbeat_period_s'])
+        guess = (ceiling // 50) * 50
+        for _ in range(2):
+            if not best_pass < guess < smallest_fail:
+                break
+            if trial(guess)['kept_alive']:
+                best_pass = guess
+            else:
+                smallest_fail = guess
+            if smallest_fail <= 1.2 * best_pass:
+                break
+            guess = ((best_pass + smallest_fail) // 2 // 50) * 50
+    return {
+        'max_locks_kept_alive': best_pass,
+        'all_trials_passed': first_fail is None,
+        'smallest_failure': smallest_fail,
+        'trials': trials,
+        'cpu_ms_per_heartbeat': _cpu_per_heartbeat(trials),
+    }
+
+
+def measure_ceiling(implementation: Implementation, settings: Settings) -> JsonDict:
+    """Bare ``update_item`` calls/s of one boto3 client under the capacity figure's conditions."""
+    log('capacity: botocore ceiling (no lock client)')
+    params = {'threads': 20, 'latency_ms': settings.capacity['latency_ms'], 'duration_s': 5.0}
+    try:
+        result = run_worker(implementation, 'ceiling', 'http://127.0.0.1:9', params, timeout=120)
+    except WorkerFailed as error:
+        log(f'FAILED {error}')
+        return {'error': str(error)}
+    result['max_locks_at_default_period'] = result['calls_per_s'] * 5.0
+    log(f'    {result["calls_per_s"]:.0f} calls/s, {result["cpu_ms_per_call"]:.2f} ms CPU per call')
+    return result
+
+
+def _cpu_per_heartbeat(trials: List[JsonDict]) -> Optional[float]:
+    """CPU per heartbeat in the first trial (the same lock count for every implementation)."""
+    return trials[0]['cpu_ms_per_heartbeat'] if trials else None
+
+
+FIGURE_TIMEOUTS = {'calls': 300, 'close': 300, 'takeover': 300, 'handoff': 300, 'contended': 400}
+
+
+def measure(figure: str, implementation: Implementation, settings: Settings, endpoint: str) -> JsonDict:
+    if figure == 'capacity':
+        return measure_capacity(implementation, settings, endpoint)
+    params: JsonDict = getattr(settings, figure)
+    return run_worker(implementation, figure, endpoint, params, timeout=FIGURE_TIMEOUTS[figure])
+
+
+def percentile(values: List[float], fraction: float) -> Optional[float]:
+    """The ``fraction`` quantile of ``values`` (nearest rank); None for an empty list."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(round(fraction * (len(ordered) - 1)))))]
+
+
+def summarise(values: List[float]) -> JsonDict:
+    return {
+        'n': len(values),
+        'p50': percentile(values, 0.50),
+        'p99': percentile(values, 0.99),
+        'mean': sum(values) / len(values) if values else None,
+        'max': max(values) if values else None,
+    }
+
+
+# DynamoDB's published capacity rules, for items as small as a lock's (well under 1 KB):
+# a strongly consistent read of an item up to 4 KB costs 1 read unit (RCU), also when no item is
+# found; a put, update or delete of an item up to 1 KB costs 1 write unit (WCU), also when its
+# condition fails.
+READ_UNITS = {'GetItem': 1.0}
+WRITE_UNITS = {'PutItem': 1.0, 'UpdateItem': 1.0, 'DeleteItem': 1.0}
+
+
+def capacity_units(operations: Dict[str, float], per: float) -> JsonDict:
+    """RCU and WCU per ``per`` (e.g. per acquisition) for operation counts, by the rules above."""
+    if not per:
+        return {'rcu': None, 'wcu': None}
+    reads = sum(READ_UNITS.get(name, 0.0) * count for name, count in operations.items())
+    writes = sum(WRITE_UNITS.get(name, 0.0) * count for name, count in operations.items())
+    return {'rcu': reads / per, 'wcu': writes / per}
+
+
+def merge_call_rounds(rounds: List[JsonDict]) -> JsonDict:
+    """Combine several ``calls`` worker results (interleaved rounds) into one."""
+    total = sum(r['iterations'] for r in rounds)
+
+    def weighted(key: str) -> Dict[str, float]:
+        merged: Dict[str, float] = {}
+        for r in rounds:
+            for name, per_iteration in r[key].items():
+                merged[name] = merged.get(name, 0.0) + per_iteration * r['iterations'] / total
+        return merged
+
+    merged = {
+        'iterations': total,
+        'rounds': len(rounds),
+        'acquire_operations': weighted('acquire_operations'),
+        'release_operations': weighted('release_operations'),
+    }
+    for name in ('cpu_ms_per_acquire', 'cpu_ms_per_release', 'cpu_ms_per_acquire_release'):
+        merged[name] = sum(r[name] for r in rounds) / len(rounds)
+    merged['calls_per_acquire'] = sum(merged['acquire_operations'].values())
+    merged['calls_per_release'] = sum(merged['release_operations'].values())
+    merged['calls_per_acquire_release'] = merged['calls_per_acquire'] + merged['calls_per_release']
+    operations: Dict[str, float] = dict(merged['acquire_operations'])
+    for name, count in merged['release_operations'].items():
+        operations[name] = operations.get(name, 0.0) + count
+    merged['capacity_units_per_acquire_release'] = capacity_units(operations, 1.0)
+    for name in ('acquire', 'release', 'acquire_release'):
+        samples = [value for r in rounds for value in r['samples_ms'][name]]
+        merged[f'{name}_ms'] = summarise(samples)
+    merged['round_p50_ms'] = [r['acquire_release_ms']['p50'] for r in rounds]
+    merged['implementation_path'] = rounds[0]['implementation_path']
+    return merged
+
+
+def merge_contended_rounds(rounds: List[JsonDict]) -> JsonDict:
+    """Combine several ``contended`` worker results (interleaved rounds) into one."""
+    duration = sum(r['duration_s'] for r in rounds)
+    acquisitions = sum(r['acquisitions'] for r in rounds)
+
+    def added(key: str) -> Dict[str, int]:
+        total: Dict[str, int] = {}
+        for r in rounds:
+            for name, count in r[key].items():
+                total[name] = total.get(name, 0) + count
+        return total
+
+    operations = added('operations')
+    merged = {key: rounds[0][key] for key in ('processes', 'keys', 'retry_period_s', 'hold_ms',
+                                               'implementation_path')}
+    merged.update({
+        'rounds': len(rounds),
+        'duration_s': duration,
+        'acquisitions': acquisitions,
+        'acquisitions_per_s': acquisitions / duration,
+        'round_acquisitions_per_s': [r['acquisitions_per_s'] for r in rounds],
+        'per_process': [r['per_process'] for r in rounds],
+        'acquire_ms': summarise([value for r in rounds for value in r['acquire_ms_samples']]),
+        'calls_per_acquisition': (sum(operations.values()) / acquisitions) if acquisitions else None,
+        'operations': operations,
+        'outcomes': added('outcomes'),
+        'errors': added('errors'),
+        'overlapping_holds': sum(r['overlapping_holds'] for r in rounds),
+        'capacity_units_per_acquisition': capacity_units(operations, acquisitions),
+    })
+    return merged
+
+
+INTERLEAVED: Dict[str, Callable[[List[JsonDict]], JsonDict]] = {
+    'calls': merge_call_rounds,
+    'contended': merge_contended_rounds,
+}
+
+
+def measure_interleaved(figure: str, implementations: Sequence[Implementation], settings: Settings,
+                        endpoint: str) -> Dict[str, JsonDict]:
+    """Measure ``figure`` in rounds that alternate between implementations, then merge the rounds.
+
+    Figures that depend on the engine's speed are measured this way, so that a change in the
+    engine (its JIT warming up) or in the machine's load hits every implementation alike.
+    """
+    round_count: int = getattr(settings, f'{figure}_rounds')
+    params: JsonDict = getattr(settings, figure)
+    rounds: Dict[str, List[JsonDict]] = {impl.label: [] for impl in implementations}
+    failures: Dict[str, JsonDict] = {}
+    for round_number in range(round_count):
+        for implementation in implementations:
+            if implementation.label in failures:
+                continue
+            log(f'{figure}: {implementation.label} (round {round_number + 1}/{round_count})')
+            try:
+                rounds[implementation.label].append(run_worker(
+                    implementation, figure, endpoint, params, FIGURE_TIMEOUTS[figure]))
+            except WorkerFailed as error:
+                log(f'FAILED {error}')
+                failures[implementation.label] = {'error': str(error)}
+    merged: Dict[str, JsonDict] = dict(failures)
+    for label, results in rounds.items():
+        if label not in failures and results:
+            merged[label] = INTERLEAVED[figure](results)
+    return merged
+
+
+# --------------------------------------------------------------------------------------------------
+# reporting
+# --------------------------------------------------------------------------------------------------
+
+def _fmt(value: Optional[float], digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return 'n/a'
+    return f'{value:,.{digits}f}'
+
+
+def _get(results: JsonDict, figure: str, label: str) -> Optional[JsonDict]:
+    entry = results.get(figure, {}).get(label)
+    if entry is None or 'error' in entry:
+        return None
+    return entry
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row of the summary table: a title, a target, and how to render one implementation."""
+
+    title: str
+    target: str
+    render: Callable[[JsonDict], str]
+    figure: str
+
+
+def _calls(entry: JsonDict) -> str:
+    operations = {**entry['acquire_operations']}
+    for name, count in entry['release_operations'].items():
+        operations[name] = operations.get(name, 0) + count
+    detail = ' + '.join(f'{name}' if count == 1 else f'{count:g} {name}'
+                        for name, count in operations.items())
+    return f'{entry["calls_per_acquire_release"]:g} ({detail})'
+
+
+def _units(units: JsonDict) -> str:
+    return f'{units["rcu"]:.2g} RCU + {units["wcu"]:.2g} WCU'
+
+
+def _calls_units(entry: JsonDict) -> str:
+    return _units(entry['capacity_units_per_acquire_release'])
+
+
+def _contended_units(entry: JsonDict) -> str:
+    return _units(entry['capacity_units_per_acquisition'])
+
+
+def _latency(entry: JsonDict) -> str:
+    figures = entry['acquire_release_ms']
+    return f'{_fmt(figures["p50"])} / {_fmt(figures["p99"])}'
+
+
+def _close(entry: JsonDict) -> str:
+    figures = entry['close_ms']
+    return f'{_fmt(figures["p50"])} / {_fmt(figures["max"])}'
+
+
+def _takeover(entry: JsonDict) -> str:
+    if entry['took_over'] == 0:
+        return f'did not take over within {entry["cap_s"]:g} s'
+    text = f'{_fmt(entry["takeover_s"]["p50"], 2)} / {_fmt(entry["takeover_s"]["max"], 2)}'
+    if entry['took_over'] < entry['samples']:
+        text += f' ({entry["samples"] - entry["took_over"]} of {entry["samples"]} never)'
+    return text
+
+
+def _handoff(entry: JsonDict) -> str:
+    figures = entry['handoff_ms']
+    if not figures['n']:
+        return 'no handoff'
+    return f'{_fmt(figures["p50"])} / {_fmt(figures["p99"])} (n={figures["n"]})'
+
+
+def _capacity(entry: JsonDict) -> str:
+    if entry['all_trials_passed']:
+        return f'>= {entry["max_locks_kept_alive"]:,}'
+    return f'{entry["max_locks_kept_alive"]:,} (fails at {entry["smallest_failure"]:,})'
+
+
+def _cpu(entry: JsonDict) -> str:
+    return _fmt(_cpu_per_heartbeat(entry['trials']), 2)
+
+
+def _contended(entry: JsonDict) -> str:
+    text = f'{_fmt(entry["acquisitions_per_s"])} ({_fmt(entry["calls_per_acquisition"], 2)} calls each)'
+    if entry['overlapping_holds']:
+        text += f' OVERLAPS: {entry["overlapping_holds"]}'
+    return text
+
+
+def table_rows(settings: Settings) -> List[Row]:
+    takeover = settings.takeover
+    handoff = settings.handoff
+    contended = settings.contended
+    capacity = settings.capacity
+    return [
+        Row('DynamoDB calls per uncontended acquire + release', '2 (published: 3)', _calls, 'calls'),
+        Row('capacity units per uncontended acquire + release', 'fewer than published', _calls_units,
+            'calls'),
+        Row('uncontended acquire + release, p50 / p99 (ms)', 'no regression', _latency, 'calls'),
+        Row('client CPU per acquire + release, no engine (ms)', 'no regression',
+            lambda e: _fmt(e['cpu_ms_per_acquire_release'], 2), 'calls'),
+        Row('close() at the default 5 s heartbeat period, p50 / max (ms)', 'under 50 ms', _close, 'close'),
+        Row(f'takeover of a killed holder, lease {takeover["lease_s"]:g} s, retry_period '
+            f'{takeover["retry_period_s"]:g} s, p50 / max (s)',
+            f'within {takeover["lease_s"] + takeover["retry_period_s"]:g} s', _takeover, 'takeover'),
+        Row(f'same-process handoff, {handoff["threads"]} threads, default retry_period, p50 / p99 (ms)',
+            'under 20 ms', _handoff, 'handoff'),
+        Row(f'locks kept alive by one client, 5 s period, {capacity["latency_ms"]:g} ms per call',
+            '10,000 (published: ~500)', _capacity, 'capacity'),
+        Row(f'CPU time per heartbeat at {settings.capacity_ladder[0]:,} locks (ms)', 'no regression', _cpu,
+            'capacity'),
+        Row(f'contended acquisitions/s, {contended["processes"]} processes, {contended["keys"]} keys, '
+            f'retry_period {contended["retry_period_s"]:g} s', 'no regression', _contended, 'contended'),
+        Row('capacity units per contended acquisition (incl. its release)', 'no regression',
+            _contended_units, 'contended'),
+    ]
+
+
+def render_cells(results: JsonDict, settings: Settings, labels: Sequence[str]) -> List[List[str]]:
+    cells = []
+    for row in table_rows(settings):
+        line = [row.title]
+        for label in labels:
+            entry = _get(results, row.figure, label)
+            raw = results.get(row.figure, {}).get(label)
+            if entry is not None:
+                line.append(row.render(entry))
+            elif raw is not None:
+                line.append('failed')
+            elif label == '0.9.3' and _get(results, row.figure, '0.9.1') is not None:
+                line.append('as 0.9.1')
+            else:
+                line.append('not run')
+        line.append(row.target)
+        cells.append(line)
+    return cells
+
+
+def text_table(header: List[str], cells: List[List[str]]) -> str:
+    widths = [max(len(str(line[i])) for line in [header] + cells) for i in range(len(header))]
+    out = [' | '.join(h.ljust(w) for h, w in zip(header, widths)),
+           '-+-'.join('-' * w for w in widths)]
+    out.extend(' | '.join(c.ljust(w) for c, w in zip(line, widths)) for line in cells)
+    return '\n'.join(out)
+
+
+def rst_table(header: List[str], cells: List[List[str]]) -> str:
+    """A ``list-table`` directive (robust to long cells and to '|' inside them)."""
+    def cell(text: str) -> str:
+        text = text.replace('*', r'\*')
+        return text if text else '..'
+
+    lines = ['.. list-table::', '   :header-rows: 1', '   :widths: ' + ' '.join(
+        ['40'] + ['20'] * (len(header) - 2) + ['20']), '']
+    for row in [header] + cells:
+        lines.append('   * - ' + cell(row[0]))
+        lines.extend('     - ' + cell(value) for value in row[1:])
+    return '\n'.join(lines) + '\n'
+
+
+def _short(value: float) -> str:
+    """A compact label: 4,970 / 17.0 / 2.51 / 0.53."""
+    if value >= 100:
+        return f'{value:,.0f}'
+    if value >= 10:
+        return f'{value:.1f}'
+    return f'{value:.2g}' if value < 1 else f'{value:.2f}'.rstrip('0').rstrip('.')
+
+
+def _minutes(seconds: float) -> str:
+    minutes = max(1, round(seconds / 60))
+    return f'{minutes} minute' if minutes == 1 else f'{minutes} minutes'
+
+
+def _relative(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(REPO_ROOT).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def rst_run_facts(document: JsonDict, results_json: Path) -> str:
+    """One paragraph saying when, where and with what the figures were measured."""
+    facts = document['environment']
+    load = ', '.join(f'{value:.1f}' for value in facts['load_average_before'])
+    kind = 'quick (smoke) run' if document['quick'] else 'full run'
+    text = (
+        f'Measured on {facts["date"][:10]} in a {kind} of {_minutes(document["elapsed_s"])}: '
+        f'{facts["cpu_count"]} cores, Python {facts["python"]}, boto3 {facts["boto3"]}, '
+        f'{facts["engine"]} on 127.0.0.1 '
+        f'(load average before the run: {load}). Raw figures: ``{_relative(results_json)}``.'
+    )
+    ceiling = document['results'].get('ceiling')
+    if ceiling and 'error' not in ceiling:
+        text += (
+            f' For scale: with no lock client at all (best of two samples), {ceiling["threads"]} threads calling '
+            f'``update_item`` through one boto3 client, each call answered after '
+            f'{ceiling["latency_ms"]:g} ms, made {ceiling["calls_per_s"]:,.0f} calls per second at '
+            f'{ceiling["cpu_ms_per_call"]:.2f} ms of CPU each: enough for at most about '
+            f'{ceiling["max_locks_at_default_period"]:,.0f} locks at the default 5-second period.'
+        )
+    return text + '\n'
+
+
+def write_plot(results: JsonDict, labels: Sequence[str], settings: Settings, path: Path) -> Optional[str]:
+    """Write a PNG with one panel per figure; returns why it was skipped, or None when written."""
+    try:
+        import matplotlib
+
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return 'matplotlib is not installed (pip install -r benchmarks/requirements.txt): no plot'
+
+    colours = {'ours': '#2a7ab0', '0.9.1': '#d08c2c', '0.9.3': '#9a9a9a'}
+    takeover_target = settings.takeover['lease_s'] + settings.takeover['retry_period_s']
+    # (figure, title, value of an entry, log scale, value drawn when there is none, target line)
+    panels: List[tuple] = [
+        ('calls', 'DynamoDB calls per\nuncontended acquire + release',
+         lambda e: e['calls_per_acquire_release'], False, None, 2),
+        ('calls', 'uncontended acquire + release\np50 latency (ms)',
+         lambda e: e['acquire_release_ms']['p50'], False, None, None),
+        ('close', 'close() at 5 s heartbeat period\np50 (ms, log scale)',
+         lambda e: e['close_ms']['p50'], True, None, 50),
+        ('takeover', f'takeover of a killed holder (s)\nlease {settings.takeover["lease_s"]:g} s, '
+         f'retry {settings.takeover["retry_period_s"]:g} s',
+         lambda e: e['takeover_s']['p50'] if e['took_over'] else None, False,
+         lambda e: e['cap_s'], takeover_target),
+        ('handoff', 'same-process handoff\np50 (ms, log scale)',
+         lambda e: e['handoff_ms']['p50'], True, None, 20),
+        ('capacity', f'locks kept alive, 5 s period,\n{settings.capacity["latency_ms"]:g} ms per call '
+         '(log scale)', lambda e: e['max_locks_kept_alive'] or None, True, None, 10000),
+        ('capacity', f'CPU per heartbeat (ms)\nat {settings.capacity_ladder[0]:,} locks',
+         lambda e: _cpu_per_heartbeat(e['trials']), False, None, None),
+        ('contended', 'contended acquisitions/s\n'
+         f'{settings.contended["processes"]} processes, {settings.contended["keys"]} keys',
+         lambda e: e['acquisitions_per_s'], False, None, None),
+    ]
+    figure, axes = plt.subplots(2, 4, figsize=(15, 7.5))
+    for axis, (name, title, value_of, log_scale, cap_of, target) in zip(axes.flat, panels):
+        names: List[str] = []
+        values: List[float] = []
+        hatches: List[str] = []
+        notes: List[str] = []
+        for label in labels:
+            entry = _get(results, name, label)
+            if entry is None:
+                continue
+            value = value_of(entry)
+            if value is None and cap_of is not None:
+                value = cap_of(entry)
+                hatches.append('//')
+                notes.append(f'none in {value:g}')
+            else:
+                hatches.append('')
+                note = '' if value is None else _short(value)
+                if name == 'capacity' and title.startswith('locks') and entry['all_trials_passed']:
+                    note = f'>= {note} (largest tried)'
+                notes.append(note)
+            names.append(label)
+            values.append(float(value) if value is not None else 0.0)
+        axis.set_title(title, fontsize=10)
+        if not names:
+            axis.set_axis_off()
+            axis.text(0.5, 0.5, 'not measured', ha='center', va='center', transform=axis.transAxes)
+            continue
+        bars = axis.bar([PLOT_NAMES.get(n, n) for n in names], values,
+                        color=[colours.get(n, '#666666') for n in names])
+        for bar, hatch, note in zip(bars, hatches, notes):
+            bar.set_hatch(hatch)
+            axis.annotate(note, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                          ha='center', va='bottom', fontsize=8)
+        if target is not None and names:
+            axis.axhline(target, color='#c0392b', linestyle='--', linewidth=1)
+            axis.annotate(f'target {target:,g}', (1.0, target), xycoords=('axes fraction', 'data'),
+                          ha='right', va='bottom', fontsize=7, color='#c0392b')
+        ceiling = results.get('ceiling') or {}
+        if name == 'capacity' and title.startswith('locks') and 'max_locks_at_default_period' in ceiling:
+            limit = ceiling['max_locks_at_default_period']
+            axis.axhline(limit, color='#555555', linestyle=':', linewidth=1)
+            axis.annotate(f'bare boto3 ceiling {limit:,.0f}', (1.0, limit),
+                          xycoords=('axes fraction', 'data'), ha='right', va='top', fontsize=7,
+                          color='#555555')
+        if log_scale and any(v > 0 for v in values):
+            axis.set_yscale('log')
+        axis.margins(y=0.25)
+    mode = 'quick run' if settings.quick else 'full run'
+    figure.suptitle(f'python_dynamodb_lock: this project vs published releases (DynamoDB Local on '
+                    f'loopback, {os.cpu_count()} cores, {mode})', fontsize=11)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+    return None
+
+
+def _file_sha1(path: Path) -> Optional[str]:
+    try:
+        return hashlib.sha1(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def environment_facts(engine: Engine, implementations: Sequence[Implementation]) -> JsonDict:
+    import boto3
+    import botocore
+
+    return {
+        'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
+        'python': platform.python_version(),
+        'platform': platform.platform(),
+        'cpu_count': os.cpu_count(),
+        'boto3': boto3.__version__,
+        'botocore': botocore.__version__,
+        'engine': engine.name,
+        'implementations': {
+            impl.label: {
+                'path': str(impl.path),
+                'pip_requirement': impl.pip_requirement,
+                'core_sha1': _file_sha1(impl.package_dir() / 'python_dynamodb_lock.py'),
+            } for impl in implementations
+        },
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# main
+# --------------------------------------------------------------------------------------------------
+
+def parse_arguments(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--quick', action='store_true', help='a ~2-3 minute smoke run with small sizes')
+    parser.add_argument('--output', type=Path, default=None,
+                        help='directory for results.json, results_table.rst and benchmark.png '
+                             '(default: benchmarks/results, or benchmarks/results/_work/quick with --quick)')
+    parser.add_argument('--endpoint', default=None,
+                        help='use this DynamoDB endpoint instead of starting DynamoDB Local')
+    parser.add_argument('--implementations', default='ours,0.9.1,0.9.3',
+                        help='comma-separated subset of: ' + ', '.join(IMPLEMENTATIONS))
+    parser.add_argument('--figures', default=','.join(DEFAULT_PLAN),
+                        help='comma-separated subset of: ' + ', '.join(DEFAULT_PLAN))
+    parser.add_argument('--every-figure-for-0.9.3', dest='all_093', action='store_true',
+                        help='also measure 0.9.3 where its code is the same as 0.9.1')
+    parser.add_argument('--render-only', action='store_true',
+                        help='measure nothing: rebuild the table and the plot from results.json in the output '
+                             'directory')
+    return parser.parse_args(argv)
+
+
+def _chosen(text: str, allowed: Sequence[str], what: str) -> List[str]:
+    chosen = [item.strip() for item in text.split(',') if item.strip()]
+    unknown = [item for item in chosen if item not in allowed]
+    if unknown:
+        raise SystemExit(f'unknown {what}: {", ".join(unknown)} (choose from {", ".join(allowed)})')
+    return chosen
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    arguments = parse_arguments(argv)
+    settings = Settings.for_run(arguments.quick)
+    output = arguments.output or (WORK_DIR / 'quick' if arguments.quick else DEFAULT_OUTPUT)
+    if arguments.render_only:
+        return render_only(output)
+    labels = _chosen(arguments.implementations, list(IMPLEMENTATIONS), 'implementation')
+    figures = _chosen(arguments.figures, list(DEFAULT_PLAN), 'figure')
+
+    implementations: List[Implementation] = []
+    for label in labels:
+        implementation = IMPLEMENTATIONS[label]
+        install_published(implementation)
+        if not implementation.available():
+            log(f'skipping {label}: no {implementation.package_dir() / "python_dynamodb_lock.py"}')
+            continue
+        implementations.append(implementation)
+    if not implementations:
+        raise SystemExit('no implementation to measure')
+
+    started = time.monotonic()
+    engine = Engine(arguments.endpoint)
+    results: JsonDict = {}
+    try:
+        client = engine.client()
+        create_lock_table(client, TABLE_NAME)
+        load_before = os.getloadavg()
+        warm_calls = warm_up_engine(client, TABLE_NAME, settings.warm_up_s)
+        log(f'engine at {engine.endpoint_url} warmed up with {warm_calls} calls')
+        for figure in figures:
+            chosen = [impl for impl in implementations
+                      if impl.label in DEFAULT_PLAN[figure] or (arguments.all_093 and impl.label == '0.9.3')]
+            if figure in INTERLEAVED:
+                results[figure] = measure_interleaved(figure, chosen, settings, engine.endpoint_url)
+                continue
+            ceilings: List[JsonDict] = []
+            if figure == 'capacity':
+                ceilings.append(measure_ceiling(implementations[0], settings))
+            for implementation in chosen:
+                log(f'{figure}: {implementation.label}')
+                try:
+                    results.setdefault(figure, {})[implementation.label] = measure(
+                        figure, implementation, settings, engine.endpoint_url)
+                except WorkerFailed as error:
+                    log(f'FAILED {error}')
+                    results.setdefault(figure, {})[implementation.label] = {'error': str(error)}
+            if figure == 'capacity':
+                # A ceiling is best estimated by the better of two samples (before and after).
+                ceilings.append(measure_ceiling(implementations[0], settings))
+                results['ceiling'] = max(ceilings, key=lambda c: c.get('calls_per_s', 0.0))
+                results['ceiling']['samples_calls_per_s'] = [c.get('calls_per_s') for c in ceilings]
+        facts = environment_facts(engine, implementations)
+        facts['load_average_before'] = load_before
+        facts['load_average_after'] = os.getloadavg()
+    finally:
+        engine.stop()
+
+    output.mkdir(parents=True, exist_ok=True)
+    document = {
+        'environment': facts,
+        'quick': settings.quick,
+        'labels': [impl.label for impl in implementations],
+        'settings': {name: getattr(settings, name) for name in
+                     ('warm_up_s', 'calls_rounds', 'contended_rounds', 'calls', 'close', 'takeover',
+                      'handoff', 'capacity', 'capacity_ladder', 'contended')},
+        'elapsed_s': time.monotonic() - started,
+        'results': results,
+    }
+    (output / 'results.json').write_text(json.dumps(document, indent=2) + '\n', encoding='utf-8')
+    render(document, settings, output)
+    log(f'total {time.monotonic() - started:.0f} s')
+    return 0
+
+
+def render(document: JsonDict, settings: Settings, output: Path) -> None:
+    """Print the table and write ``results_table.rst`` and ``benchmark.png`` next to results.json."""
+    labels: List[str] = document.get('labels') or [
+        label for label in IMPLEMENTATIONS if any(label in entries for entries in document['results'].values())]
+    results: JsonDict = document['results']
+    header = ['figure'] + [DISPLAY_NAMES.get(label, label) for label in labels] + ['target']
+    cells = render_cells(results, settings, labels)
+    print()
+    print(text_table(header, cells))
+    print()
+    table_text = rst_run_facts(document, output / 'results.json') + '\n' + rst_table(header, cells)
+    (output / 'results_table.rst').write_text(table_text, encoding='utf-8')
+    skipped = write_plot(results, labels, settings, output / 'benchmark.png')
+    log(f'wrote {output / "results_table.rst"}')
+    log(skipped or f'wrote {output / "benchmark.png"}')
+
+
+def render_only(output: Path) -> int:
+    """Rebuild the table and the plot from ``output/results.json`` without measuring anything."""
+    document = json.loads((output / 'results.json').read_text(encoding='utf-8'))
+    settings = Settings.for_run(bool(document['quick']))
+    for name, value in document['settings'].items():
+        setattr(settings, name, value)
+    render(document, settings, output)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
