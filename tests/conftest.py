@@ -211,3 +211,17 @@ def clients(engine: EngineTable) -> Iterator[Any]:
     factory = LockClients(engine)
     yield factory
     factory.close_all()
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """Dummy credentials from the environment (inherited by subprocesses), and no AWS
+    configuration of the machine."""
+    for name in list(os.environ):
+        if name.startswith('AWS_'):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv('AWS_ACCESS_KEY_ID', 'testing')
+    monkeypatch.setenv('AWS_SECRET_ACCESS_KEY', 'testing')
+    monkeypatch.setenv('AWS_CONFIG_FILE', str(tmp_path / 'no-aws-config'))
+    monkeypatch.setenv('AWS_SHARED_CREDENTIALS_FILE', str(tmp_path / 'no-aws-credentials'))
+    monkeypatch.setenv('AWS_EC2_METADATA_DISABLED', 'true')

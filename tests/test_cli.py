@@ -60,19 +60,6 @@ class NotATerminal(io.StringIO):
 
 
 @pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
-    """Dummy credentials from the environment, and no AWS configuration of the machine."""
-    for name in list(os.environ):
-        if name.startswith('AWS_'):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv('AWS_ACCESS_KEY_ID', 'testing')
-    monkeypatch.setenv('AWS_SECRET_ACCESS_KEY', 'testing')
-    monkeypatch.setenv('AWS_CONFIG_FILE', str(tmp_path / 'no-aws-config'))
-    monkeypatch.setenv('AWS_SHARED_CREDENTIALS_FILE', str(tmp_path / 'no-aws-credentials'))
-    monkeypatch.setenv('AWS_EC2_METADATA_DISABLED', 'true')
-
-
-@pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
         aws_env: None) -> Callable[..., CliResult]:
     """Run ``main(argv)`` in-process; ``stdin`` (default: not a terminal) is what it reads."""

@@ -25,19 +25,6 @@ TAKEOVER_LINE = re.compile(r'took it over (\d+\.\d+) s later')
 
 
 @pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
-    """Dummy credentials from the environment (the spawned workers inherit it)."""
-    for name in list(os.environ):
-        if name.startswith('AWS_'):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv('AWS_ACCESS_KEY_ID', 'testing')
-    monkeypatch.setenv('AWS_SECRET_ACCESS_KEY', 'testing')
-    monkeypatch.setenv('AWS_CONFIG_FILE', str(tmp_path / 'no-aws-config'))
-    monkeypatch.setenv('AWS_SHARED_CREDENTIALS_FILE', str(tmp_path / 'no-aws-credentials'))
-    monkeypatch.setenv('AWS_EC2_METADATA_DISABLED', 'true')
-
-
-@pytest.fixture
 def demo_table(dynamodb_local: Any) -> Iterator[str]:
     name = f'demo-{uuid.uuid4().hex[:12]}'
     yield name
