@@ -1189,10 +1189,16 @@ class DynamoDBLockClient:
                 self._waiters.pop(unique_identifier, None)
 
     def _wake_waiters(self, unique_identifier: str) -> None:
+        """Wake the thread that has waited longest for this key in this client.
+
+        Only one: waking them all would have all but one spend a failed conditional put. The
+        others keep polling, and are woken in turn by later releases.
+        """
         with self._registry_guard:
-            events = list(self._waiters.get(unique_identifier, ()))
-        for event in events:
-            event.set()
+            events = self._waiters.get(unique_identifier)
+            longest_waiting = events[0] if events else None
+        if longest_waiting is not None:
+            longest_waiting.set()
 
     # -- helpers -------------------------------------------------------------------------
 

@@ -351,6 +351,31 @@ def test_a_waiter_is_woken_as_soon_as_the_same_client_releases(engine: Any, clie
     assert read_item(engine, 'handoff')['record_version_number'] == second.record_version_number
 
 
+
+def test_a_release_wakes_only_the_longest_waiting_thread(engine: Any, clients: LockClients) -> None:
+    """Two threads wait; the clock never moves, so only releases can end their waits. Each
+    release hands the lock to one waiter, oldest first, and nobody spends a failed put."""
+    clock = clients.clock
+    client = clients.make()
+    held = client.acquire_lock('queue')
+    first = BackgroundCall(client.acquire_lock, 'queue', retry_period=seconds(seconds=5),
+                           retry_timeout=seconds(minutes=5), name='first-waiter')
+    clock.wait_until_idle([first.thread])
+    second = BackgroundCall(client.acquire_lock, 'queue', retry_period=seconds(seconds=5),
+                            retry_timeout=seconds(minutes=5), name='second-waiter')
+    clock.wait_until_idle([second.thread])
+    calls = CallRecorder(engine.resource)
+    held.release()
+    first_lock = first.result()
+    clock.wait_until_idle([second.thread])
+    assert not second.done                          # still waiting: it was not woken
+    assert calls.count('PutItem') == 1              # the woken waiter's put, and no other
+    first_lock.release()
+    second_lock = second.result()
+    assert second_lock.status == DynamoDBLock.LOCKED
+    assert read_item(engine, 'queue')['record_version_number'] == second_lock.record_version_number
+
+
 # --- lost answers ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize('retry', [True, False], ids=['botocore-retries', 'timeout-raised'])
