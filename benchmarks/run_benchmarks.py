@@ -671,13 +671,14 @@ def _relative(path: Path) -> str:
 def rst_run_facts(document: JsonDict, results_json: Path) -> str:
     """One paragraph saying when, where and with what the figures were measured."""
     facts = document['environment']
-    load = ', '.join(f'{value:.1f}' for value in facts['load_average_before'])
+    load = (f'{facts["load_average_before"][0]:.1f} before the run and '
+            f'{facts["load_average_after"][0]:.1f} after it; the engine-bound figures vary with it')
     kind = 'quick (smoke) run' if document['quick'] else 'full run'
     text = (
         f'Measured on {facts["date"][:10]} in a {kind} of {_minutes(document["elapsed_s"])}: '
         f'{facts["cpu_count"]} cores, Python {facts["python"]}, boto3 {facts["boto3"]}, '
         f'{facts["engine"]} on 127.0.0.1 '
-        f'(load average before the run: {load}). Raw figures: ``{_relative(results_json)}``.'
+        f'(one-minute load average {load}). Raw figures: ``{_relative(results_json)}``.'
     )
     ceiling = document['results'].get('ceiling')
     if ceiling and 'error' not in ceiling:
