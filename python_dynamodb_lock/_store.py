@@ -10,7 +10,7 @@ costing an extra read.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
@@ -21,6 +21,8 @@ __all__ = [
     'COL_RECORD_VERSION_NUMBER',
     'ConditionFailed',
     'LockTable',
+    'MAX_BATCH_STATEMENTS',
+    'Renewal',
     'error_code',
     'outcome_unknown',
 ]
@@ -32,6 +34,13 @@ COL_RECORD_VERSION_NUMBER = 'record_version_number'
 Item = Dict[str, Any]
 
 _CONDITION_FAILED = 'ConditionalCheckFailedException'
+
+# The most statements DynamoDB takes in one BatchExecuteStatement call.
+MAX_BATCH_STATEMENTS = 25
+
+# Per-statement error codes of BatchExecuteStatement after which the statement may have been
+# applied all the same; every other code means DynamoDB did not apply it.
+_STATEMENT_OUTCOME_UNKNOWN = frozenset({'InternalServerError'})
 
 
 class ConditionFailed(Exception):
@@ -70,6 +79,21 @@ def outcome_unknown(exc: BaseException) -> bool:
     if isinstance(exc, ParamValidationError):
         return False
     return isinstance(exc, BotoCoreError)
+
+
+class Renewal(NamedTuple):
+    """One heartbeat of :meth:`LockTable.renew_many`: the arguments of :meth:`LockTable.renew`."""
+
+    partition_key: str
+    sort_key: str
+    expected_versions: Sequence[str]
+    new_version: str
+    new_expiry_time: int
+
+
+def _quoted(identifier: str) -> str:
+    """A PartiQL quoted identifier (a double quote inside is doubled)."""
+    return '"' + identifier.replace('"', '""') + '"'
 
 
 class LockTable:
@@ -176,6 +200,68 @@ class LockTable:
                 '#expiry_time': self.ttl_attribute_name,
             },
             ExpressionAttributeValues=values,
+        )
+
+    def renew_many(self, renewals: Sequence[Renewal]) -> List[Optional[Exception]]:
+        """Send up to 25 renewals in one PartiQL ``BatchExecuteStatement`` call.
+
+        Each statement is conditional on its own, like :meth:`renew`, and succeeds or fails on
+        its own. Returns one entry per renewal, in order: None when it was applied,
+        :class:`ConditionFailed` (with the row in the way) when its condition was refused, or a
+        ``ClientError`` for any other refusal, which :func:`outcome_unknown` classifies like the
+        error of a single call.
+
+        :raises ValueError: for an empty batch or one of more than 25.
+        :raises ClientError, BotoCoreError: when the call as a whole fails (for instance
+            ``AccessDeniedException`` without the ``dynamodb:PartiQLUpdate`` permission); then
+            none, some or all of the renewals may have been applied.
+        """
+        if not 0 < len(renewals) <= MAX_BATCH_STATEMENTS:
+            raise ValueError(f'a batch holds 1 to {MAX_BATCH_STATEMENTS} renewals, got {len(renewals)}')
+        statements = []
+        for renewal in renewals:
+            version_slots = ', '.join('?' for _ in renewal.expected_versions)
+            statements.append({
+                'Statement': (
+                    f'UPDATE {_quoted(self.table_name)}'
+                    f' SET {_quoted(COL_RECORD_VERSION_NUMBER)} = ?'
+                    f' SET {_quoted(self.ttl_attribute_name)} = ?'
+                    f' WHERE {_quoted(self.partition_key_name)} = ? AND {_quoted(self.sort_key_name)} = ?'
+                    f' AND {_quoted(COL_RECORD_VERSION_NUMBER)} IN [{version_slots}]'
+                ),
+                'Parameters': [
+                    renewal.new_version, renewal.new_expiry_time,
+                    renewal.partition_key, renewal.sort_key, *renewal.expected_versions,
+                ],
+                'ReturnValuesOnConditionCheckFailure': 'ALL_OLD',
+            })
+        response = self.client.batch_execute_statement(Statements=statements)
+        metadata = response.get('ResponseMetadata', {})
+        retried = int(metadata.get('RetryAttempts') or 0) > 0
+        answers = response.get('Responses') or []
+        if len(answers) != len(renewals):
+            raise ClientError(
+                {'Error': {'Code': 'UnexpectedResponse',
+                           'Message': f'{len(answers)} answers to {len(renewals)} statements'},
+                 'ResponseMetadata': {**metadata, 'HTTPStatusCode': 500}},
+                'BatchExecuteStatement',
+            )
+        return [LockTable._statement_outcome(answer.get('Error'), metadata, retried) for answer in answers]
+
+    @staticmethod
+    def _statement_outcome(error: Optional[Mapping[str, Any]], metadata: Mapping[str, Any],
+                           retried: bool) -> Optional[Exception]:
+        if not error:
+            return None
+        code = str(error.get('Code', ''))
+        if code == 'ConditionalCheckFailed':
+            item = error.get('Item')   # part of a successful answer: converted by boto3
+            return ConditionFailed(dict(item) if item else None, retried=retried)
+        status = 500 if code in _STATEMENT_OUTCOME_UNKNOWN else 400
+        return ClientError(
+            {'Error': {'Code': code, 'Message': str(error.get('Message', ''))},
+             'ResponseMetadata': {**metadata, 'HTTPStatusCode': status}},
+            'BatchExecuteStatement',
         )
 
     def delete_if_version(self, partition_key: str, sort_key: str, expected_versions: Sequence[str]) -> None:

@@ -22,7 +22,7 @@ import urllib.parse
 import uuid
 from decimal import Decimal
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Type
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Type
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -33,7 +33,9 @@ from ._store import (
     COL_OWNER_NAME,
     COL_RECORD_VERSION_NUMBER,
     ConditionFailed,
+    MAX_BATCH_STATEMENTS,
     LockTable,
+    Renewal,
     error_code,
     outcome_unknown,
 )
@@ -207,6 +209,16 @@ class DynamoDBLockClient:
         boto3 client's ``max_pool_connections`` (10 unless configured), so concurrent
         heartbeats never overflow its connection pool. Raise both together to keep more locks
         alive per client.
+    :param heartbeat_batch_size: how many heartbeats go out in one DynamoDB call. At ``1``
+        (the default) each heartbeat is its own ``UpdateItem``, as in the published package.
+        From 2 to 25, heartbeats are grouped into PartiQL ``BatchExecuteStatement`` calls: each
+        statement is still conditional on its own lock's version and costs the same write
+        unit, but a call carries up to 25 of them, so one client keeps many more locks alive
+        before its CPU (botocore spends about a millisecond per call) runs out. It needs the
+        IAM permission ``dynamodb:PartiQLUpdate`` on the table besides ``dynamodb:UpdateItem``,
+        and an engine that runs PartiQL (DynamoDB and DynamoDB Local do; moto does not). A
+        statement throttled inside a batch is not retried until the next period.
+        ``heartbeat_tps`` still counts heartbeats, not calls.
     :raises TypeError, ValueError: for arguments that cannot work (non-positive periods,
         ``heartbeat_tps`` of 0, a heartbeat period not shorter than the lease, an expiry
         period shorter than the lease, ...). Unsafe but workable settings are logged as
@@ -248,6 +260,7 @@ class DynamoDBLockClient:
         *,
         clock: Optional[Clock] = None,
         heartbeat_workers: Optional[int] = None,
+        heartbeat_batch_size: int = 1,
     ) -> None:
         if dynamodb_resource is None:
             raise TypeError('dynamodb_resource must be a boto3 DynamoDB resource, not None')
@@ -285,6 +298,11 @@ class DynamoDBLockClient:
             heartbeat_workers = pool_size if isinstance(pool_size, int) and pool_size > 0 else 10
         if isinstance(heartbeat_workers, bool) or not isinstance(heartbeat_workers, int) or heartbeat_workers < 1:
             raise ValueError(f'heartbeat_workers must be a positive int, got {heartbeat_workers!r}')
+        if (isinstance(heartbeat_batch_size, bool) or not isinstance(heartbeat_batch_size, int)
+                or not 1 <= heartbeat_batch_size <= MAX_BATCH_STATEMENTS):
+            raise ValueError(
+                f'heartbeat_batch_size must be an int from 1 to {MAX_BATCH_STATEMENTS}, got {heartbeat_batch_size!r}'
+            )
         if app_callback_executor is not None and not callable(getattr(app_callback_executor, 'submit', None)):
             raise TypeError('app_callback_executor must be a concurrent.futures.Executor (or None)')
         self._check_period_consistency()
@@ -300,6 +318,7 @@ class DynamoDBLockClient:
         self._lease_duration = lease_duration
         self._expiry_period = expiry_period
         self._heartbeat_tps = heartbeat_tps
+        self._heartbeat_batch_size = heartbeat_batch_size
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._table = LockTable(low_level_client, table_name, partition_key_name, sort_key_name, ttl_attribute_name)
 
@@ -1023,7 +1042,11 @@ class DynamoDBLockClient:
         logger.info('Lock client %s: %s stopped', self._owner_name, name)
 
     def _send_heartbeat_round(self) -> None:
-        """Start one heartbeat per held lock, spread over the period, then wait out the period."""
+        """Start one heartbeat per held lock, spread over the period, then wait out the period.
+
+        Heartbeats go out in groups of ``heartbeat_batch_size``; a group leaves when the
+        pacing (``heartbeat_tps``, or an even spread) allows its first heartbeat.
+        """
         clock = self._clock
         round_start = clock.monotonic()
         locks = self._held_locks()
@@ -1032,105 +1055,172 @@ class DynamoDBLockClient:
                 interval = self._heartbeat_period_s / len(locks)
             else:
                 interval = 1.0 / self._heartbeat_tps
-            for index, lock in enumerate(locks):
+            batch_size = self._heartbeat_batch_size
+            skipped = 0
+            for index in range(0, len(locks), batch_size):
                 delay = round_start + index * interval - clock.monotonic()
                 # Below a millisecond a wait costs more than it paces: send a small burst.
                 if delay > 0.001 and clock.sleep(delay, self._shutdown):
                     return
                 if self._shutdown.is_set():
                     return
-                self._submit_heartbeat(lock)
+                skipped += self._submit_heartbeats(locks[index:index + batch_size])
             overrun = clock.monotonic() - round_start - self._heartbeat_period_s
             if overrun > 0:
                 logger.warning(
-                    'A round of %d heartbeats at heartbeat_tps=%s took %.1fs longer than the '
+                    'A round of %d heartbeats at heartbeat_tps=%s took %.3fs longer than the '
                     'heartbeat period', len(locks), self._heartbeat_tps, overrun,
+                )
+            if skipped:
+                logger.warning(
+                    'Heartbeats are falling behind: %d of %d locks still had last period\'s heartbeat '
+                    'in flight (heartbeat_workers, heartbeat_batch_size or more clients would help)',
+                    skipped, len(locks),
                 )
         clock.sleep(round_start + self._heartbeat_period_s - clock.monotonic(), self._shutdown)
 
-    def _submit_heartbeat(self, lock: DynamoDBLock) -> None:
+    def _submit_heartbeats(self, locks: Sequence[DynamoDBLock]) -> int:
+        """Hand a group of heartbeats to a worker; returns how many were skipped as in flight."""
         with self._in_flight_guard:
-            if lock in self._heartbeats_in_flight:
+            due = [lock for lock in locks if lock not in self._heartbeats_in_flight]
+            self._heartbeats_in_flight.update(due)
+        for lock in locks:
+            if lock not in due:
                 logger.debug('Heartbeat of %s still in flight; skipping this round', lock.unique_identifier)
-                return
-            self._heartbeats_in_flight.add(lock)
-        try:
-            self._heartbeat_executor.submit(self._heartbeat_task, lock)
-        except RuntimeError:   # the executor was shut down by close()
-            with self._in_flight_guard:
-                self._heartbeats_in_flight.discard(lock)
+        if due:
+            try:
+                self._heartbeat_executor.submit(self._heartbeat_task, due)
+            except RuntimeError:   # the executor was shut down by close()
+                with self._in_flight_guard:
+                    self._heartbeats_in_flight.difference_update(due)
+        return len(locks) - len(due)
 
-    def _heartbeat_task(self, lock: DynamoDBLock) -> None:
+    def _heartbeat_task(self, locks: List[DynamoDBLock]) -> None:
         try:
-            self._send_heartbeat(lock)
+            if self._heartbeat_batch_size == 1:
+                for lock in locks:
+                    self._send_heartbeat(lock)
+            else:
+                self._send_heartbeat_batch(locks)
         except Exception:
-            logger.exception('Heartbeat of %s failed unexpectedly', lock.unique_identifier)
+            logger.exception('Heartbeats of %s failed unexpectedly',
+                             ', '.join(lock.unique_identifier for lock in locks))
         finally:
             with self._in_flight_guard:
-                self._heartbeats_in_flight.discard(lock)
+                self._heartbeats_in_flight.difference_update(locks)
+
+    def _prepare_heartbeat(self, lock: DynamoDBLock) -> Optional[Renewal]:
+        """The renewal of a lock we still hold, or None; call with ``lock.thread_lock`` held."""
+        with lock._state_guard:
+            if lock.status not in (DynamoDBLock.LOCKED, DynamoDBLock.IN_DANGER):
+                return None
+            expected_versions = [lock.record_version_number,
+                                 *lock._unconfirmed_versions[-_MAX_UNCONFIRMED_VERSIONS:]]
+        if not self._is_registered(lock):
+            return None
+        return Renewal(lock.partition_key, lock.sort_key, expected_versions, str(uuid.uuid4()),
+                       int(self._clock.time() + self._expiry_period_s))
 
     def _send_heartbeat(self, lock: DynamoDBLock) -> None:
-        """Renew one lock: a new version and TTL, conditioned on the version we hold.
+        """Renew one lock: a new version and TTL, conditioned on the version we hold."""
+        with lock.thread_lock:
+            renewal = self._prepare_heartbeat(lock)
+            if renewal is None:
+                return
+            attempt_started = self._clock.monotonic()
+            outcome: Optional[Exception] = None
+            try:
+                self._table.renew(*renewal)
+            except (ConditionFailed, ClientError, BotoCoreError) as exc:
+                outcome = exc
+            self._settle_heartbeat(lock, renewal, attempt_started, outcome)
+
+    def _send_heartbeat_batch(self, locks: Sequence[DynamoDBLock]) -> None:
+        """Renew a group of locks in one ``BatchExecuteStatement`` call.
+
+        A lock whose ``thread_lock`` is busy (a release of it is under way) is not waited for
+        while holding the others: it gets a heartbeat of its own afterwards.
+        """
+        held: List[DynamoDBLock] = []
+        busy: List[DynamoDBLock] = []
+        try:
+            for lock in locks:
+                (held if lock.thread_lock.acquire(blocking=False) else busy).append(lock)
+            prepared = [(lock, renewal) for lock in held
+                        if (renewal := self._prepare_heartbeat(lock)) is not None]
+            if prepared:
+                attempt_started = self._clock.monotonic()
+                outcomes: List[Optional[Exception]]
+                try:
+                    outcomes = self._table.renew_many([renewal for _, renewal in prepared])
+                except (ClientError, BotoCoreError) as exc:
+                    if error_code(exc) in ('AccessDeniedException', 'UnknownOperationException'):
+                        logger.warning(
+                            'heartbeat_batch_size=%d needs PartiQL (BatchExecuteStatement) and the IAM '
+                            'permission dynamodb:PartiQLUpdate on table %s: %s',
+                            self._heartbeat_batch_size, self._table_name, exc,
+                        )
+                    outcomes = [exc] * len(prepared)
+                for (lock, renewal), outcome in zip(prepared, outcomes):
+                    self._settle_heartbeat(lock, renewal, attempt_started, outcome)
+        finally:
+            for lock in held:
+                lock.thread_lock.release()
+        for lock in busy:
+            self._send_heartbeat(lock)
+
+    def _settle_heartbeat(self, lock: DynamoDBLock, renewal: Renewal, attempt_started: float,
+                          outcome: Optional[Exception]) -> None:
+        """Apply the answer to one renewal; call with ``lock.thread_lock`` held.
 
         A refused condition means the lock was taken over (LOCK_STOLEN), unless the row
         carries a version we wrote ourselves and never heard back about. Any other failure
         is logged; the lock stays as it is, and the checker flags it IN_DANGER once it has
         gone unrenewed for ``safe_period``.
         """
-        with lock.thread_lock:
-            with lock._state_guard:
-                if lock.status not in (DynamoDBLock.LOCKED, DynamoDBLock.IN_DANGER):
-                    return
-                expected_versions = [lock.record_version_number,
-                                     *lock._unconfirmed_versions[-_MAX_UNCONFIRMED_VERSIONS:]]
-            if not self._is_registered(lock):
+        new_version = renewal.new_version
+        if isinstance(outcome, ConditionFailed):
+            refused = outcome
+            row_version = refused.item.get(COL_RECORD_VERSION_NUMBER) if refused.item else None
+            if row_version == new_version:
+                logger.debug('Heartbeat of %s landed though its answer was lost', lock.unique_identifier)
+            elif row_version is not None and row_version in lock._unconfirmed_versions:
+                # An older renewal of ours landed unconfirmed: adopt it; renew next period.
+                with lock._state_guard:
+                    lock.record_version_number = row_version
+                    lock._unconfirmed_versions.clear()
+                logger.info('Heartbeat of %s found an earlier unconfirmed renewal of its own',
+                            lock.unique_identifier)
                 return
-            new_version = str(uuid.uuid4())
-            new_expiry_time = int(self._clock.time() + self._expiry_period_s)
-            attempt_started = self._clock.monotonic()
-            try:
-                self._table.renew(lock.partition_key, lock.sort_key, expected_versions, new_version, new_expiry_time)
-            except ConditionFailed as refused:
-                row_version = refused.item.get(COL_RECORD_VERSION_NUMBER) if refused.item else None
-                if row_version == new_version:
-                    logger.debug('Heartbeat of %s landed though its answer was lost', lock.unique_identifier)
-                elif row_version is not None and row_version in lock._unconfirmed_versions:
-                    # An older renewal of ours landed unconfirmed: adopt it; renew next period.
-                    with lock._state_guard:
-                        lock.record_version_number = row_version
-                        lock._unconfirmed_versions.clear()
-                    logger.info('Heartbeat of %s found an earlier unconfirmed renewal of its own',
-                                lock.unique_identifier)
-                    return
-                elif lock._delete_maybe_applied and (refused.item is None or self._lease_still_running(lock)):
-                    # Our own release, reported as failed (UNKNOWN), had gone through after all.
-                    self._forget(lock, DynamoDBLock.RELEASED)
-                    logger.info('Lock %s was released by the earlier release whose answer was lost',
-                                lock.unique_identifier)
-                    return
-                else:
-                    self._forget(lock, DynamoDBLock.INVALID)
-                    logger.warning('Lock %s was stolen by %s', lock.unique_identifier, self._owner_of(refused.item))
-                    self._dispatch_callback(lock, DynamoDBLockError.LOCK_STOLEN)
-                    return
-            except (ClientError, BotoCoreError) as exc:
-                if outcome_unknown(exc):
-                    with lock._state_guard:
-                        lock._unconfirmed_versions.append(new_version)
-                        del lock._unconfirmed_versions[:-_MAX_REMEMBERED_VERSIONS]
-                logger.warning('Heartbeat of %s failed, will retry next period: %s',
-                               lock.unique_identifier, self._explain(exc))
+            elif lock._delete_maybe_applied and (refused.item is None or self._lease_still_running(lock)):
+                # Our own release, reported as failed (UNKNOWN), had gone through after all.
+                self._forget(lock, DynamoDBLock.RELEASED)
+                logger.info('Lock %s was released by the earlier release whose answer was lost',
+                            lock.unique_identifier)
                 return
-            with lock._state_guard:
-                lock.record_version_number = new_version
-                lock.expiry_time = new_expiry_time
-                lock.last_updated_time = attempt_started
-                lock._unconfirmed_versions.clear()
-                recovered = lock.status == DynamoDBLock.IN_DANGER
-                lock.status = DynamoDBLock.LOCKED
-            if recovered:
-                logger.info('Lock %s is safe again after a successful heartbeat', lock.unique_identifier)
-            logger.debug('Heartbeat of %s: version %s', lock.unique_identifier, new_version)
+            else:
+                self._forget(lock, DynamoDBLock.INVALID)
+                logger.warning('Lock %s was stolen by %s', lock.unique_identifier, self._owner_of(refused.item))
+                self._dispatch_callback(lock, DynamoDBLockError.LOCK_STOLEN)
+                return
+        elif outcome is not None:
+            if outcome_unknown(outcome):
+                with lock._state_guard:
+                    lock._unconfirmed_versions.append(new_version)
+                    del lock._unconfirmed_versions[:-_MAX_REMEMBERED_VERSIONS]
+            logger.warning('Heartbeat of %s failed, will retry next period: %s',
+                           lock.unique_identifier, self._explain(outcome))
+            return
+        with lock._state_guard:
+            lock.record_version_number = new_version
+            lock.expiry_time = renewal.new_expiry_time
+            lock.last_updated_time = attempt_started
+            lock._unconfirmed_versions.clear()
+            recovered = lock.status == DynamoDBLock.IN_DANGER
+            lock.status = DynamoDBLock.LOCKED
+        if recovered:
+            logger.info('Lock %s is safe again after a successful heartbeat', lock.unique_identifier)
+        logger.debug('Heartbeat of %s: version %s', lock.unique_identifier, new_version)
 
     def _check_heartbeat_round(self) -> None:
         """Flag locks not renewed for ``safe_period`` as IN_DANGER, then wait a period."""

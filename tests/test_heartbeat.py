@@ -263,7 +263,7 @@ def test_unexpected_error_in_a_heartbeat_is_logged_and_the_lock_kept(
         raise RuntimeError('not a DynamoDB error')
 
     monkeypatch.setattr(client._table, 'renew', explode)
-    client._heartbeat_task(lock)          # what the heartbeat pool runs: it must not raise
+    client._heartbeat_task([lock])         # what the heartbeat pool runs: it must not raise
     assert lock.status == DynamoDBLock.LOCKED and is_registered(client, lock)
     assert any(record.exc_info and isinstance(record.exc_info[1], RuntimeError) for record in caplog.records)
 

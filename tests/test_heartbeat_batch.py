@@ -1,0 +1,258 @@
+"""Heartbeats grouped into PartiQL ``BatchExecuteStatement`` calls (``heartbeat_batch_size`` > 1).
+
+PartiQL runs on DynamoDB and DynamoDB Local, not on moto, so these tests use DynamoDB Local.
+Each statement stays conditional on its own lock's version: a batch must renew the locks it
+still holds, report exactly the stolen ones, and treat a statement whose outcome is unknown
+like a single heartbeat whose answer was lost.
+"""
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+from typing import Any, Callable, Dict, Iterator, List
+
+import pytest
+
+from helpers import (
+    CallbackRecorder,
+    CallRecorder,
+    FaultInjector,
+    LockClients,
+    is_registered,
+    read_item,
+    run_checker_round,
+    step,
+    steal_row,
+    wait_until,
+)
+from python_dynamodb_lock._store import ConditionFailed, LockTable, outcome_unknown
+from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
+
+MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
+seconds = datetime.timedelta
+STOLEN = DynamoDBLockError.LOCK_STOLEN
+IN_DANGER = DynamoDBLockError.LOCK_IN_DANGER
+
+
+@pytest.fixture
+def local_clients(local_engine: Any) -> Iterator[LockClients]:
+    factory = LockClients(local_engine)
+    yield factory
+    factory.close_all()
+
+
+def rewrite_batch_answers(client: DynamoDBLockClient, monkeypatch: pytest.MonkeyPatch,
+                          rewrite: Callable[[List[Dict[str, Any]], Dict[str, Any]], Dict[str, Any]]) -> None:
+    """Route the lock client's BatchExecuteStatement calls through ``rewrite(statements, send)``.
+
+    ``rewrite`` gets the statements and a function sending a (possibly changed) list of
+    statements to the engine; it returns the response the lock client should see.
+    """
+    low_level = client._table.client
+    real_call = low_level.batch_execute_statement
+
+    def call(Statements: List[Dict[str, Any]]) -> Dict[str, Any]:
+        return rewrite(Statements, lambda statements: real_call(Statements=statements))
+
+    monkeypatch.setattr(low_level, 'batch_execute_statement', call)
+
+
+@pytest.mark.parametrize('size', [0, 26, -1, 2.0, True, '5', None])
+def test_batch_size_must_be_an_int_from_1_to_25(size: Any) -> None:
+    import boto3
+
+    resource = boto3.resource('dynamodb', region_name='us-east-1',
+                              aws_access_key_id='unused', aws_secret_access_key='unused')
+    with pytest.raises(ValueError, match='heartbeat_batch_size'):
+        DynamoDBLockClient(resource, heartbeat_batch_size=size)
+
+
+def test_one_call_renews_up_to_25_locks(local_engine: Any, local_clients: LockClients) -> None:
+    client = local_clients.make(heartbeat_batch_size=25)
+    locks = [client.acquire_lock(f'batched-{index}') for index in range(30)]
+    old_versions = [lock.record_version_number for lock in locks]
+    with CallRecorder(local_engine.resource) as calls:
+        client._send_heartbeat_batch(locks[:25])
+        client._send_heartbeat_batch(locks[25:])
+    assert calls.operations() == ['BatchExecuteStatement', 'BatchExecuteStatement']
+    assert [len(call.params['Statements']) for call in calls.calls] == [25, 5]
+    for lock, old_version in zip(locks, old_versions):
+        row = read_item(local_engine, lock.partition_key)
+        assert lock.status == DynamoDBLock.LOCKED
+        assert lock.record_version_number != old_version
+        assert row['record_version_number'] == lock.record_version_number
+        assert row['expiry_time'] == lock.expiry_time
+        assert row['owner_name'] == client._owner_name      # nothing else of the row changes
+
+
+def test_stolen_and_vanished_locks_in_a_batch_are_reported_and_the_rest_renewed(
+        local_engine: Any, local_clients: LockClients) -> None:
+    client = local_clients.make(heartbeat_batch_size=10)
+    callbacks = {name: CallbackRecorder() for name in ('kept-1', 'stolen', 'kept-2', 'vanished', 'kept-3')}
+    locks = {name: client.acquire_lock(name, app_callback=callback) for name, callback in callbacks.items()}
+    thief_version = steal_row(local_engine, 'stolen')
+    local_engine.client.delete_item(TableName=local_engine.table_name,
+                                    Key={'lock_key': {'S': 'vanished'}, 'sort_key': {'S': '-'}})
+    client._send_heartbeat_batch(list(locks.values()))
+
+    for name in ('stolen', 'vanished'):
+        assert locks[name].status == DynamoDBLock.INVALID
+        assert not is_registered(client, locks[name])
+        assert callbacks[name].codes == [STOLEN]
+    for name in ('kept-1', 'kept-2', 'kept-3'):
+        assert locks[name].status == DynamoDBLock.LOCKED
+        assert callbacks[name].codes == []
+        assert read_item(local_engine, name)['record_version_number'] == locks[name].record_version_number
+    # The new holder's row is left alone, and nothing was recreated.
+    assert read_item(local_engine, 'stolen')['record_version_number'] == thief_version
+    assert read_item(local_engine, 'vanished') is None
+
+
+def test_background_rounds_send_groups_and_keep_locks_alive(local_engine: Any,
+                                                           local_clients: LockClients) -> None:
+    clock = local_clients.clock
+    client = local_clients.make(hand_driven=False, heartbeat_batch_size=4,
+                                heartbeat_period=seconds(seconds=8), heartbeat_tps=-1)
+    start = clock.monotonic()
+    locks = [client.acquire_lock(f'round-{index}') for index in range(8)]
+    with CallRecorder(local_engine.resource, clock) as calls:
+        step(clock, 23, client)
+    # 8 locks spread over 8 s is one per second: a group of 4 leaves every 4 s.
+    assert calls.operations() == ['BatchExecuteStatement'] * 4
+    assert [call.clock_time - start for call in calls.calls] == [8, 12, 16, 20]
+    assert [len(call.params['Statements']) for call in calls.calls] == [4] * 4
+    for lock in locks:
+        assert lock.status == DynamoDBLock.LOCKED
+        assert read_item(local_engine, lock.partition_key)['record_version_number'] == lock.record_version_number
+
+
+def test_a_lost_answer_to_a_batch_does_not_look_like_a_theft(local_engine: Any,
+                                                              local_clients: LockClients) -> None:
+    """botocore retries a batch whose answer was lost: every statement then meets its own write."""
+    client = local_clients.make(heartbeat_batch_size=5)
+    callback = CallbackRecorder()
+    locks = [client.acquire_lock(f'lost-{index}', app_callback=callback) for index in range(3)]
+    with FaultInjector(local_engine.resource) as faults:
+        lost = faults.lose_answers('BatchExecuteStatement', times=1, retry=True)
+        client._send_heartbeat_batch(locks)
+    assert lost.hits == 1
+    assert callback.codes == []
+    for lock in locks:
+        assert lock.status == DynamoDBLock.LOCKED
+        assert read_item(local_engine, lock.partition_key)['record_version_number'] == lock.record_version_number
+
+
+def test_a_statement_with_an_unknown_outcome_is_remembered_and_the_next_heartbeat_works(
+        local_engine: Any, local_clients: LockClients, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An InternalServerError for one statement: it may have been applied (here it was)."""
+    client = local_clients.make(heartbeat_batch_size=5)
+    callback = CallbackRecorder()
+    locks = [client.acquire_lock(f'unknown-{index}', app_callback=callback) for index in range(3)]
+    held_version = locks[1].record_version_number
+
+    def report_an_internal_error_for_the_second(statements: List[Dict[str, Any]], send: Any) -> Dict[str, Any]:
+        response = send(statements)
+        response['Responses'][1] = {'Error': {'Code': 'InternalServerError', 'Message': 'injected'}}
+        return response
+
+    rewrite_batch_answers(client, monkeypatch, report_an_internal_error_for_the_second)
+    client._send_heartbeat_batch(locks)
+    landed = read_item(local_engine, 'unknown-1')['record_version_number']
+    assert landed != held_version                       # applied, though reported as failed
+    assert locks[1].record_version_number == held_version
+    assert locks[1]._unconfirmed_versions == [landed]
+    assert locks[1].status == DynamoDBLock.LOCKED
+    monkeypatch.undo()
+    client._send_heartbeat_batch(locks)                 # conditioned on both versions
+    assert callback.codes == []
+    for lock in locks:
+        assert lock.status == DynamoDBLock.LOCKED
+        assert read_item(local_engine, lock.partition_key)['record_version_number'] == lock.record_version_number
+
+
+def test_a_throttled_statement_is_not_applied_and_the_lock_goes_in_danger_until_renewed(
+        local_engine: Any, local_clients: LockClients, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger=MODULE)
+    clock = local_clients.clock
+    client = local_clients.make(heartbeat_batch_size=5, safe_period=seconds(seconds=20))
+    callback = CallbackRecorder()
+    locks = [client.acquire_lock(f'throttled-{index}', app_callback=callback) for index in range(3)]
+    held_version = locks[0].record_version_number
+
+    def throttle_the_first(statements: List[Dict[str, Any]], send: Any) -> Dict[str, Any]:
+        response = send(statements[1:])                  # DynamoDB refused the first one
+        response['Responses'].insert(0, {'Error': {'Code': 'ThrottlingError', 'Message': 'injected'}})
+        return response
+
+    rewrite_batch_answers(client, monkeypatch, throttle_the_first)
+    for _ in range(5):                                  # 25 s of refused renewals of the first lock
+        clock.advance(5)
+        client._send_heartbeat_batch(locks)
+    assert read_item(local_engine, 'throttled-0')['record_version_number'] == held_version
+    assert locks[0]._unconfirmed_versions == []         # a refusal: nothing to remember
+    assert any('ThrottlingError' in record.getMessage() for record in caplog.records)
+    run_checker_round(client, clock)
+    assert locks[0].status == DynamoDBLock.IN_DANGER and callback.codes == [IN_DANGER]
+    assert [lock.status for lock in locks[1:]] == [DynamoDBLock.LOCKED] * 2
+    monkeypatch.undo()
+    client._send_heartbeat_batch(locks)
+    assert locks[0].status == DynamoDBLock.LOCKED
+    assert read_item(local_engine, 'throttled-0')['record_version_number'] == locks[0].record_version_number
+
+
+def test_a_refused_batch_call_keeps_the_locks_and_names_the_missing_permission(
+        local_engine: Any, local_clients: LockClients, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger=MODULE)
+    client = local_clients.make(heartbeat_batch_size=5)
+    locks = [client.acquire_lock(f'denied-{index}') for index in range(2)]
+    versions = [lock.record_version_number for lock in locks]
+    with FaultInjector(local_engine.resource) as faults:
+        faults.fail_calls('BatchExecuteStatement', code='AccessDeniedException', status=400, times=1)
+        client._send_heartbeat_batch(locks)
+    assert [lock.record_version_number for lock in locks] == versions
+    assert [lock.status for lock in locks] == [DynamoDBLock.LOCKED] * 2
+    assert all(lock._unconfirmed_versions == [] for lock in locks)
+    assert any('dynamodb:PartiQLUpdate' in record.getMessage() for record in caplog.records)
+
+
+def test_a_lock_being_released_is_not_waited_for_by_the_batch(local_engine: Any,
+                                                              local_clients: LockClients) -> None:
+    """A lock whose thread_lock is taken (its release is under way) is renewed on its own later."""
+    client = local_clients.make(heartbeat_batch_size=5)
+    locks = [client.acquire_lock(f'busy-{index}') for index in range(3)]
+    with CallRecorder(local_engine.resource) as calls:
+        assert locks[1].thread_lock.acquire(timeout=5)
+        released = False
+        try:
+            sender = threading.Thread(target=client._send_heartbeat_batch, args=(locks,))
+            sender.start()
+            # The batch of the two free locks goes out while lock 1 is busy.
+            wait_until(lambda: calls.count('BatchExecuteStatement') == 1)
+            assert [len(call.params['Statements']) for call in calls.of('BatchExecuteStatement')] == [2]
+        finally:
+            locks[1].thread_lock.release()
+            released = True
+        sender.join(10)
+        assert released and not sender.is_alive()
+    assert calls.operations() == ['BatchExecuteStatement', 'UpdateItem']
+    for lock in locks:
+        assert read_item(local_engine, lock.partition_key)['record_version_number'] == lock.record_version_number
+
+
+def test_statement_outcomes_are_classified_like_single_calls() -> None:
+    metadata = {'HTTPStatusCode': 200, 'RetryAttempts': 0}
+    assert LockTable._statement_outcome(None, metadata, False) is None
+    refused = LockTable._statement_outcome(
+        {'Code': 'ConditionalCheckFailed', 'Item': {'record_version_number': 'v'}}, metadata, False)
+    assert isinstance(refused, ConditionFailed) and refused.item == {'record_version_number': 'v'}
+    assert not refused.retried
+    for code in ('ThrottlingError', 'ProvisionedThroughputExceeded', 'RequestLimitExceeded',
+                 'ValidationError', 'ResourceNotFound', 'TransactionConflict'):
+        assert not outcome_unknown(LockTable._statement_outcome({'Code': code}, metadata, False)), code
+    assert outcome_unknown(LockTable._statement_outcome({'Code': 'InternalServerError'}, metadata, False))
+    # After botocore retried the whole call, an earlier attempt may have applied any statement.
+    retried = {'HTTPStatusCode': 200, 'RetryAttempts': 1}
+    assert outcome_unknown(LockTable._statement_outcome({'Code': 'ThrottlingError'}, retried, True))
+    assert LockTable._statement_outcome({'Code': 'ConditionalCheckFailed'}, retried, True).retried
