@@ -537,3 +537,5 @@ def test_mutual_exclusion_torture_with_faults(dynamodb_local: Any, tmp_path: pat
     # Every kind of fault was injected, and some reached the library after botocore's retries.
     assert set(result.fault_counts()) == set(FAULT_KINDS), summary
     assert result.total('heartbeat_failures') > 0, summary
+    calls = result.call_counts()
+    assert calls.get('UpdateItem', 0) > 0 and calls.get('BatchExecuteStatement', 0) > 0, summary

@@ -65,5 +65,8 @@ def test_mutual_exclusion_torture(dynamodb_local: Any, tmp_path: pathlib.Path) -
     assert outcomes.get('try_busy', 0) > 0
     for key in config.keys:
         assert len({hold.owner for hold in result.holds if hold.key == key}) > 1
-    # Some holds outlived several heartbeat periods, so renewals ran while locks were held.
+    # Some holds outlived several heartbeat periods, so renewals ran while locks were held,
+    # both ways: single UpdateItem calls and BatchExecuteStatement groups (heartbeat_batch_size).
     assert any(hold.end - hold.start > 2 * config.heartbeat for hold in result.holds)
+    calls = result.call_counts()
+    assert calls.get('UpdateItem', 0) > 0 and calls.get('BatchExecuteStatement', 0) > 0, calls

@@ -48,7 +48,7 @@ __all__ = [
 FAULT_KINDS = (
     'throttle', 'server_error', 'applied_server_error', 'lost_response', 'connection_error', 'latency',
 )
-WRITE_OPERATIONS = frozenset({'PutItem', 'UpdateItem', 'DeleteItem'})
+WRITE_OPERATIONS = frozenset({'PutItem', 'UpdateItem', 'DeleteItem', 'BatchExecuteStatement'})
 
 _ERROR_TYPE_PREFIX = 'com.amazonaws.dynamodb.v20120810#'
 

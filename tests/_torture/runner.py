@@ -67,6 +67,9 @@ class TortureConfig:
     faults: Optional[FaultRates] = None
     # botocore attempts per call for the lock clients of a process, cycled (None: the default, 4)
     total_attempts: Optional[Tuple[Optional[int], ...]] = None
+    # heartbeat_batch_size of the lock clients of a process, cycled: 1 sends UpdateItem, more
+    # sends BatchExecuteStatement, so a mixed fleet renews both ways at once
+    heartbeat_batch_sizes: Tuple[int, ...] = (1, 4)
     seed: int = 1
 
     def time_limit(self) -> float:
@@ -162,6 +165,14 @@ class TortureResult:
             counts[f'release_{hold.release_outcome}'] = counts.get(f'release_{hold.release_outcome}', 0) + 1
         return counts
 
+    def call_counts(self) -> Dict[str, int]:
+        """DynamoDB API calls of the lock clients, per operation (each call once, not per attempt)."""
+        counts: Dict[str, int] = {}
+        for worker in self.workers:
+            for operation, count in worker.get('calls', {}).items():
+                counts[operation] = counts.get(operation, 0) + count
+        return counts
+
     def fault_counts(self) -> Dict[str, int]:
         counts: Dict[str, int] = {}
         for worker in self.workers:
@@ -240,6 +251,7 @@ class TortureResult:
             'library_errors': self.total('library_error_count'),
             'outcomes': self.outcome_counts(),
             'faults': self.fault_counts(),
+            'calls': self.call_counts(),
             'rows_left': len(self.rows_left),
             'rows_reclaimed': sum(1 for outcome in self.reclaimed.values() if outcome == 'reclaimed'),
             'longest_hold_s': round(max((hold.end - hold.start for hold in self.holds), default=0.0), 3),
@@ -381,6 +393,7 @@ def run_torture(engine: Any, workdir: pathlib.Path, config: TortureConfig) -> To
                 'long_hold_range': list(config.long_hold_range),
                 'faults': config.faults.to_json() if config.faults else None,
                 'total_attempts': list(config.total_attempts) if config.total_attempts else None,
+                'heartbeat_batch_sizes': list(config.heartbeat_batch_sizes),
                 'seed': config.seed * 100 + worker_id,
                 'time_limit': config.time_limit(),
                 'result_path': str(result_path),

@@ -157,7 +157,9 @@ class Contender:
         self.owner_names = [f'torture-w{self.worker_id}-c{index}-{os.getpid()}' for index in range(params['clients'])]
         for index in range(params['clients']):
             attempts = params.get('total_attempts') or [None]
+            batch_sizes = params.get('heartbeat_batch_sizes') or [1]
             resource = make_resource(session, endpoint_url, attempts[index % len(attempts)])
+            resource.meta.client.meta.events.register('before-call.dynamodb', self._count_call)
             if params.get('faults'):
                 self.injectors.append(FaultInjector(
                     FaultRates.from_json(params['faults']),
@@ -170,8 +172,11 @@ class Contender:
                 heartbeat_period=seconds(params['heartbeat']),
                 safe_period=seconds(params['safe_period']),
                 lease_duration=seconds(params['lease']),
+                heartbeat_batch_size=batch_sizes[index % len(batch_sizes)],
             ))
         self.remaining = params['acquisitions']
+        self.calls: collections.Counter = collections.Counter()
+        self.calls_guard = threading.Lock()
         self.remaining_guard = threading.Lock()
         self.holds: List[List[Any]] = []
         self.callbacks: List[List[Any]] = []
@@ -179,6 +184,10 @@ class Contender:
         self.outcomes_guard = threading.Lock()
         self.errors: List[str] = []
         self.deadline = time.monotonic() + params['time_limit']
+
+    def _count_call(self, event_name: str = '', **_: Any) -> None:
+        with self.calls_guard:
+            self.calls[event_name.rsplit('.', 1)[-1]] += 1
 
     def take_ticket(self) -> bool:
         with self.remaining_guard:
@@ -317,6 +326,7 @@ class Contender:
             'heartbeat_failures': self.monitor.count('Heartbeat of %s failed'),
             'thread_failures': self.thread_failures,
             'faults': dict(faults),
+            'calls': dict(self.calls),
             'remaining': self.remaining,
         }
 
