@@ -25,7 +25,10 @@ warnings) goes to standard error. Figures:
     holder's ``acquire_lock`` returning.
 ``capacity``
     How many locks one client keeps alive when every DynamoDB call takes a fixed latency. A
-    ``before-send`` hook sleeps and answers every call itself, so no engine is involved.
+    ``before-send`` hook sleeps and answers every call itself, so no engine is involved. The
+    ``client_kwargs`` parameter passes extra keyword arguments to the client (for this project,
+    ``heartbeat_batch_size``); heartbeats are counted whether they are sent one per UpdateItem call or
+    as ``UPDATE`` statements of a PartiQL BatchExecuteStatement call.
 ``contended``
     Several processes acquiring and releasing a few keys in a loop (spawns ``contend-proc`` children).
 ``ceiling``
@@ -43,6 +46,7 @@ import json
 import logging
 import os
 import random
+import re
 import signal
 import statistics
 import subprocess
@@ -165,15 +169,24 @@ class CannedDynamoDB:
     """A ``before-send`` hook that answers every DynamoDB call itself after a fixed latency.
 
     Each answer is a well-formed success: ``{}`` is a valid response for GetItem (no item),
-    PutItem (no old item), UpdateItem and DeleteItem. The hook sleeps ``latency`` seconds first,
-    releasing the GIL as a real network wait would. Counts answered calls per operation.
+    PutItem (no old item), UpdateItem and DeleteItem; a BatchExecuteStatement call gets one
+    success entry (``{"TableName": ...}``, no ``Error``) per statement, in order. The hook sleeps
+    ``latency`` seconds first, releasing the GIL as a real network wait would.
+
+    Counts answered calls per operation (``counts``), the statements inside BatchExecuteStatement
+    calls by their first word (``statements``: ``UPDATE``, ...), and heartbeats: UpdateItem calls
+    plus ``UPDATE`` statements inside BatchExecuteStatement calls.
     """
 
     _HEADERS = {'x-amzn-RequestId': 'benchmark', 'Content-Type': 'application/x-amz-json-1.0'}
+    _TABLE_IN_STATEMENT = re.compile(r'\b(?:UPDATE|FROM|INTO)\s+"((?:[^"]|"")+)"', re.IGNORECASE)
 
-    def __init__(self, client: Any, latency: float) -> None:
+    def __init__(self, client: Any, latency: float, table_name: str = 'benchmark') -> None:
         self.latency = latency
+        self.table_name = table_name
         self.counts: collections.Counter[str] = collections.Counter()
+        self.statements: collections.Counter[str] = collections.Counter()
+        self.heartbeats = 0
         self._guard = threading.Lock()
         client.meta.events.register('before-send.dynamodb.*', self._answer)
 
@@ -181,13 +194,52 @@ class CannedDynamoDB:
         if self.latency > 0:
             time.sleep(self.latency)
         operation = event_name.rsplit('.', 1)[-1]
+        body = b'{}'
+        verbs: List[str] = []
+        if operation == 'BatchExecuteStatement':
+            statements = self._request_json(request).get('Statements') or []
+            verbs = [self._verb(statement.get('Statement', '')) for statement in statements]
+            body = json.dumps({'Responses': [
+                {'TableName': self._table_of(statement.get('Statement', ''))} for statement in statements
+            ]}).encode()
         with self._guard:
             self.counts[operation] += 1
-        return AWSResponse(request.url, 200, dict(self._HEADERS), _CannedBody(b'{}'))
+            self.statements.update(verbs)
+            if operation == 'UpdateItem':
+                self.heartbeats += 1
+            else:
+                self.heartbeats += verbs.count('UPDATE')
+        return AWSResponse(request.url, 200, dict(self._HEADERS), _CannedBody(body))
+
+    @staticmethod
+    def _request_json(request: AWSPreparedRequest) -> JsonDict:
+        body = request.body
+        if hasattr(body, 'read'):  # a file-like body (not what botocore sends for JSON protocols)
+            position = body.tell()
+            text = body.read()
+            body.seek(position)
+            body = text
+        if isinstance(body, (bytes, bytearray)):
+            body = body.decode('utf-8')
+        return json.loads(body) if body else {}
+
+    @staticmethod
+    def _verb(statement: str) -> str:
+        words = statement.split(None, 1)
+        return words[0].upper() if words else ''
+
+    def _table_of(self, statement: str) -> str:
+        match = self._TABLE_IN_STATEMENT.search(statement)
+        return match.group(1).replace('""', '"') if match else self.table_name
 
     def count(self, operation: str) -> int:
         with self._guard:
             return self.counts[operation]
+
+    def snapshot(self) -> tuple:
+        """``(heartbeats, calls per operation)`` at this moment, consistent with each other."""
+        with self._guard:
+            return self.heartbeats, collections.Counter(self.counts)
 
 
 def seconds(value: float) -> datetime.timedelta:
@@ -473,23 +525,28 @@ def figure_handoff(endpoint: str, table: str, params: JsonDict) -> JsonDict:
 
 
 def figure_capacity(endpoint: str, table: str, params: JsonDict) -> JsonDict:
-    """Whether one default-configured client keeps ``locks`` locks alive at ``latency_ms`` per call.
+    """Whether one client keeps ``locks`` locks alive at ``latency_ms`` per call.
 
-    Every DynamoDB call is answered by a ``before-send`` hook after ``latency_ms`` (no engine). After
-    acquiring all locks and ``warmup_periods`` heartbeat periods, the worker measures for
-    ``measure_periods`` periods: the heartbeat rate achieved (UpdateItem calls per second), the CPU
-    time per heartbeat, and during the last period the largest age of any lock's last successful
-    write (``last_updated_time``). Callbacks LOCK_IN_DANGER / LOCK_STOLEN are counted throughout.
+    The client has the default configuration plus ``client_kwargs`` (a JSON object of keyword
+    arguments for ``DynamoDBLockClient``, e.g. ``{"heartbeat_batch_size": 25}``; empty by default,
+    and only meaningful for an implementation that has those arguments). Every DynamoDB call is
+    answered by a ``before-send`` hook after ``latency_ms`` (no engine). After acquiring all locks
+    and ``warmup_periods`` heartbeat periods, the worker measures for ``measure_periods`` periods:
+    the heartbeat rate achieved (UpdateItem calls plus ``UPDATE`` statements inside
+    BatchExecuteStatement calls, per second), the DynamoDB calls per second, the CPU time per
+    heartbeat, and during the last period the largest age of any lock's last successful write
+    (``last_updated_time``). Callbacks LOCK_IN_DANGER / LOCK_STOLEN are counted throughout.
     """
     locks_wanted = int(params['locks'])
     latency = float(params.get('latency_ms', 10.0)) / 1000.0
     warmup_periods = float(params.get('warmup_periods', 1.0))
     measure_periods = float(params.get('measure_periods', 3.0))
     acquire_threads = int(params.get('acquire_threads', 32))
+    client_kwargs: JsonDict = dict(params.get('client_kwargs') or {})
     # The resource keeps botocore's default configuration (10 pooled connections), as an
     # application's would: a client may size its heartbeat concurrency from it.
     resource = make_resource('http://127.0.0.1:9')
-    canned = CannedDynamoDB(resource.meta.client, latency)
+    canned = CannedDynamoDB(resource.meta.client, latency, table_name=table)
     callbacks: collections.Counter[str] = collections.Counter()
     callback_guard = threading.Lock()
 
@@ -497,7 +554,7 @@ def figure_capacity(endpoint: str, table: str, params: JsonDict) -> JsonDict:
         with callback_guard:
             callbacks[code] += 1
 
-    client = DynamoDBLockClient(resource, table_name=table)
+    client = DynamoDBLockClient(resource, table_name=table, **client_kwargs)
     period = DynamoDBLockClient._DEFAULT_HEARTBEAT_PERIOD.total_seconds()
     prefix = unique_prefix('capacity')
     acquire_started = time.monotonic()
@@ -510,7 +567,8 @@ def figure_capacity(endpoint: str, table: str, params: JsonDict) -> JsonDict:
     acquire_calls = dict(canned.counts)
     time.sleep(warmup_periods * period)
 
-    heartbeats_before = canned.count('UpdateItem')
+    heartbeats_before, calls_before = canned.snapshot()
+    statements_before = collections.Counter(canned.statements)
     cpu_before = time.process_time()
     measure_started = time.monotonic()
     measure_end = measure_started + measure_periods * period
@@ -526,7 +584,12 @@ def figure_capacity(endpoint: str, table: str, params: JsonDict) -> JsonDict:
         time.sleep(min(0.25, measure_end - now))
     measured = time.monotonic() - measure_started
     cpu = time.process_time() - cpu_before
-    heartbeats = canned.count('UpdateItem') - heartbeats_before
+    heartbeats_after, calls_after = canned.snapshot()
+    heartbeats = heartbeats_after - heartbeats_before
+    operations = calls_after - calls_before
+    statements = collections.Counter(canned.statements) - statements_before
+    calls = sum(operations.values())
+    batches = operations.get('BatchExecuteStatement', 0)
     required_rate = locks_wanted / period
     achieved_rate = heartbeats / measured
     with callback_guard:
@@ -540,15 +603,22 @@ def figure_capacity(endpoint: str, table: str, params: JsonDict) -> JsonDict:
         'locks': locks_wanted,
         'latency_ms': latency * 1000.0,
         'heartbeat_period_s': period,
+        'client_kwargs': client_kwargs,
         'acquire_s': acquire_seconds,
         'acquire_calls': acquire_calls,
         'measured_s': measured,
         'heartbeats': heartbeats,
+        'calls': calls,
+        'operations': dict(operations),
+        'batch_statements': dict(statements),
+        'statements_per_batch': (sum(statements.values()) / batches) if batches else None,
         'required_heartbeats_per_s': required_rate,
         'achieved_heartbeats_per_s': achieved_rate,
+        'calls_per_s': calls / measured,
         'worst_staleness_s': worst_staleness,
         'cpu_s': cpu,
         'cpu_ms_per_heartbeat': (cpu / heartbeats * 1000.0) if heartbeats else None,
+        'cpu_ms_per_call': (cpu / calls * 1000.0) if calls else None,
         'callbacks': seen_callbacks,
         'kept_alive': kept_alive,
     }

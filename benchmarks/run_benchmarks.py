@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python benchmarks/run_benchmarks.py            # full run, about 8 minutes on 2 cores
+    python benchmarks/run_benchmarks.py            # full run, about 13 minutes on 2 cores
     python benchmarks/run_benchmarks.py --quick    # smoke run, about 2-3 minutes
 
 What it does:
@@ -16,7 +16,9 @@ What it does:
 2. Starts DynamoDB Local on 127.0.0.1 with ``python_dynamodb_lock._embedded.start_dynamodb_local()``
    (or uses ``--endpoint``), creates the lock table with the low-level ``create_table`` call, and
    warms the engine up.
-3. Measures every figure for every implementation, prints a table and writes ``results.json``,
+3. Measures every figure for every implementation (``capacity_batched``, the capacity figure with
+   heartbeats batched into PartiQL ``BatchExecuteStatement`` calls, for this project only: the
+   published releases have no ``heartbeat_batch_size``), prints a table and writes ``results.json``,
    ``results_table.rst`` (included by ``docs/performance.rst``) and ``benchmark.png`` (needs
    matplotlib: ``pip install -r benchmarks/requirements.txt``; without it the plot is skipped).
 
@@ -91,6 +93,10 @@ class Settings:
     handoff: JsonDict = field(default_factory=dict)
     capacity: JsonDict = field(default_factory=dict)
     capacity_ladder: List[int] = field(default_factory=list)
+    # The second capacity figure, for this project only: the same conditions, with these extra
+    # keyword arguments for the client (heartbeats batched into PartiQL BatchExecuteStatement calls).
+    capacity_batched_kwargs: JsonDict = field(default_factory=lambda: {'heartbeat_batch_size': 25})
+    capacity_batched_ladder: List[int] = field(default_factory=list)
     contended: JsonDict = field(default_factory=dict)
 
     @classmethod
@@ -107,6 +113,7 @@ class Settings:
                 handoff={'threads': 3, 'duration_s': 10.0, 'max_handoffs': 50, 'hold_ms': 10.0},
                 capacity={'latency_ms': 10.0, 'warmup_periods': 1.0, 'measure_periods': 2.0},
                 capacity_ladder=[250, 2000],
+                capacity_batched_ladder=[500, 2500],
                 contended={'processes': 4, 'keys': 2, 'duration_s': 5.0, 'retry_period_s': 0.1,
                            'hold_ms': 5.0},
             )
@@ -121,6 +128,7 @@ class Settings:
             handoff={'threads': 3, 'duration_s': 25.0, 'max_handoffs': 200, 'hold_ms': 10.0},
             capacity={'latency_ms': 10.0, 'warmup_periods': 1.0, 'measure_periods': 3.0},
             capacity_ladder=[250, 1000, 2500, 5000, 10000],
+            capacity_batched_ladder=[2500, 10000, 20000],
             contended={'processes': 4, 'keys': 2, 'duration_s': 5.0, 'retry_period_s': 0.1,
                        'hold_ms': 5.0},
         )
@@ -134,8 +142,13 @@ DEFAULT_PLAN: Dict[str, Sequence[str]] = {
     'takeover': ('ours', '0.9.1', '0.9.3'),
     'handoff': ('ours', '0.9.1'),
     'capacity': ('ours', '0.9.1'),
+    'capacity_batched': ('ours',),
     'contended': ('ours', '0.9.1', '0.9.3'),
 }
+
+# Figures that only this project can be measured for (they use constructor arguments the published
+# releases do not have); ``--every-figure-for-0.9.3`` does not add 0.9.3 to them.
+OURS_ONLY = frozenset({'capacity_batched'})
 
 
 def log(message: str) -> None:
@@ -266,8 +279,13 @@ def run_worker(implementation: Implementation, figure: str, endpoint: str, param
     return result
 
 
-def measure_capacity(implementation: Implementation, settings: Settings, endpoint: str) -> JsonDict:
+def measure_capacity(implementation: Implementation, settings: Settings, endpoint: str,
+                     ladder: Optional[Sequence[int]] = None,
+                     client_kwargs: Optional[JsonDict] = None) -> JsonDict:
     """Try increasing lock counts; after the first failure, narrow the gap with up to two trials.
+
+    ``ladder`` defaults to ``settings.capacity_ladder``; ``client_kwargs`` (keyword arguments for
+    the client, e.g. ``heartbeat_batch_size``) defaults to none.
 
     A failed trial tells the heartbeat rate that client sustained; ``0.95 * rate * period`` locks
     is then the most it could keep alive, and one trial there (rounded down to 50) checks it.
@@ -275,20 +293,28 @@ def measure_capacity(implementation: Implementation, settings: Settings, endpoin
     20 %, one more trial half-way (two refining trials at most).
     """
     trials: List[JsonDict] = []
+    params: JsonDict = dict(settings.capacity)
+    if client_kwargs:
+        params['client_kwargs'] = dict(client_kwargs)
+    described = ', '.join(f'{name}={value!r}' for name, value in (client_kwargs or {}).items())
+    tag = f'capacity/{implementation.label}' + (f' ({described})' if described else '')
 
     def trial(locks: int) -> JsonDict:
-        log(f'  capacity/{implementation.label}: {locks} locks')
-        result = run_worker(implementation, 'capacity', endpoint, {**settings.capacity, 'locks': locks},
-                            timeout=600)
+        log(f'  {tag}: {locks} locks')
+        result = run_worker(implementation, 'capacity', endpoint, {**params, 'locks': locks}, timeout=600)
+        calls_per_s = result.get('calls_per_s')
         log(f'    kept alive: {result["kept_alive"]}, {result["achieved_heartbeats_per_s"]:.0f}'
-            f'/{result["required_heartbeats_per_s"]:.0f} heartbeats/s, worst age '
-            f'{result["worst_staleness_s"]:.1f} s, {result["cpu_ms_per_heartbeat"] or 0:.2f} ms CPU/heartbeat')
+            f'/{result["required_heartbeats_per_s"]:.0f} heartbeats/s'
+            + ('' if calls_per_s is None else f' in {calls_per_s:.0f} calls/s')
+            + f', worst age {result["worst_staleness_s"]:.1f} s, '
+            f'{result["cpu_ms_per_heartbeat"] or 0:.2f} ms CPU/heartbeat'
+            + (f', callbacks {result["callbacks"]}' if result['callbacks'] else ''))
         trials.append(result)
         return result
 
     best_pass = 0
     first_fail: Optional[JsonDict] = None
-    for locks in settings.capacity_ladder:
+    for locks in (settings.capacity_ladder if ladder is None else ladder):
         result = trial(locks)
         if result['kept_alive']:
             best_pass = locks
@@ -314,6 +340,7 @@ def measure_capacity(implementation: Implementation, settings: Settings, endpoin
         'max_locks_kept_alive': best_pass,
         'all_trials_passed': first_fail is None,
         'smallest_failure': smallest_fail,
+        'client_kwargs': dict(client_kwargs or {}),
         'trials': trials,
         'cpu_ms_per_heartbeat': _cpu_per_heartbeat(trials),
     }
@@ -344,6 +371,9 @@ FIGURE_TIMEOUTS = {'calls': 300, 'close': 300, 'takeover': 300, 'handoff': 300, 
 def measure(figure: str, implementation: Implementation, settings: Settings, endpoint: str) -> JsonDict:
     if figure == 'capacity':
         return measure_capacity(implementation, settings, endpoint)
+    if figure == 'capacity_batched':
+        return measure_capacity(implementation, settings, endpoint, ladder=settings.capacity_batched_ladder,
+                                client_kwargs=settings.capacity_batched_kwargs)
     params: JsonDict = getattr(settings, figure)
     return run_worker(implementation, figure, endpoint, params, timeout=FIGURE_TIMEOUTS[figure])
 
@@ -510,6 +540,14 @@ class Row:
     target: str
     render: Callable[[JsonDict], str]
     figure: str
+    # Only these implementations can be measured for the row; the others show NOT_APPLICABLE.
+    only: Optional[Sequence[str]] = None
+    # Left out of the table when the results have no entry at all for its figure (a results.json
+    # written before the figure existed, or a run that did not measure it).
+    optional: bool = False
+
+
+NOT_APPLICABLE = '\u2014'
 
 
 def _calls(entry: JsonDict) -> str:
@@ -569,6 +607,25 @@ def _cpu(entry: JsonDict) -> str:
     return _fmt(_cpu_per_heartbeat(entry['trials']), 2)
 
 
+def _capacity_trial(entry: JsonDict) -> Optional[JsonDict]:
+    """The trial at the largest lock count kept alive (else the first trial)."""
+    trials: List[JsonDict] = entry['trials']
+    for trial in trials:
+        if trial['locks'] == entry['max_locks_kept_alive'] and trial['kept_alive']:
+            return trial
+    return trials[0] if trials else None
+
+
+def _capacity_batched(entry: JsonDict) -> str:
+    text = _capacity(entry)
+    trial = _capacity_trial(entry)
+    if trial is not None:
+        text += (f'; at {trial["locks"]:,} locks {_fmt(trial["cpu_ms_per_heartbeat"], 2)} ms CPU per heartbeat, '
+                 f'{_fmt(trial.get("calls_per_s"), 0)} calls/s for '
+                 f'{_fmt(trial["achieved_heartbeats_per_s"], 0)} heartbeats/s')
+    return text
+
+
 def _contended(entry: JsonDict) -> str:
     text = f'{_fmt(entry["acquisitions_per_s"])} ({_fmt(entry["calls_per_acquisition"], 2)} calls each)'
     if entry['overlapping_holds']:
@@ -596,6 +653,9 @@ def table_rows(settings: Settings) -> List[Row]:
             'under 20 ms', _handoff, 'handoff'),
         Row(f'locks kept alive by one client, 5 s period, {capacity["latency_ms"]:g} ms per call',
             '10,000 (published: ~500)', _capacity, 'capacity'),
+        Row(f'locks kept alive by one client, 5 s period, {capacity["latency_ms"]:g} ms per call, '
+            f'{_kwargs_text(settings.capacity_batched_kwargs)} (PartiQL BatchExecuteStatement)',
+            '10,000', _capacity_batched, 'capacity_batched', only=('ours',), optional=True),
         Row(f'CPU time per heartbeat at {settings.capacity_ladder[0]:,} locks (ms)', 'no regression', _cpu,
             'capacity'),
         Row(f'contended acquisitions/s, {contended["processes"]} processes, {contended["keys"]} keys, '
@@ -605,14 +665,22 @@ def table_rows(settings: Settings) -> List[Row]:
     ]
 
 
+def _kwargs_text(kwargs: JsonDict) -> str:
+    return ', '.join(f'{name}={value!r}' for name, value in kwargs.items())
+
+
 def render_cells(results: JsonDict, settings: Settings, labels: Sequence[str]) -> List[List[str]]:
     cells = []
     for row in table_rows(settings):
+        if row.optional and row.figure not in results:
+            continue
         line = [row.title]
         for label in labels:
             entry = _get(results, row.figure, label)
             raw = results.get(row.figure, {}).get(label)
-            if entry is not None:
+            if row.only is not None and label not in row.only:
+                line.append(NOT_APPLICABLE)
+            elif entry is not None:
                 line.append(row.render(entry))
             elif raw is not None:
                 line.append('failed')
@@ -687,7 +755,8 @@ def rst_run_facts(document: JsonDict, results_json: Path) -> str:
             f'``update_item`` through one boto3 client, each call answered after '
             f'{ceiling["latency_ms"]:g} ms, made {ceiling["calls_per_s"]:,.0f} calls per second at '
             f'{ceiling["cpu_ms_per_call"]:.2f} ms of CPU each: enough for at most about '
-            f'{ceiling["max_locks_at_default_period"]:,.0f} locks at the default 5-second period.'
+            f'{ceiling["max_locks_at_default_period"]:,.0f} locks at the default 5-second period '
+            f'with one ``UpdateItem`` call per heartbeat, as the default configuration sends them.'
         )
     return text + '\n'
 
@@ -703,37 +772,48 @@ def write_plot(results: JsonDict, labels: Sequence[str], settings: Settings, pat
         return 'matplotlib is not installed (pip install -r benchmarks/requirements.txt): no plot'
 
     colours = {'ours': '#2a7ab0', '0.9.1': '#d08c2c', '0.9.3': '#9a9a9a'}
+    batch_size = settings.capacity_batched_kwargs.get('heartbeat_batch_size')
+    # Bars drawn after an implementation's own bar in one panel: (after label, figure, bar name, colour).
+    capacity_extras = [('ours', 'capacity_batched', f'this package\nbatch size {batch_size}', '#7fb8dc')]
     takeover_target = settings.takeover['lease_s'] + settings.takeover['retry_period_s']
-    # (figure, title, value of an entry, log scale, value drawn when there is none, target line)
+    # (figure, title, value of an entry, log scale, value drawn when there is none, target line,
+    #  extra bars from other figures)
     panels: List[tuple] = [
         ('calls', 'DynamoDB calls per\nuncontended acquire + release',
-         lambda e: e['calls_per_acquire_release'], False, None, 2),
+         lambda e: e['calls_per_acquire_release'], False, None, 2, ()),
         ('calls', 'uncontended acquire + release\np50 latency (ms)',
-         lambda e: e['acquire_release_ms']['p50'], False, None, None),
+         lambda e: e['acquire_release_ms']['p50'], False, None, None, ()),
         ('close', 'close() at 5 s heartbeat period\np50 (ms, log scale)',
-         lambda e: e['close_ms']['p50'], True, None, 50),
+         lambda e: e['close_ms']['p50'], True, None, 50, ()),
         ('takeover', f'takeover of a killed holder (s)\nlease {settings.takeover["lease_s"]:g} s, '
          f'retry {settings.takeover["retry_period_s"]:g} s',
          lambda e: e['takeover_s']['p50'] if e['took_over'] else None, False,
-         lambda e: e['cap_s'], takeover_target),
+         lambda e: e['cap_s'], takeover_target, ()),
         ('handoff', 'same-process handoff\np50 (ms, log scale)',
-         lambda e: e['handoff_ms']['p50'], True, None, 20),
+         lambda e: e['handoff_ms']['p50'], True, None, 20, ()),
         ('capacity', f'locks kept alive, 5 s period,\n{settings.capacity["latency_ms"]:g} ms per call '
-         '(log scale)', lambda e: e['max_locks_kept_alive'] or None, True, None, 10000),
+         '(log scale)', lambda e: e['max_locks_kept_alive'] or None, True, None, 10000, capacity_extras),
         ('capacity', f'CPU per heartbeat (ms)\nat {settings.capacity_ladder[0]:,} locks',
-         lambda e: _cpu_per_heartbeat(e['trials']), False, None, None),
+         lambda e: _cpu_per_heartbeat(e['trials']), False, None, None, ()),
         ('contended', 'contended acquisitions/s\n'
          f'{settings.contended["processes"]} processes, {settings.contended["keys"]} keys',
-         lambda e: e['acquisitions_per_s'], False, None, None),
+         lambda e: e['acquisitions_per_s'], False, None, None, ()),
     ]
     figure, axes = plt.subplots(2, 4, figsize=(15, 7.5))
-    for axis, (name, title, value_of, log_scale, cap_of, target) in zip(axes.flat, panels):
+    for axis, (name, title, value_of, log_scale, cap_of, target, extras) in zip(axes.flat, panels):
         names: List[str] = []
+        bar_colours: List[str] = []
         values: List[float] = []
         hatches: List[str] = []
         notes: List[str] = []
+        # (figure, label, bar name, colour) of every bar, in order
+        sources = []
         for label in labels:
-            entry = _get(results, name, label)
+            sources.append((name, label, PLOT_NAMES.get(label, label), colours.get(label, '#666666')))
+            sources.extend((figure_name, label, bar_name, colour)
+                           for after, figure_name, bar_name, colour in extras if after == label)
+        for source_figure, label, bar_name, bar_colour in sources:
+            entry = _get(results, source_figure, label)
             if entry is None:
                 continue
             value = value_of(entry)
@@ -745,17 +825,17 @@ def write_plot(results: JsonDict, labels: Sequence[str], settings: Settings, pat
                 hatches.append('')
                 note = '' if value is None else _short(value)
                 if name == 'capacity' and title.startswith('locks') and entry['all_trials_passed']:
-                    note = f'>= {note} (largest tried)'
+                    note = f'>= {note}\n(largest tried)'
                 notes.append(note)
-            names.append(label)
+            names.append(bar_name)
+            bar_colours.append(bar_colour)
             values.append(float(value) if value is not None else 0.0)
         axis.set_title(title, fontsize=10)
         if not names:
             axis.set_axis_off()
             axis.text(0.5, 0.5, 'not measured', ha='center', va='center', transform=axis.transAxes)
             continue
-        bars = axis.bar([PLOT_NAMES.get(n, n) for n in names], values,
-                        color=[colours.get(n, '#666666') for n in names])
+        bars = axis.bar(names, values, color=bar_colours)
         for bar, hatch, note in zip(bars, hatches, notes):
             bar.set_hatch(hatch)
             axis.annotate(note, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
@@ -768,7 +848,7 @@ def write_plot(results: JsonDict, labels: Sequence[str], settings: Settings, pat
         if name == 'capacity' and title.startswith('locks') and 'max_locks_at_default_period' in ceiling:
             limit = ceiling['max_locks_at_default_period']
             axis.axhline(limit, color='#555555', linestyle=':', linewidth=1)
-            axis.annotate(f'bare boto3 ceiling {limit:,.0f}', (1.0, limit),
+            axis.annotate(f'bare boto3 ceiling {limit:,.0f}\n(1 UpdateItem per heartbeat)', (1.0, limit),
                           xycoords=('axes fraction', 'data'), ha='right', va='top', fontsize=7,
                           color='#555555')
         if log_scale and any(v > 0 for v in values):
@@ -876,7 +956,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         log(f'engine at {engine.endpoint_url} warmed up with {warm_calls} calls')
         for figure in figures:
             chosen = [impl for impl in implementations
-                      if impl.label in DEFAULT_PLAN[figure] or (arguments.all_093 and impl.label == '0.9.3')]
+                      if impl.label in DEFAULT_PLAN[figure]
+                      or (arguments.all_093 and impl.label == '0.9.3' and figure not in OURS_ONLY)]
             if figure in INTERLEAVED:
                 results[figure] = measure_interleaved(figure, chosen, settings, engine.endpoint_url)
                 continue
@@ -909,7 +990,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         'labels': [impl.label for impl in implementations],
         'settings': {name: getattr(settings, name) for name in
                      ('warm_up_s', 'calls_rounds', 'contended_rounds', 'calls', 'close', 'takeover',
-                      'handoff', 'capacity', 'capacity_ladder', 'contended')},
+                      'handoff', 'capacity', 'capacity_ladder', 'capacity_batched_kwargs',
+                      'capacity_batched_ladder', 'contended')},
         'elapsed_s': time.monotonic() - started,
         'results': results,
     }

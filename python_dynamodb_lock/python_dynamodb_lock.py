@@ -207,8 +207,8 @@ class DynamoDBLockClient:
     :param clock: a time source (see :mod:`python_dynamodb_lock._clock`); for tests.
     :param heartbeat_workers: how many heartbeats may be in flight at once; by default the
         boto3 client's ``max_pool_connections`` (10 unless configured), so concurrent
-        heartbeats never overflow its connection pool. Raise both together to keep more locks
-        alive per client.
+        heartbeats never overflow its connection pool. Raising both helps while call latency
+        is the limit; once the client's CPU is, ``heartbeat_batch_size`` helps more.
     :param heartbeat_batch_size: how many heartbeats go out in one DynamoDB call. At ``1``
         (the default) each heartbeat is its own ``UpdateItem``, as in the published package.
         From 2 to 25, heartbeats are grouped into PartiQL ``BatchExecuteStatement`` calls: each
