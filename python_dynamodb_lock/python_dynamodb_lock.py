@@ -1162,7 +1162,15 @@ class DynamoDBLockClient:
                         )
                     outcomes = [exc] * len(prepared)
                 for (lock, renewal), outcome in zip(prepared, outcomes):
-                    self._settle_heartbeat(lock, renewal, attempt_started, outcome)
+                    try:
+                        self._settle_heartbeat(lock, renewal, attempt_started, outcome)
+                    except Exception:
+                        # The others of the batch must still be settled. This renewal may have
+                        # been applied: remember its version, so it is not taken for a theft.
+                        logger.exception('Settling the heartbeat of %s failed', lock.unique_identifier)
+                        with lock._state_guard:
+                            lock._unconfirmed_versions.append(renewal.new_version)
+                            del lock._unconfirmed_versions[:-_MAX_REMEMBERED_VERSIONS]
         finally:
             for lock in held:
                 lock.thread_lock.release()

@@ -256,3 +256,31 @@ def test_statement_outcomes_are_classified_like_single_calls() -> None:
     retried = {'HTTPStatusCode': 200, 'RetryAttempts': 1}
     assert outcome_unknown(LockTable._statement_outcome({'Code': 'ThrottlingError'}, retried, True))
     assert LockTable._statement_outcome({'Code': 'ConditionalCheckFailed'}, retried, True).retried
+
+
+def test_a_failure_settling_one_lock_does_not_leave_the_others_of_the_batch_unsettled(
+        local_engine: Any, local_clients: LockClients, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.ERROR, logger=MODULE)
+    client = local_clients.make(heartbeat_batch_size=5)
+    callback = CallbackRecorder()
+    locks = [client.acquire_lock(f'settle-{index}', app_callback=callback) for index in range(3)]
+    real_settle = client._settle_heartbeat
+
+    def settle(lock: DynamoDBLock, *args: Any) -> None:
+        if lock is locks[0]:
+            raise RuntimeError('injected')
+        real_settle(lock, *args)
+
+    monkeypatch.setattr(client, '_settle_heartbeat', settle)
+    client._send_heartbeat_batch(locks)
+    assert any(record.exc_info and isinstance(record.exc_info[1], RuntimeError) for record in caplog.records)
+    for lock in locks[1:]:
+        assert read_item(local_engine, lock.partition_key)['record_version_number'] == lock.record_version_number
+    written = read_item(local_engine, 'settle-0')['record_version_number']
+    assert locks[0]._unconfirmed_versions == [written]
+    monkeypatch.undo()
+    client._send_heartbeat_batch(locks)                 # the unsettled renewal is no theft
+    assert callback.codes == []
+    assert all(lock.status == DynamoDBLock.LOCKED for lock in locks)
+    assert read_item(local_engine, 'settle-0')['record_version_number'] == locks[0].record_version_number
