@@ -214,6 +214,16 @@ def clients(engine: EngineTable) -> Iterator[Any]:
 
 
 @pytest.fixture
+def local_clients(local_engine: EngineTable) -> Iterator[Any]:
+    """Like ``clients``, on DynamoDB Local only."""
+    from helpers import LockClients
+
+    factory = LockClients(local_engine)
+    yield factory
+    factory.close_all()
+
+
+@pytest.fixture
 def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     """Dummy credentials from the environment (inherited by subprocesses), and no AWS
     configuration of the machine."""

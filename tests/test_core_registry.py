@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import datetime
 import threading
-from typing import Any, Iterator, List
+from typing import Any, List
 
-import pytest
 
 from helpers import (
     BackgroundCall,
@@ -21,13 +20,6 @@ from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLock
 
 seconds = datetime.timedelta
 STOLEN = DynamoDBLockError.LOCK_STOLEN
-
-
-@pytest.fixture
-def local_clients(local_engine: Any) -> Iterator[LockClients]:
-    factory = LockClients(local_engine)
-    yield factory
-    factory.close_all()
 
 
 def test_reacquiring_a_force_released_key_invalidates_the_older_lock_object(engine: Any,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
-from typing import Any, Callable, Dict, Iterator, List
+from typing import Any, Callable, Dict, List
 
 import pytest
 
@@ -33,13 +33,6 @@ MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
 seconds = datetime.timedelta
 STOLEN = DynamoDBLockError.LOCK_STOLEN
 IN_DANGER = DynamoDBLockError.LOCK_IN_DANGER
-
-
-@pytest.fixture
-def local_clients(local_engine: Any) -> Iterator[LockClients]:
-    factory = LockClients(local_engine)
-    yield factory
-    factory.close_all()
 
 
 def rewrite_batch_answers(client: DynamoDBLockClient, monkeypatch: pytest.MonkeyPatch,
