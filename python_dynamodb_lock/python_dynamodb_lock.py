@@ -51,6 +51,11 @@ AppCallback = Callable[[str, 'DynamoDBLock'], Any]
 # _MAX_REMEMBERED_VERSIONS) to recognise our own row when a condition fails.
 _MAX_UNCONFIRMED_VERSIONS = 20
 _MAX_REMEMBERED_VERSIONS = 10_000
+# A statement throttled inside a successful BatchExecuteStatement is not retried by botocore:
+# the client sends it again, after 50 ms and then 100 ms, like botocore's own backoff.
+_BATCH_STATEMENT_ATTEMPTS = 3
+_BATCH_RETRY_BASE_DELAY_S = 0.05
+_RETRYABLE_STATEMENT_ERRORS = frozenset({'ThrottlingError', 'ProvisionedThroughputExceeded', 'RequestLimitExceeded'})
 
 
 class DynamoDBLockError(Exception):
@@ -217,7 +222,8 @@ class DynamoDBLockClient:
         before its CPU (botocore spends about a millisecond per call) runs out. It needs the
         IAM permission ``dynamodb:PartiQLUpdate`` on the table besides ``dynamodb:UpdateItem``,
         and an engine that runs PartiQL (DynamoDB and DynamoDB Local do; moto does not). A
-        statement throttled inside a batch is not retried until the next period.
+        statement throttled inside a batch is sent again after 50 ms and 100 ms, then left
+        for the next period.
         ``heartbeat_tps`` still counts heartbeats, not calls.
     :raises TypeError, ValueError: for arguments that cannot work (non-positive periods,
         ``heartbeat_tps`` of 0, a heartbeat period not shorter than the lease, an expiry
@@ -1146,36 +1152,61 @@ class DynamoDBLockClient:
         try:
             for lock in locks:
                 (held if lock.thread_lock.acquire(blocking=False) else busy).append(lock)
-            prepared = [(lock, renewal) for lock in held
-                        if (renewal := self._prepare_heartbeat(lock)) is not None]
-            if prepared:
+            pending = [(lock, renewal) for lock in held
+                       if (renewal := self._prepare_heartbeat(lock)) is not None]
+            for attempt in range(_BATCH_STATEMENT_ATTEMPTS):
+                if not pending:
+                    break
                 attempt_started = self._clock.monotonic()
-                outcomes: List[Optional[Exception]]
-                try:
-                    outcomes = self._table.renew_many([renewal for _, renewal in prepared])
-                except (ClientError, BotoCoreError) as exc:
-                    if error_code(exc) in ('AccessDeniedException', 'UnknownOperationException'):
-                        logger.warning(
-                            'heartbeat_batch_size=%d needs PartiQL (BatchExecuteStatement) and the IAM '
-                            'permission dynamodb:PartiQLUpdate on table %s: %s',
-                            self._heartbeat_batch_size, self._table_name, exc,
-                        )
-                    outcomes = [exc] * len(prepared)
-                for (lock, renewal), outcome in zip(prepared, outcomes):
-                    try:
-                        self._settle_heartbeat(lock, renewal, attempt_started, outcome)
-                    except Exception:
-                        # The others of the batch must still be settled. This renewal may have
-                        # been applied: remember its version, so it is not taken for a theft.
-                        logger.exception('Settling the heartbeat of %s failed', lock.unique_identifier)
-                        with lock._state_guard:
-                            lock._unconfirmed_versions.append(renewal.new_version)
-                            del lock._unconfirmed_versions[:-_MAX_REMEMBERED_VERSIONS]
+                outcomes = self._renew_batch([renewal for _, renewal in pending])
+                last_attempt = attempt + 1 == _BATCH_STATEMENT_ATTEMPTS
+                retry = [(entry, outcome) for entry, outcome in zip(pending, outcomes)
+                         if not last_attempt and self._statement_retryable(outcome)]
+                retried_locks = {id(lock) for (lock, _), _ in retry}
+                for (lock, renewal), outcome in zip(pending, outcomes):
+                    if id(lock) not in retried_locks:
+                        self._settle_heartbeat_safely(lock, renewal, attempt_started, outcome)
+                pending = [entry for entry, _ in retry]
+                if pending and self._clock.sleep(_BATCH_RETRY_BASE_DELAY_S * 2 ** attempt, self._shutdown):
+                    for (lock, renewal), outcome in retry:   # closing: no more retries
+                        self._settle_heartbeat_safely(lock, renewal, attempt_started, outcome)
+                    break
         finally:
             for lock in held:
                 lock.thread_lock.release()
         for lock in busy:
             self._send_heartbeat(lock)
+
+    def _renew_batch(self, renewals: List[Renewal]) -> List[Optional[Exception]]:
+        """One ``BatchExecuteStatement`` call; a failure of the whole call is every statement's."""
+        try:
+            return self._table.renew_many(renewals)
+        except (ClientError, BotoCoreError) as exc:
+            if error_code(exc) in ('AccessDeniedException', 'UnknownOperationException'):
+                logger.warning(
+                    'heartbeat_batch_size=%d needs PartiQL (BatchExecuteStatement) and the IAM '
+                    'permission dynamodb:PartiQLUpdate on table %s: %s',
+                    self._heartbeat_batch_size, self._table_name, exc,
+                )
+            return [exc] * len(renewals)
+
+    @staticmethod
+    def _statement_retryable(outcome: Optional[Exception]) -> bool:
+        """A statement refused for throughput inside a successful batch, and surely not applied."""
+        return (isinstance(outcome, ClientError) and outcome.operation_name == 'BatchExecuteStatement'
+                and error_code(outcome) in _RETRYABLE_STATEMENT_ERRORS and not outcome_unknown(outcome))
+
+    def _settle_heartbeat_safely(self, lock: DynamoDBLock, renewal: Renewal, attempt_started: float,
+                                 outcome: Optional[Exception]) -> None:
+        """:meth:`_settle_heartbeat`, logging any exception so the rest of a batch is settled."""
+        try:
+            self._settle_heartbeat(lock, renewal, attempt_started, outcome)
+        except Exception:
+            # This renewal may have been applied: remember its version, so it is not taken for a theft.
+            logger.exception('Settling the heartbeat of %s failed', lock.unique_identifier)
+            with lock._state_guard:
+                lock._unconfirmed_versions.append(renewal.new_version)
+                del lock._unconfirmed_versions[:-_MAX_REMEMBERED_VERSIONS]
 
     def _settle_heartbeat(self, lock: DynamoDBLock, renewal: Renewal, attempt_started: float,
                           outcome: Optional[Exception]) -> None:

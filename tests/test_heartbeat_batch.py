@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 import pytest
 
@@ -164,7 +164,45 @@ def test_a_statement_with_an_unknown_outcome_is_remembered_and_the_next_heartbea
         assert read_item(local_engine, lock.partition_key)['record_version_number'] == lock.record_version_number
 
 
-def test_a_throttled_statement_is_not_applied_and_the_lock_goes_in_danger_until_renewed(
+def throttle_first_statement(times: int, asked: Optional[List[int]] = None
+                             ) -> Callable[[List[Dict[str, Any]], Any], Dict[str, Any]]:
+    """A batch rewrite: DynamoDB refuses the first statement of the next ``times`` calls for
+    throughput. ``asked`` (if given) receives the number of statements of every call."""
+    remaining = [times]
+
+    def rewrite(statements: List[Dict[str, Any]], send: Any) -> Dict[str, Any]:
+        if asked is not None:
+            asked.append(len(statements))
+        if remaining[0] <= 0:
+            return send(statements)
+        remaining[0] -= 1
+        response = send(statements[1:]) if len(statements) > 1 else {'Responses': []}
+        response['Responses'].insert(0, {'Error': {'Code': 'ThrottlingError', 'Message': 'injected'}})
+        return response
+
+    return rewrite
+
+
+def test_a_throttled_statement_is_sent_again_after_a_short_backoff(
+        local_engine: Any, local_clients: LockClients, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = local_clients.clock
+    client = local_clients.make(heartbeat_batch_size=5)
+    locks = [client.acquire_lock(f'retried-{index}') for index in range(3)]
+    asked: List[int] = []
+    rewrite_batch_answers(client, monkeypatch, throttle_first_statement(times=2, asked=asked))
+    with clock.auto_advance_in_current_thread():
+        started = clock.monotonic()
+        client._send_heartbeat_batch(locks)
+    # 3 statements, then the throttled one again twice, 50 ms and 100 ms later.
+    assert asked == [3, 1, 1]
+    assert clock.monotonic() - started == pytest.approx(0.15)
+    for lock in locks:
+        assert lock.status == DynamoDBLock.LOCKED
+        assert read_item(local_engine, lock.partition_key)['record_version_number'] == lock.record_version_number
+        assert lock._unconfirmed_versions == []
+
+
+def test_a_statement_throttled_every_time_is_not_applied_and_the_lock_goes_in_danger_until_renewed(
         local_engine: Any, local_clients: LockClients, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger=MODULE)
@@ -173,16 +211,11 @@ def test_a_throttled_statement_is_not_applied_and_the_lock_goes_in_danger_until_
     callback = CallbackRecorder()
     locks = [client.acquire_lock(f'throttled-{index}', app_callback=callback) for index in range(3)]
     held_version = locks[0].record_version_number
-
-    def throttle_the_first(statements: List[Dict[str, Any]], send: Any) -> Dict[str, Any]:
-        response = send(statements[1:])                  # DynamoDB refused the first one
-        response['Responses'].insert(0, {'Error': {'Code': 'ThrottlingError', 'Message': 'injected'}})
-        return response
-
-    rewrite_batch_answers(client, monkeypatch, throttle_the_first)
-    for _ in range(5):                                  # 25 s of refused renewals of the first lock
-        clock.advance(5)
-        client._send_heartbeat_batch(locks)
+    rewrite_batch_answers(client, monkeypatch, throttle_first_statement(times=1_000))
+    with clock.auto_advance_in_current_thread():
+        for _ in range(5):                              # 25 s of refused renewals of the first lock
+            clock.advance(5)
+            client._send_heartbeat_batch(locks)
     assert read_item(local_engine, 'throttled-0')['record_version_number'] == held_version
     assert locks[0]._unconfirmed_versions == []         # a refusal: nothing to remember
     assert any('ThrottlingError' in record.getMessage() for record in caplog.records)
@@ -193,6 +226,20 @@ def test_a_throttled_statement_is_not_applied_and_the_lock_goes_in_danger_until_
     client._send_heartbeat_batch(locks)
     assert locks[0].status == DynamoDBLock.LOCKED
     assert read_item(local_engine, 'throttled-0')['record_version_number'] == locks[0].record_version_number
+
+
+def test_closing_stops_the_retries_of_a_batch(local_engine: Any, local_clients: LockClients,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    client = local_clients.make(heartbeat_batch_size=5)
+    locks = [client.acquire_lock(f'closing-{index}') for index in range(2)]
+    held_version = locks[0].record_version_number
+    asked: List[int] = []
+    rewrite_batch_answers(client, monkeypatch, throttle_first_statement(times=1_000, asked=asked))
+    client._shutdown.set()                              # what close() sets first
+    client._send_heartbeat_batch(locks)                 # the ManualClock never moves: no sleep may block
+    assert asked == [2]
+    assert locks[0].record_version_number == held_version
+    assert read_item(local_engine, 'closing-1')['record_version_number'] == locks[1].record_version_number
 
 
 def test_a_refused_batch_call_keeps_the_locks_and_names_the_missing_permission(
