@@ -221,7 +221,9 @@ class DynamoDBLockClient:
         unit, but a call carries up to 25 of them, so one client keeps many more locks alive
         before its CPU (botocore spends about a millisecond per call) runs out. It needs the
         IAM permission ``dynamodb:PartiQLUpdate`` on the table besides ``dynamodb:UpdateItem``,
-        and an engine that runs PartiQL (DynamoDB and DynamoDB Local do; moto does not). A
+        and an engine that runs PartiQL (DynamoDB and DynamoDB Local do; moto does not); when
+        DynamoDB refuses the operation itself, the client warns once and goes back to one
+        ``UpdateItem`` per lock. A
         statement throttled inside a batch is sent again after 50 ms and 100 ms, then left
         for the next period.
         ``heartbeat_tps`` still counts heartbeats, not calls.
@@ -325,6 +327,8 @@ class DynamoDBLockClient:
         self._expiry_period = expiry_period
         self._heartbeat_tps = heartbeat_tps
         self._heartbeat_batch_size = heartbeat_batch_size
+        # Cleared for good when DynamoDB refuses BatchExecuteStatement (permission, engine).
+        self._batching = heartbeat_batch_size > 1
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._table = LockTable(low_level_client, table_name, partition_key_name, sort_key_name, ttl_attribute_name)
 
@@ -1061,7 +1065,7 @@ class DynamoDBLockClient:
                 interval = self._heartbeat_period_s / len(locks)
             else:
                 interval = 1.0 / self._heartbeat_tps
-            batch_size = self._heartbeat_batch_size
+            batch_size = self._heartbeat_batch_size if self._batching else 1
             skipped = 0
             for index in range(0, len(locks), batch_size):
                 delay = round_start + index * interval - clock.monotonic()
@@ -1103,11 +1107,11 @@ class DynamoDBLockClient:
 
     def _heartbeat_task(self, locks: List[DynamoDBLock]) -> None:
         try:
-            if self._heartbeat_batch_size == 1:
+            if self._batching:
+                self._send_heartbeat_batch(locks)
+            else:
                 for lock in locks:
                     self._send_heartbeat(lock)
-            else:
-                self._send_heartbeat_batch(locks)
         except Exception:
             logger.exception('Heartbeats of %s failed unexpectedly',
                              ', '.join(lock.unique_identifier for lock in locks))
@@ -1158,7 +1162,14 @@ class DynamoDBLockClient:
                 if not pending:
                     break
                 attempt_started = self._clock.monotonic()
-                outcomes = self._renew_batch([renewal for _, renewal in pending])
+                try:
+                    outcomes = self._renew_batch([renewal for _, renewal in pending])
+                except _BatchingUnavailable as unavailable:
+                    for lock, renewal in pending:
+                        if outcome_unknown(unavailable.cause):
+                            self._settle_heartbeat_safely(lock, renewal, attempt_started, unavailable.cause)
+                        busy.append(lock)    # renewed on its own below, with UpdateItem
+                    break
                 last_attempt = attempt + 1 == _BATCH_STATEMENT_ATTEMPTS
                 retry = [(entry, outcome) for entry, outcome in zip(pending, outcomes)
                          if not last_attempt and self._statement_retryable(outcome)]
@@ -1178,17 +1189,25 @@ class DynamoDBLockClient:
             self._send_heartbeat(lock)
 
     def _renew_batch(self, renewals: List[Renewal]) -> List[Optional[Exception]]:
-        """One ``BatchExecuteStatement`` call; a failure of the whole call is every statement's."""
+        """One ``BatchExecuteStatement`` call; a failure of the whole call is every statement's.
+
+        :raises _BatchingUnavailable: when DynamoDB refuses the operation itself (no
+            ``dynamodb:PartiQLUpdate`` permission, or an engine without PartiQL); batching is
+            then switched off for the life of the client.
+        """
         try:
             return self._table.renew_many(renewals)
         except (ClientError, BotoCoreError) as exc:
-            if error_code(exc) in ('AccessDeniedException', 'UnknownOperationException'):
+            if error_code(exc) not in ('AccessDeniedException', 'UnknownOperationException'):
+                return [exc] * len(renewals)
+            if self._batching:
+                self._batching = False
                 logger.warning(
                     'heartbeat_batch_size=%d needs PartiQL (BatchExecuteStatement) and the IAM '
-                    'permission dynamodb:PartiQLUpdate on table %s: %s',
-                    self._heartbeat_batch_size, self._table_name, exc,
+                    'permission dynamodb:PartiQLUpdate on table %s; renewing one lock per UpdateItem '
+                    'call from now on: %s', self._heartbeat_batch_size, self._table_name, exc,
                 )
-            return [exc] * len(renewals)
+            raise _BatchingUnavailable(exc) from exc
 
     @staticmethod
     def _statement_retryable(outcome: Optional[Exception]) -> bool:
@@ -1363,6 +1382,14 @@ class DynamoDBLockClient:
 
 
 _WAIT = object()   # the acquire loop's "nothing to write yet" outcome
+
+
+class _BatchingUnavailable(Exception):
+    """DynamoDB refused ``BatchExecuteStatement`` itself; ``cause`` is its error."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(cause)
+        self.cause = cause
 
 
 class _WrittenItem:

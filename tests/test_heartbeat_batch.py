@@ -242,19 +242,28 @@ def test_closing_stops_the_retries_of_a_batch(local_engine: Any, local_clients: 
     assert read_item(local_engine, 'closing-1')['record_version_number'] == locks[1].record_version_number
 
 
-def test_a_refused_batch_call_keeps_the_locks_and_names_the_missing_permission(
-        local_engine: Any, local_clients: LockClients, caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize('code', ['AccessDeniedException', 'UnknownOperationException'])
+def test_without_partiql_the_client_falls_back_to_one_update_per_lock_and_says_why(
+        local_engine: Any, local_clients: LockClients, caplog: pytest.LogCaptureFixture, code: str) -> None:
     caplog.set_level(logging.WARNING, logger=MODULE)
-    client = local_clients.make(heartbeat_batch_size=5)
-    locks = [client.acquire_lock(f'denied-{index}') for index in range(2)]
-    versions = [lock.record_version_number for lock in locks]
-    with FaultInjector(local_engine.resource) as faults:
-        faults.fail_calls('BatchExecuteStatement', code='AccessDeniedException', status=400, times=1)
-        client._send_heartbeat_batch(locks)
-    assert [lock.record_version_number for lock in locks] == versions
-    assert [lock.status for lock in locks] == [DynamoDBLock.LOCKED] * 2
-    assert all(lock._unconfirmed_versions == [] for lock in locks)
-    assert any('dynamodb:PartiQLUpdate' in record.getMessage() for record in caplog.records)
+    clock = local_clients.clock
+    client = local_clients.make(hand_driven=False, heartbeat_batch_size=5)
+    callback = CallbackRecorder()
+    locks = [client.acquire_lock(f'denied-{index}', app_callback=callback) for index in range(3)]
+    with FaultInjector(local_engine.resource) as faults, CallRecorder(local_engine.resource) as calls:
+        refused = faults.fail_calls('BatchExecuteStatement', code=code, status=400, times=None)
+        step(clock, 5, client)                          # the refused batch, then each lock on its own
+        assert refused.hits == 1
+        assert sorted(calls.operations()) == ['BatchExecuteStatement'] + ['UpdateItem'] * 3
+        calls.clear()
+        step(clock, 10, client)                         # later rounds do not try batching again
+        assert set(calls.operations()) == {'UpdateItem'} and calls.count() >= len(locks)
+    warnings = [record.getMessage() for record in caplog.records if 'dynamodb:PartiQLUpdate' in record.getMessage()]
+    assert len(warnings) == 1 and 'UpdateItem' in warnings[0]
+    assert callback.codes == []
+    for lock in locks:
+        assert lock.status == DynamoDBLock.LOCKED
+        assert read_item(local_engine, lock.partition_key)['record_version_number'] == lock.record_version_number
 
 
 def test_a_lock_being_released_is_not_waited_for_by_the_batch(local_engine: Any,
