@@ -4,9 +4,9 @@
 application's boto3 DynamoDB resource (``resource.meta.client``): unlike the resource itself,
 a client is safe to share between threads, and the resource's client still converts between
 Python values and DynamoDB's typed JSON, and carries the application's event hooks. Every
-attribute name goes through ``ExpressionAttributeNames``, and a failed condition returns the
-item that was in the way (``ReturnValuesOnConditionCheckFailure='ALL_OLD'``) instead of
-costing an extra read.
+attribute name goes through ``ExpressionAttributeNames`` (or is a quoted identifier in the
+PartiQL statements of batched renewals), and a failed condition returns the item that was in
+the way (``ReturnValuesOnConditionCheckFailure='ALL_OLD'``) instead of costing an extra read.
 """
 from __future__ import annotations
 
