@@ -333,3 +333,18 @@ def test_a_failure_settling_one_lock_does_not_leave_the_others_of_the_batch_unse
     assert callback.codes == []
     assert all(lock.status == DynamoDBLock.LOCKED for lock in locks)
     assert read_item(local_engine, 'settle-0')['record_version_number'] == locks[0].record_version_number
+
+
+def test_attribute_names_are_quoted_in_the_statements(local_engine: Any, local_clients: LockClients) -> None:
+    ttl_name = 'expires at "ttl"'                      # a space and double quotes: both need quoting
+    client = local_clients.make(heartbeat_batch_size=5, ttl_attribute_name=ttl_name)
+    locks = [client.acquire_lock(f'quoted-{index}') for index in range(2)]
+    old_expiry = [lock.expiry_time for lock in locks]
+    local_clients.clock.advance(60)
+    client._send_heartbeat_batch(locks)
+    for lock, expiry in zip(locks, old_expiry):
+        row = read_item(local_engine, lock.partition_key)
+        assert lock.status == DynamoDBLock.LOCKED and lock.expiry_time > expiry
+        assert row[ttl_name] == lock.expiry_time
+        assert row['record_version_number'] == lock.record_version_number
+        assert 'expiry_time' not in row
