@@ -51,6 +51,13 @@ def rewrite_batch_answers(client: DynamoDBLockClient, monkeypatch: pytest.Monkey
     monkeypatch.setattr(low_level, 'batch_execute_statement', call)
 
 
+def assert_held_and_current(engine: Any, locks: List[DynamoDBLock]) -> None:
+    """Every lock is LOCKED and its row carries the version the lock object holds."""
+    for lock in locks:
+        assert lock.status == DynamoDBLock.LOCKED, lock
+        assert read_item(engine, lock.partition_key)['record_version_number'] == lock.record_version_number, lock
+
+
 @pytest.mark.parametrize('size', [0, 26, -1, 2.0, True, '5', None])
 def test_batch_size_must_be_an_int_from_1_to_25(size: Any) -> None:
     import boto3
@@ -115,9 +122,7 @@ def test_background_rounds_send_groups_and_keep_locks_alive(local_engine: Any,
     assert calls.operations() == ['BatchExecuteStatement'] * 4
     assert [call.clock_time - start for call in calls.calls] == [8, 12, 16, 20]
     assert [len(call.params['Statements']) for call in calls.calls] == [4] * 4
-    for lock in locks:
-        assert lock.status == DynamoDBLock.LOCKED
-        assert read_item(local_engine, lock.partition_key)['record_version_number'] == lock.record_version_number
+    assert_held_and_current(local_engine, locks)
 
 
 def test_a_lost_answer_to_a_batch_does_not_look_like_a_theft(local_engine: Any,
@@ -131,9 +136,7 @@ def test_a_lost_answer_to_a_batch_does_not_look_like_a_theft(local_engine: Any,
         client._send_heartbeat_batch(locks)
     assert lost.hits == 1
     assert callback.codes == []
-    for lock in locks:
-        assert lock.status == DynamoDBLock.LOCKED
-        assert read_item(local_engine, lock.partition_key)['record_version_number'] == lock.record_version_number
+    assert_held_and_current(local_engine, locks)
 
 
 def test_a_statement_with_an_unknown_outcome_is_remembered_and_the_next_heartbeat_works(
@@ -159,9 +162,7 @@ def test_a_statement_with_an_unknown_outcome_is_remembered_and_the_next_heartbea
     monkeypatch.undo()
     client._send_heartbeat_batch(locks)                 # conditioned on both versions
     assert callback.codes == []
-    for lock in locks:
-        assert lock.status == DynamoDBLock.LOCKED
-        assert read_item(local_engine, lock.partition_key)['record_version_number'] == lock.record_version_number
+    assert_held_and_current(local_engine, locks)
 
 
 def throttle_first_statement(times: int, asked: Optional[List[int]] = None
@@ -196,10 +197,8 @@ def test_a_throttled_statement_is_sent_again_after_a_short_backoff(
     # 3 statements, then the throttled one again twice, 50 ms and 100 ms later.
     assert asked == [3, 1, 1]
     assert clock.monotonic() - started == pytest.approx(0.15)
-    for lock in locks:
-        assert lock.status == DynamoDBLock.LOCKED
-        assert read_item(local_engine, lock.partition_key)['record_version_number'] == lock.record_version_number
-        assert lock._unconfirmed_versions == []
+    assert_held_and_current(local_engine, locks)
+    assert all(lock._unconfirmed_versions == [] for lock in locks)
 
 
 def test_a_statement_throttled_every_time_is_not_applied_and_the_lock_goes_in_danger_until_renewed(
@@ -261,9 +260,7 @@ def test_without_partiql_the_client_falls_back_to_one_update_per_lock_and_says_w
     warnings = [record.getMessage() for record in caplog.records if 'dynamodb:PartiQLUpdate' in record.getMessage()]
     assert len(warnings) == 1 and 'UpdateItem' in warnings[0]
     assert callback.codes == []
-    for lock in locks:
-        assert lock.status == DynamoDBLock.LOCKED
-        assert read_item(local_engine, lock.partition_key)['record_version_number'] == lock.record_version_number
+    assert_held_and_current(local_engine, locks)
 
 
 def test_a_lock_being_released_is_not_waited_for_by_the_batch(local_engine: Any,
