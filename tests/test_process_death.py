@@ -96,6 +96,18 @@ def row_of(local_engine: Any, key: str = 'job') -> Dict[str, Any]:
     return rows[0]
 
 
+def assert_row_is_held_by(local_engine: Any, lock: DynamoDBLock, owner: str) -> None:
+    """The row belongs to ``owner`` and carries ``lock``'s version, once no renewal is in flight.
+
+    The holder renews every HEARTBEAT: between reading the row and reading the lock object, a
+    renewal may have landed on one side and not yet on the other, so compare until they agree.
+    A lock object that really lost its row never agrees, and fails here.
+    """
+    wait_until(lambda: row_of(local_engine)['record_version_number'] == lock.record_version_number,
+               timeout=LEASE, message=lambda: f'row {row_of(local_engine)}, lock {lock.record_version_number}')
+    assert row_of(local_engine)['owner_name'] == owner
+
+
 def test_killed_holder_is_taken_over_within_lease(
     start_holder: Any, contender: DynamoDBLockClient, local_engine: Any,
 ) -> None:
@@ -115,9 +127,7 @@ def test_killed_holder_is_taken_over_within_lease(
     took = time.monotonic() - killed_at
     print(f'\ntakeover after SIGKILL: {took:.2f}s (lease {LEASE}s, retry period {RETRY_PERIOD}s)')
 
-    row = row_of(local_engine)
-    assert row['owner_name'] == contender._owner_name
-    assert row['record_version_number'] == lock.record_version_number
+    assert_row_is_held_by(local_engine, lock, contender._owner_name)
     assert lock.status == DynamoDBLock.LOCKED
     lock.release(best_effort=False)
     assert scan_table(local_engine.client, local_engine.table_name) == []
@@ -162,9 +172,7 @@ def test_paused_holder_is_told_its_lock_was_stolen(
     assert done['library_errors'] == [] and done['thread_failures'] == []
     assert done['heartbeat_threads'] == {'DynamoDBLockClient-heartbeat-sender': 1,
                                          'DynamoDBLockClient-heartbeat-checker': 1}
-    row = row_of(local_engine)
-    assert row['record_version_number'] == new_lock.record_version_number
-    assert row['owner_name'] == contender._owner_name
+    assert_row_is_held_by(local_engine, new_lock, contender._owner_name)
     # The new holder kept its lock throughout.
     assert new_lock.status == DynamoDBLock.LOCKED and callbacks.codes == []
 
@@ -195,8 +203,6 @@ def test_paused_holder_strict_release_raises_lock_stolen(
     done = holder.wait_for('done', timeout=30)
     assert done['library_errors'] == [] and done['thread_failures'] == []
 
-    row = row_of(local_engine)
-    assert row['record_version_number'] == new_lock.record_version_number
-    assert row['owner_name'] == contender._owner_name
+    assert_row_is_held_by(local_engine, new_lock, contender._owner_name)
     assert new_lock.status == DynamoDBLock.LOCKED and callbacks.codes == []
 
