@@ -223,9 +223,8 @@ class DynamoDBLockClient:
         IAM permission ``dynamodb:PartiQLUpdate`` on the table besides ``dynamodb:UpdateItem``,
         and an engine that runs PartiQL (DynamoDB and DynamoDB Local do; moto does not); when
         DynamoDB refuses the operation itself, the client warns once and goes back to one
-        ``UpdateItem`` per lock. A
-        statement throttled inside a batch is sent again after 50 ms and 100 ms, then left
-        for the next period.
+        ``UpdateItem`` per lock. A statement throttled inside a batch is sent again after 50 ms
+        and 100 ms, then left for the next period.
         ``heartbeat_tps`` still counts heartbeats, not calls.
     :raises TypeError, ValueError: for arguments that cannot work (non-positive periods,
         ``heartbeat_tps`` of 0, a heartbeat period not shorter than the lease, an expiry
@@ -1171,11 +1170,11 @@ class DynamoDBLockClient:
                         busy.append(lock)    # renewed on its own below, with UpdateItem
                     break
                 last_attempt = attempt + 1 == _BATCH_STATEMENT_ATTEMPTS
-                retry = [(entry, outcome) for entry, outcome in zip(pending, outcomes)
-                         if not last_attempt and self._statement_retryable(outcome)]
-                retried_locks = {id(lock) for (lock, _), _ in retry}
+                retry = []
                 for (lock, renewal), outcome in zip(pending, outcomes):
-                    if id(lock) not in retried_locks:
+                    if not last_attempt and self._statement_retryable(outcome):
+                        retry.append(((lock, renewal), outcome))
+                    else:
                         self._settle_heartbeat_safely(lock, renewal, attempt_started, outcome)
                 pending = [entry for entry, _ in retry]
                 if pending and self._clock.sleep(_BATCH_RETRY_BASE_DELAY_S * 2 ** attempt, self._shutdown):
@@ -1223,9 +1222,14 @@ class DynamoDBLockClient:
         except Exception:
             # This renewal may have been applied: remember its version, so it is not taken for a theft.
             logger.exception('Settling the heartbeat of %s failed', lock.unique_identifier)
-            with lock._state_guard:
-                lock._unconfirmed_versions.append(renewal.new_version)
-                del lock._unconfirmed_versions[:-_MAX_REMEMBERED_VERSIONS]
+            self._remember_unconfirmed(lock, renewal.new_version)
+
+    @staticmethod
+    def _remember_unconfirmed(lock: DynamoDBLock, version: str) -> None:
+        """A renewal that may have landed unanswered: later conditions accept its version too."""
+        with lock._state_guard:
+            lock._unconfirmed_versions.append(version)
+            del lock._unconfirmed_versions[:-_MAX_REMEMBERED_VERSIONS]
 
     def _settle_heartbeat(self, lock: DynamoDBLock, renewal: Renewal, attempt_started: float,
                           outcome: Optional[Exception]) -> None:
@@ -1263,9 +1267,7 @@ class DynamoDBLockClient:
                 return
         elif outcome is not None:
             if outcome_unknown(outcome):
-                with lock._state_guard:
-                    lock._unconfirmed_versions.append(new_version)
-                    del lock._unconfirmed_versions[:-_MAX_REMEMBERED_VERSIONS]
+                self._remember_unconfirmed(lock, new_version)
             logger.warning('Heartbeat of %s failed, will retry next period: %s',
                            lock.unique_identifier, self._explain(outcome))
             return
