@@ -276,11 +276,12 @@ def dummy_boto3_session() -> boto3.session.Session:
 
 
 def default_client_config() -> botocore.config.Config:
-    """The botocore configuration used for local engines: modest retries, short timeouts."""
+    """The botocore configuration used for local engines: modest retries, short timeouts (one
+    attempt's connect + read timeout stays below the default 20 s safe period)."""
     return botocore.config.Config(
         retries={'mode': 'standard', 'max_attempts': 3},
-        connect_timeout=5,
-        read_timeout=30,
+        connect_timeout=2,
+        read_timeout=15,
         max_pool_connections=32,
     )
 

@@ -17,8 +17,8 @@ The pieces:
   that never get sent, writes whose answer is lost (with and without botocore retrying), and
   arbitrary actions run just before a call (to interleave another client's write). Every fault
   works on moto in-process and on DynamoDB Local.
-* :class:`HandDrivenLockClient` and :class:`LockClients` -- lock clients for a test, closed at
-  its end; hand-driven ones never run background rounds, so the test calls them itself.
+* :class:`LockClients` -- lock clients for a test, closed at its end; hand-driven ones run no
+  background threads, so the test renews and checks through the public seams itself.
 * table helpers (:func:`put_lock_row`, :func:`read_item`, :func:`read_typed_item`,
   :func:`another_resource`) and thread helpers (:class:`BackgroundCall`, :func:`wait_until`,
   :func:`settle`).
@@ -55,7 +55,6 @@ __all__ = [
     'CallbackRecorder',
     'Fault',
     'FaultInjector',
-    'HandDrivenLockClient',
     'LockClients',
     'ManualClock',
     'RecordedCall',
@@ -639,25 +638,14 @@ class FaultInjector:
 # Lock clients
 # --------------------------------------------------------------------------------------------
 
-class HandDrivenLockClient(DynamoDBLockClient):
-    """A lock client whose background threads never run a round (they only wait for close).
-
-    Tests drive it by hand: ``client._send_heartbeat(lock)`` for one heartbeat and
-    :func:`run_checker_round` for one pass of the heartbeat checker.
-    """
-
-    def _run_loop(self, name: str, one_round: Callable[[], None]) -> None:
-        self._shutdown.wait()
-
-
 def run_checker_round(client: DynamoDBLockClient, clock: ManualClock) -> None:
-    """One pass of the heartbeat checker, without its closing sleep."""
-    with clock.sleeps_return_at_once_in_current_thread():
-        client._check_heartbeat_round()
+    """One pass of the heartbeat checker (what the background checker does each period)."""
+    client.check_locks()
 
 
 def background_threads(client: DynamoDBLockClient) -> List[threading.Thread]:
-    return [client._heartbeat_sender, client._heartbeat_checker]
+    """The client's background threads that were started."""
+    return [thread for thread in (client._heartbeat_sender, client._heartbeat_checker) if thread.ident is not None]
 
 
 class LockClients:
@@ -674,16 +662,19 @@ class LockClients:
 
     def make(self, resource: Any = None, *, hand_driven: bool = True, **kwargs: Any) -> DynamoDBLockClient:
         """A new client; defaults: the engine's table and resource, this clock, and an inline
-        :class:`RecordingExecutor` for callbacks. Real (not hand-driven) clients on a
-        :class:`ManualClock` are returned once both background threads sleep on it."""
+        :class:`RecordingExecutor` for callbacks. A hand-driven client runs no background
+        threads (``background_heartbeats=False``): the test renews with ``send_heartbeats`` and
+        checks with ``check_locks``. Real (not hand-driven) clients on a :class:`ManualClock` are
+        returned once both background threads sleep on it."""
         if resource is None:
             resource = self.engine.resource
         if self.engine is not None:
             kwargs.setdefault('table_name', self.engine.table_name)
         kwargs.setdefault('clock', self.clock)
         kwargs.setdefault('app_callback_executor', RecordingExecutor())
-        cls = HandDrivenLockClient if hand_driven else DynamoDBLockClient
-        client = cls(resource, **kwargs)
+        if hand_driven:
+            kwargs.setdefault('background_heartbeats', False)
+        client = DynamoDBLockClient(resource, **kwargs)
         self.clients.append(client)
         clock = kwargs['clock']
         if not hand_driven and isinstance(clock, ManualClock):
@@ -850,7 +841,7 @@ def read_item(engine: Any, partition_key: str, sort_key: str = '-',
 
 def is_registered(client: DynamoDBLockClient, lock: DynamoDBLock) -> bool:
     """Whether ``client`` heartbeats this very lock object."""
-    return client._is_registered(lock)
+    return any(held is lock for held in client.held_locks())
 
 
 def steal_row(engine: Any, key: str, owner: str = 'thief') -> str:

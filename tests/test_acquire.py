@@ -387,7 +387,7 @@ def test_put_whose_answer_was_lost_still_acquires(engine: Any, clients: LockClie
     assert lost.hits == 1
     assert lock.status == DynamoDBLock.LOCKED
     assert read_item(engine, 'lost-put')['record_version_number'] == lock.record_version_number
-    client._send_heartbeat(lock)                     # and the lock works afterwards
+    client.send_heartbeats([lock])                     # and the lock works afterwards
     assert lock.status == DynamoDBLock.LOCKED
     lock.release(best_effort=False)
     assert read_item(engine, 'lost-put') is None
@@ -418,7 +418,7 @@ def test_dynamodb_error_on_put_is_unknown_with_the_cause_chained(engine: Any, cl
     assert isinstance(cause, ClientError)
     assert cause.response['Error']['Code'] == 'ProvisionedThroughputExceededException'
     assert read_item(engine, 'throttled') is None
-    assert client._held_locks() == []
+    assert client.held_locks() == []
 
 
 def test_server_error_on_put_that_did_not_land_is_unknown(engine: Any, clients: LockClients) -> None:
@@ -429,7 +429,7 @@ def test_server_error_on_put_that_did_not_land_is_unknown(engine: Any, clients: 
             client.acquire_lock('server-error')
     assert raised.value.code == DynamoDBLockError.UNKNOWN
     assert isinstance(raised.value.__cause__, ClientError)
-    assert client._held_locks() == []
+    assert client.held_locks() == []
 
 
 def test_dynamodb_error_while_polling_is_unknown(engine: Any, clients: LockClients) -> None:

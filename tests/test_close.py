@@ -20,7 +20,6 @@ from helpers import (
     ManualClock,
     background_threads,
     read_item,
-    run_checker_round,
     step,
 )
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
@@ -70,7 +69,7 @@ def test_close_while_the_put_is_in_flight_reports_shutdown_and_leaves_no_row(eng
             client.acquire_lock('closing-race')
     assert raised.value.code == DynamoDBLockError.CLIENT_SHUTDOWN
     assert read_item(engine, 'closing-race') is None
-    assert client._held_locks() == []
+    assert client.held_locks() == []
 
 
 def test_close_twice_is_a_no_op(engine: Any, clients: LockClients, caplog: pytest.LogCaptureFixture) -> None:
@@ -186,41 +185,11 @@ def test_close_from_inside_a_danger_callback_on_the_checker_thread(engine: Any, 
         closed.set()
 
     client.acquire_lock('closes-on-danger', app_callback=CallbackRecorder(action=close_on_danger))
-    client._table.renew = _always_throttled       # heartbeats fail, so the checker flags the lock
+    faults = FaultInjector(engine.resource)
+    faults.fail_calls('UpdateItem', times=None)   # heartbeats fail, so the checker flags the lock
     clock.advance(25)
     assert closed.wait(30)
+    faults.clear()
     for thread in background_threads(client):
         thread.join(30)
         assert not thread.is_alive()
-
-
-def _always_throttled(*args: Any, **kwargs: Any) -> None:
-    from botocore.exceptions import ClientError
-    raise ClientError({'Error': {'Code': 'ProvisionedThroughputExceededException', 'Message': 'slow'},
-                       'ResponseMetadata': {'HTTPStatusCode': 400}}, 'UpdateItem')
-
-
-def test_close_from_a_callback_on_the_default_executor(engine: Any, clients: LockClients) -> None:
-    clock = clients.clock
-    client = clients.make(hand_driven=True, app_callback_executor=None)
-    closed = threading.Event()
-
-    def close_here(code: str, lock: Any) -> None:
-        client.close(release_locks=True)
-        closed.set()
-
-    client.acquire_lock('default-executor-close', app_callback=CallbackRecorder(action=close_here))
-    clock.advance(21)
-    run_checker_round(client, clock)
-    assert closed.wait(30)
-    assert read_item(engine, 'default-executor-close') is None
-
-
-def test_close_logs_at_info(engine: Any, clients: LockClients, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG, logger=MODULE)
-    client = clients.make(hand_driven=False)
-    caplog.clear()
-    client.close()
-    levels = {record.levelno for record in caplog.records if record.name == MODULE}
-    assert logging.INFO in levels
-    assert max(levels) == logging.INFO

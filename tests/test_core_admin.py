@@ -89,7 +89,7 @@ def test_force_release_deletes_the_version_it_was_given(engine: Any, clients: Lo
         assert operator.force_release_lock(seen) is True
     assert calls.operations() == ['DeleteItem']
     assert read_item(engine, 'forced') is None
-    holder._send_heartbeat(lock)                    # the holder learns it lost the lock
+    holder.send_heartbeats([lock])                    # the holder learns it lost the lock
     assert lock.status == DynamoDBLock.INVALID
     assert callback.codes == [DynamoDBLockError.LOCK_STOLEN]
 
@@ -99,7 +99,7 @@ def test_force_release_of_a_renewed_lock_deletes_nothing(engine: Any, clients: L
     operator = clients.make()
     lock = holder.acquire_lock('renewed-meanwhile')
     seen = operator.get_lock('renewed-meanwhile')
-    holder._send_heartbeat(lock)
+    holder.send_heartbeats([lock])
     assert operator.force_release_lock(seen) is False
     assert read_item(engine, 'renewed-meanwhile')['record_version_number'] == lock.record_version_number
     lock.release(best_effort=False)

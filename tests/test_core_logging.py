@@ -41,7 +41,7 @@ def test_successful_heartbeat_is_debug_only(engine: Any, clients: LockClients,
                                             caplog: pytest.LogCaptureFixture) -> None:
     client = clients.make()
     lock = client.acquire_lock('quiet-heartbeat')
-    assert levels_during(caplog, lambda: client._send_heartbeat(lock)) == {logging.DEBUG}
+    assert levels_during(caplog, lambda: client.send_heartbeats([lock])) == {logging.DEBUG}
 
 
 def test_waiting_polls_are_debug_only(engine: Any, clients: LockClients, caplog: pytest.LogCaptureFixture) -> None:
@@ -64,7 +64,7 @@ def test_stolen_is_a_warning(engine: Any, clients: LockClients, caplog: pytest.L
     engine.client.update_item(
         TableName=engine.table_name, Key={'lock_key': {'S': 'stolen-log'}, 'sort_key': {'S': '-'}},
         UpdateExpression='SET record_version_number = :v', ExpressionAttributeValues={':v': {'S': str(uuid.uuid4())}})
-    assert max(levels_during(caplog, lambda: client._send_heartbeat(lock))) == logging.WARNING
+    assert max(levels_during(caplog, lambda: client.send_heartbeats([lock]))) == logging.WARNING
 
 
 def test_in_danger_is_a_warning(engine: Any, clients: LockClients, caplog: pytest.LogCaptureFixture) -> None:
@@ -80,4 +80,4 @@ def test_failed_heartbeat_is_a_warning(engine: Any, clients: LockClients, caplog
     lock = client.acquire_lock('failed-heartbeat-log')
     with FaultInjector(engine.resource) as faults:
         faults.fail_calls('UpdateItem')
-        assert max(levels_during(caplog, lambda: client._send_heartbeat(lock))) == logging.WARNING
+        assert max(levels_during(caplog, lambda: client.send_heartbeats([lock]))) == logging.WARNING

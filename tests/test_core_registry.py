@@ -35,10 +35,10 @@ def test_reacquiring_a_force_released_key_invalidates_the_older_lock_object(engi
     assert client.force_release_lock(client.get_lock('reacquired')) is True
     second = client.acquire_lock('reacquired')
     assert is_registered(client, second) and second.status == DynamoDBLock.LOCKED
-    client._send_heartbeat(first)
+    client.send_heartbeats([first])
     assert first.status == DynamoDBLock.INVALID, 'the lock object that lost its row still claims to hold it'
     assert callback.codes == [STOLEN]
-    client._send_heartbeat(second)
+    client.send_heartbeats([second])
     assert second.status == DynamoDBLock.LOCKED
     assert read_item(engine, 'reacquired')['record_version_number'] == second.record_version_number
 
@@ -85,7 +85,7 @@ def test_registry_under_concurrent_acquire_and_release(local_engine: Any, local_
     for thread in threads:
         thread.join(60)
     assert errors == []
-    assert client._held_locks() == []
+    assert client.held_locks() == []
 
 
 def test_threads_of_one_client_take_turns_on_one_key(local_engine: Any, local_clients: LockClients) -> None:

@@ -7,9 +7,10 @@ import logging
 import threading
 from typing import Any, Dict, Iterator
 
+import botocore.config
 import pytest
 
-from python_dynamodb_lock._embedded import dummy_boto3_session
+from python_dynamodb_lock._embedded import default_client_config, dummy_boto3_session
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient
 
 MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
@@ -19,7 +20,8 @@ seconds = datetime.timedelta
 @pytest.fixture(scope='module')
 def offline_resource() -> Any:
     """A boto3 resource pointing at a closed local port: construction makes no calls."""
-    return dummy_boto3_session().resource('dynamodb', endpoint_url='http://127.0.0.1:9')
+    return dummy_boto3_session().resource('dynamodb', endpoint_url='http://127.0.0.1:9',
+                                          config=default_client_config())
 
 
 @pytest.fixture
@@ -106,6 +108,25 @@ def test_the_defaults_log_no_warning(make: Any, caplog: pytest.LogCaptureFixture
     make()
     make(heartbeat_tps=50)
     assert [record for record in caplog.records if record.levelno >= logging.WARNING] == []
+
+
+@pytest.mark.parametrize('connect, read, safe, warns', [
+    (60, 60, 20, True),        # botocore's defaults: one stuck attempt outlasts the safe period
+    (2, 15, 20, False),
+    (5, 15, 20, False),        # exactly the safe period: fine
+    (5, 16, 20, True),
+    (1, 3, 2, True),
+])
+def test_a_client_whose_timeouts_outlast_the_safe_period_warns(caplog: pytest.LogCaptureFixture, connect: float,
+                                                               read: float, safe: float, warns: bool) -> None:
+    caplog.set_level(logging.DEBUG, logger=MODULE)
+    config = botocore.config.Config(connect_timeout=connect, read_timeout=read)
+    resource = dummy_boto3_session().resource('dynamodb', endpoint_url='http://127.0.0.1:9', config=config)
+    client = DynamoDBLockClient(resource, safe_period=seconds(seconds=safe), heartbeat_period=seconds(seconds=1),
+                                lease_duration=seconds(seconds=max(30, 2 * safe)))
+    client.close()
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert any('read_timeout' in message and f'{float(safe)}' in message for message in warnings) == warns, warnings
 
 
 def test_fractional_periods_are_accepted(make: Any) -> None:

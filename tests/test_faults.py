@@ -41,7 +41,7 @@ pytestmark = pytest.mark.local
 
 DEFAULT_FAULT_TORTURE_ACQUISITIONS = 1500
 HEARTBEAT = 0.2
-SAFE_PERIOD = 1.0
+SAFE_PERIOD = 1.5
 LEASE = 4.0
 
 LOST_THEN_FAILED = [
@@ -469,8 +469,11 @@ def test_outage_longer_than_lease_warns_first_then_reports_the_theft(harness: Ha
     wait_until(stolen.is_set, timeout=lease)
     assert events == [DynamoDBLockError.LOCK_IN_DANGER, 'taken over', DynamoDBLockError.LOCK_STOLEN]
     assert lock.status == DynamoDBLock.INVALID
-    lock.release(best_effort=False)   # the documented no-op once the client knows
-    assert harness.row_version('job') == taken.record_version_number
+    with pytest.raises(DynamoDBLockError) as raised:   # a strict release says the lock was lost...
+        lock.release(best_effort=False)
+    assert raised.value.code == DynamoDBLockError.LOCK_STOLEN
+    assert raised.value.holder.record_version_number == taken.record_version_number
+    assert harness.row_version('job') == taken.record_version_number   # ...and leaves the new row alone
 
 
 def test_outage_after_an_applied_renewal_is_not_stolen(harness: Harness) -> None:

@@ -46,7 +46,7 @@ def test_heartbeat_renews_version_and_ttl_with_one_conditional_update(engine: An
     old_version = lock.record_version_number
     clock.advance(4)
     with CallRecorder(engine.resource) as calls:
-        client._send_heartbeat(lock)
+        client.send_heartbeats([lock])
     assert calls.operations() == ['UpdateItem']
     assert old_version in calls.calls[0].expression_values().values()
     assert lock.status == DynamoDBLock.LOCKED
@@ -66,14 +66,14 @@ def test_heartbeat_of_a_stolen_lock(engine: Any, clients: LockClients, caplog: p
     callback = CallbackRecorder()
     lock = client.acquire_lock('taken', app_callback=callback)
     thief_version = steal_row(engine, 'taken')
-    client._send_heartbeat(lock)
+    client.send_heartbeats([lock])
     assert lock.status == DynamoDBLock.INVALID
     assert not is_registered(client, lock)
     assert [(call.code, call.lock) for call in callback.calls] == [(STOLEN, lock)]
     assert read_item(engine, 'taken')['record_version_number'] == thief_version
     assert any(record.levelno == logging.WARNING and 'taken' in record.getMessage() for record in caplog.records)
     with CallRecorder(engine.resource) as calls:
-        client._send_heartbeat(lock)          # a forgotten lock is not heartbeated again
+        client.send_heartbeats([lock])          # a forgotten lock is not heartbeated again
     assert calls.calls == []
     assert callback.codes == [STOLEN]
 
@@ -84,7 +84,7 @@ def test_heartbeat_of_a_lock_whose_row_was_deleted_reports_it_stolen(engine: Any
     lock = client.acquire_lock('deleted-under-us', app_callback=callback)
     engine.client.delete_item(TableName=engine.table_name,
                               Key={'lock_key': {'S': 'deleted-under-us'}, 'sort_key': {'S': '-'}})
-    client._send_heartbeat(lock)
+    client.send_heartbeats([lock])
     assert lock.status == DynamoDBLock.INVALID
     assert callback.codes == [STOLEN]
     assert read_item(engine, 'deleted-under-us') is None     # the update did not recreate the row
@@ -103,7 +103,7 @@ def test_dynamodb_error_keeps_the_lock_then_in_danger_then_locked_again(
         faults.fail_calls('UpdateItem', code='ProvisionedThroughputExceededException', times=None)
         for _ in range(4):
             clock.advance(5)
-            client._send_heartbeat(lock)
+            client.send_heartbeats([lock])
             run_checker_round(client, clock)
             assert lock.status == DynamoDBLock.LOCKED        # 20 s without renewal: not yet
         assert lock.record_version_number == version
@@ -111,15 +111,15 @@ def test_dynamodb_error_keeps_the_lock_then_in_danger_then_locked_again(
         assert any(record.levelno == logging.WARNING and 'shaky' in record.getMessage()
                    for record in caplog.records)
         clock.advance(5)
-        client._send_heartbeat(lock)
+        client.send_heartbeats([lock])
         run_checker_round(client, clock)
         assert lock.status == DynamoDBLock.IN_DANGER           # 25 s > safe period
         assert callback.codes == [IN_DANGER]
         clock.advance(5)
-        client._send_heartbeat(lock)                          # IN_DANGER locks are still renewed...
+        client.send_heartbeats([lock])                          # IN_DANGER locks are still renewed...
         run_checker_round(client, clock)
         assert callback.codes == [IN_DANGER]                  # ...and reported only once
-    client._send_heartbeat(lock)                              # the first success
+    client.send_heartbeats([lock])                              # the first success
     assert lock.status == DynamoDBLock.LOCKED
     assert lock.record_version_number != version
     assert read_item(engine, 'shaky')['record_version_number'] == lock.record_version_number
@@ -137,7 +137,7 @@ def test_each_danger_episode_is_reported(engine: Any, clients: LockClients) -> N
         clock.advance(21)
         run_checker_round(client, clock)
         assert lock.status == DynamoDBLock.IN_DANGER
-        client._send_heartbeat(lock)
+        client.send_heartbeats([lock])
         assert lock.status == DynamoDBLock.LOCKED
     assert callback.codes == [IN_DANGER, IN_DANGER]
 
@@ -148,7 +148,7 @@ def test_heartbeat_on_a_deleted_table_keeps_the_lock_and_warns(engine: Any, clie
     client = clients.make()
     lock = client.acquire_lock('table-gone')
     engine.client.delete_table(TableName=engine.table_name)
-    client._send_heartbeat(lock)
+    client.send_heartbeats([lock])
     assert lock.status == DynamoDBLock.LOCKED
     assert any(record.levelno == logging.WARNING and engine.table_name in record.getMessage()
                for record in caplog.records)
@@ -163,7 +163,7 @@ def test_in_danger_lock_that_was_stolen_becomes_invalid(engine: Any, clients: Lo
     run_checker_round(client, clock)
     assert lock.status == DynamoDBLock.IN_DANGER
     steal_row(engine, 'danger-then-stolen')
-    client._send_heartbeat(lock)
+    client.send_heartbeats([lock])
     assert lock.status == DynamoDBLock.INVALID
     assert callback.codes == [IN_DANGER, STOLEN]
     assert not is_registered(client, lock)
@@ -189,11 +189,11 @@ def test_lost_heartbeat_answer_is_not_a_stolen_lock(engine: Any, clients: LockCl
     lock = client.acquire_lock('lost-answer', app_callback=callback)
     with FaultInjector(engine.resource) as faults:
         lost = faults.lose_answers('UpdateItem', retry=retry)
-        client._send_heartbeat(lock)
+        client.send_heartbeats([lock])
     assert lost.hits == 1
     assert lock.status == DynamoDBLock.LOCKED
     assert callback.calls == []
-    client._send_heartbeat(lock)                      # the next one goes through as well
+    client.send_heartbeats([lock])                      # the next one goes through as well
     assert lock.status == DynamoDBLock.LOCKED
     assert callback.calls == []
     assert read_item(engine, 'lost-answer')['record_version_number'] == lock.record_version_number
@@ -206,8 +206,8 @@ def test_several_lost_answers_in_a_row_then_success(engine: Any, clients: LockCl
     with FaultInjector(engine.resource) as faults:
         faults.lose_answers('UpdateItem', retry=False, times=3)
         for _ in range(3):
-            client._send_heartbeat(lock)
-    client._send_heartbeat(lock)
+            client.send_heartbeats([lock])
+    client.send_heartbeats([lock])
     assert lock.status == DynamoDBLock.LOCKED and callback.calls == []
     assert read_item(engine, 'many-lost')['record_version_number'] == lock.record_version_number
 
@@ -217,12 +217,12 @@ def lost_then_many_unknown_outcomes(engine: Any, client: Any, lock: Any, failure
     (they did not): the row's version is older than the recent unconfirmed ones."""
     with FaultInjector(engine.resource) as faults:
         faults.lose_answers('UpdateItem', retry=False)
-        client._send_heartbeat(lock)
+        client.send_heartbeats([lock])
     landed = read_item(engine, lock.partition_key)['record_version_number']
     with FaultInjector(engine.resource) as faults:
         faults.fail_calls('UpdateItem', code='InternalServerError', status=500, times=failures)
         for _ in range(failures):
-            client._send_heartbeat(lock)
+            client.send_heartbeats([lock])
     assert read_item(engine, lock.partition_key)['record_version_number'] == landed
     return landed
 
@@ -232,8 +232,8 @@ def test_an_old_unconfirmed_renewal_in_the_row_is_recognised_as_ours(engine: Any
     callback = CallbackRecorder()
     lock = client.acquire_lock('old-unconfirmed', app_callback=callback)
     lost_then_many_unknown_outcomes(engine, client, lock)
-    client._send_heartbeat(lock)
-    client._send_heartbeat(lock)
+    client.send_heartbeats([lock])
+    client.send_heartbeats([lock])
     assert lock.status == DynamoDBLock.LOCKED
     assert callback.calls == []
     assert read_item(engine, 'old-unconfirmed')['record_version_number'] == lock.record_version_number
@@ -245,9 +245,9 @@ def test_theft_after_a_lost_answer_is_still_detected(engine: Any, clients: LockC
     lock = client.acquire_lock('lost-then-stolen', app_callback=callback)
     with FaultInjector(engine.resource) as faults:
         faults.lose_answers('UpdateItem', retry=False)
-        client._send_heartbeat(lock)
+        client.send_heartbeats([lock])
     steal_row(engine, 'lost-then-stolen')
-    client._send_heartbeat(lock)
+    client.send_heartbeats([lock])
     assert lock.status == DynamoDBLock.INVALID
     assert callback.codes == [STOLEN]
 
@@ -256,16 +256,16 @@ def test_unexpected_error_in_a_heartbeat_is_logged_and_the_lock_kept(
         engine: Any, clients: LockClients, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger=MODULE)
-    client = clients.make()
+    clock = clients.clock
+    client = clients.make(hand_driven=False)
     lock = client.acquire_lock('weird-error')
-
-    def explode(*args: Any, **kwargs: Any) -> None:
-        raise RuntimeError('not a DynamoDB error')
-
-    monkeypatch.setattr(client._table, 'renew', explode)
-    client._heartbeat_task([lock])         # what the heartbeat pool runs: it must not raise
+    with FaultInjector(engine.resource) as faults:
+        fault = faults.raise_in_attempts('UpdateItem', lambda: RuntimeError('not a DynamoDB error'))
+        step(clock, 5, client)             # the heartbeat pool meets it: it must not die of it
+    assert fault.hits == 1
     assert lock.status == DynamoDBLock.LOCKED and is_registered(client, lock)
     assert any(record.exc_info and isinstance(record.exc_info[1], RuntimeError) for record in caplog.records)
+    assert all(thread.is_alive() for thread in background_threads(client))
 
 
 def test_heartbeat_of_a_released_lock_makes_no_call(engine: Any, clients: LockClients) -> None:
@@ -273,7 +273,7 @@ def test_heartbeat_of_a_released_lock_makes_no_call(engine: Any, clients: LockCl
     lock = client.acquire_lock('released')
     lock.release()
     with CallRecorder(engine.resource) as calls:
-        client._send_heartbeat(lock)
+        client.send_heartbeats([lock])
     assert calls.calls == []
 
 
@@ -288,7 +288,7 @@ def test_no_callback_means_nothing_is_submitted(engine: Any, clients: LockClient
     clock.advance(21)
     run_checker_round(client, clock)
     steal_row(engine, 'no-callback-stolen')
-    client._send_heartbeat(stolen)
+    client.send_heartbeats([stolen])
     assert (danger.status, stolen.status) == (DynamoDBLock.IN_DANGER, DynamoDBLock.INVALID)
     assert executor.submission_count == 0
 
@@ -299,7 +299,7 @@ def test_callbacks_run_on_the_executor_not_on_the_heartbeat_thread(engine: Any, 
     callback = CallbackRecorder()
     lock = client.acquire_lock('deferred', app_callback=callback)
     steal_row(engine, 'deferred')
-    client._send_heartbeat(lock)
+    client.send_heartbeats([lock])
     assert executor.submission_count == 1
     assert callback.calls == []                 # not run by the heartbeat itself
     assert executor.run_pending() == 1
@@ -311,7 +311,7 @@ def test_callbacks_run_on_the_default_executor_threads(engine: Any, clients: Loc
     callback = CallbackRecorder()
     lock = client.acquire_lock('default-executor', app_callback=callback)
     steal_row(engine, 'default-executor')
-    client._send_heartbeat(lock)
+    client.send_heartbeats([lock])
     assert callback.called.wait(10)
     assert callback.calls[0].thread != threading.current_thread().name
     assert callback.calls[0].thread.startswith('DynamoDBLockClient-callback')
@@ -326,7 +326,7 @@ def test_a_raising_callback_is_logged_and_later_callbacks_still_run(
     first = client.acquire_lock('raising-1', app_callback=callback)
     second = client.acquire_lock('raising-2', app_callback=callback)
     steal_row(engine, 'raising-1')
-    client._send_heartbeat(first)
+    client.send_heartbeats([first])
     clock.advance(21)
     run_checker_round(client, clock)
     assert [(call.code, call.lock) for call in callback.calls] == [(STOLEN, first), (IN_DANGER, second)]
@@ -334,7 +334,7 @@ def test_a_raising_callback_is_logged_and_later_callbacks_still_run(
                 if record.exc_info and isinstance(record.exc_info[1], RuntimeError)]
     assert len(failures) == 2
     assert second.status == DynamoDBLock.IN_DANGER
-    client._send_heartbeat(second)
+    client.send_heartbeats([second])
     assert second.status == DynamoDBLock.LOCKED
 
 
@@ -345,7 +345,7 @@ def test_a_failing_executor_does_not_break_the_heartbeat(engine: Any, clients: L
     callback = CallbackRecorder()
     lock = client.acquire_lock('no-executor', app_callback=callback)
     steal_row(engine, 'no-executor')
-    client._send_heartbeat(lock)
+    client.send_heartbeats([lock])
     assert lock.status == DynamoDBLock.INVALID
     assert callback.calls == []
 
@@ -401,8 +401,11 @@ def test_in_danger_via_the_threads_keeps_being_renewed_and_recovers(engine: Any,
     lock = client.acquire_lock('recovers', app_callback=callback)
     with FaultInjector(engine.resource) as faults:
         failing = faults.fail_calls('UpdateItem', code='InternalServerError', status=500, times=None)
-        step(clock, 24, client)
+        step(clock, 20, client)
         assert lock.status == DynamoDBLock.LOCKED
+        step(clock, 4, client)                   # +24: past the safe period, as read now...
+        assert lock.status == DynamoDBLock.IN_DANGER
+        assert callback.codes == []              # ...though the checker has not run yet
         step(clock, 1, client)                   # checker at +25 s: 25 > 20
         assert lock.status == DynamoDBLock.IN_DANGER
         assert callback.codes == [IN_DANGER]
@@ -442,18 +445,11 @@ def test_threads_survive_errors_and_later_rounds_still_run(
     else:
         error = ClientError({'Error': {'Code': 'InternalServerError', 'Message': 'x'},
                              'ResponseMetadata': {'HTTPStatusCode': 500}}, 'UpdateItem')
-    original_renew = client._table.renew
-    attempts: list = []
-
-    def broken_renew(*args: Any, **kwargs: Any) -> None:
-        attempts.append(clock.monotonic())
-        raise error
-
-    monkeypatch.setattr(client._table, 'renew', broken_renew)
-    step(clock, 15, client)
-    assert len(attempts) == 3
+    with FaultInjector(engine.resource) as faults:
+        fault = faults.raise_in_attempts('UpdateItem', lambda: error, times=None)
+        step(clock, 15, client)
+    assert fault.hits >= 3      # every round tried again (botocore may retry a 500 within a round)
     assert all(thread.is_alive() for thread in background_threads(client))
-    monkeypatch.setattr(client._table, 'renew', original_renew)
     step(clock, 5, client)
     assert lock.status == DynamoDBLock.LOCKED
     assert read_item(engine, 'survivor')['record_version_number'] == lock.record_version_number
@@ -465,16 +461,18 @@ def test_loops_survive_an_error_in_a_round(engine: Any, clients: LockClients, mo
     clock = clients.clock
     client = clients.make(hand_driven=False)
     lock = client.acquire_lock('round-error')
-    original = client._held_locks
     failures: list = []
+    real_monotonic = clock.monotonic
+    loop_names = {thread.name for thread in background_threads(client)}
 
-    def fails_twice() -> list:
-        if len(failures) < 2:
-            failures.append(threading.current_thread().name)
-            raise RuntimeError('registry trouble')
-        return original()
+    def fails_once_per_loop() -> float:
+        name = threading.current_thread().name
+        if name in loop_names and name not in failures:
+            failures.append(name)
+            raise RuntimeError('clock trouble')
+        return real_monotonic()
 
-    monkeypatch.setattr(client, '_held_locks', fails_twice)
+    monkeypatch.setattr(clock, 'monotonic', fails_once_per_loop)   # the next round of each loop fails
     with CallRecorder(engine.resource, clock) as calls:
         step(clock, 15, client)
     assert sorted(failures) == sorted(thread.name for thread in background_threads(client))

@@ -26,7 +26,7 @@ from helpers import (
     steal_row,
     wait_until,
 )
-from python_dynamodb_lock._store import ConditionFailed, LockTable, outcome_unknown
+from python_dynamodb_lock._core.answers import Applied, Failed, Refused, judge_batch
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
 
 MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
@@ -42,7 +42,7 @@ def rewrite_batch_answers(client: DynamoDBLockClient, monkeypatch: pytest.Monkey
     ``rewrite`` gets the statements and a function sending a (possibly changed) list of
     statements to the engine; it returns the response the lock client should see.
     """
-    low_level = client._table.client
+    low_level = client._dynamodb_resource.meta.client
     real_call = low_level.batch_execute_statement
 
     def call(Statements: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -73,8 +73,8 @@ def test_one_call_renews_up_to_25_locks(local_engine: Any, local_clients: LockCl
     locks = [client.acquire_lock(f'batched-{index}') for index in range(30)]
     old_versions = [lock.record_version_number for lock in locks]
     with CallRecorder(local_engine.resource) as calls:
-        client._send_heartbeat_batch(locks[:25])
-        client._send_heartbeat_batch(locks[25:])
+        client.send_heartbeats(locks[:25])
+        client.send_heartbeats(locks[25:])
     assert calls.operations() == ['BatchExecuteStatement', 'BatchExecuteStatement']
     assert [len(call.params['Statements']) for call in calls.calls] == [25, 5]
     for lock, old_version in zip(locks, old_versions):
@@ -94,7 +94,7 @@ def test_stolen_and_vanished_locks_in_a_batch_are_reported_and_the_rest_renewed(
     thief_version = steal_row(local_engine, 'stolen')
     local_engine.client.delete_item(TableName=local_engine.table_name,
                                     Key={'lock_key': {'S': 'vanished'}, 'sort_key': {'S': '-'}})
-    client._send_heartbeat_batch(list(locks.values()))
+    client.send_heartbeats(list(locks.values()))
 
     for name in ('stolen', 'vanished'):
         assert locks[name].status == DynamoDBLock.INVALID
@@ -133,7 +133,7 @@ def test_a_lost_answer_to_a_batch_does_not_look_like_a_theft(local_engine: Any,
     locks = [client.acquire_lock(f'lost-{index}', app_callback=callback) for index in range(3)]
     with FaultInjector(local_engine.resource) as faults:
         lost = faults.lose_answers('BatchExecuteStatement', times=1, retry=True)
-        client._send_heartbeat_batch(locks)
+        client.send_heartbeats(locks)
     assert lost.hits == 1
     assert callback.codes == []
     assert_held_and_current(local_engine, locks)
@@ -153,14 +153,14 @@ def test_a_statement_with_an_unknown_outcome_is_remembered_and_the_next_heartbea
         return response
 
     rewrite_batch_answers(client, monkeypatch, report_an_internal_error_for_the_second)
-    client._send_heartbeat_batch(locks)
+    client.send_heartbeats(locks)
     landed = read_item(local_engine, 'unknown-1')['record_version_number']
     assert landed != held_version                       # applied, though reported as failed
     assert locks[1].record_version_number == held_version
-    assert locks[1]._unconfirmed_versions == [landed]
+    assert locks[1]._state.unconfirmed == [landed]
     assert locks[1].status == DynamoDBLock.LOCKED
     monkeypatch.undo()
-    client._send_heartbeat_batch(locks)                 # conditioned on both versions
+    client.send_heartbeats(locks)                 # conditioned on both versions
     assert callback.codes == []
     assert_held_and_current(local_engine, locks)
 
@@ -193,12 +193,12 @@ def test_a_throttled_statement_is_sent_again_after_a_short_backoff(
     rewrite_batch_answers(client, monkeypatch, throttle_first_statement(times=2, asked=asked))
     with clock.auto_advance_in_current_thread():
         started = clock.monotonic()
-        client._send_heartbeat_batch(locks)
+        client.send_heartbeats(locks)
     # 3 statements, then the throttled one again twice, 50 ms and 100 ms later.
     assert asked == [3, 1, 1]
     assert clock.monotonic() - started == pytest.approx(0.15)
     assert_held_and_current(local_engine, locks)
-    assert all(lock._unconfirmed_versions == [] for lock in locks)
+    assert all(lock._state.unconfirmed == [] for lock in locks)
 
 
 def test_a_statement_throttled_every_time_is_not_applied_and_the_lock_goes_in_danger_until_renewed(
@@ -214,15 +214,15 @@ def test_a_statement_throttled_every_time_is_not_applied_and_the_lock_goes_in_da
     with clock.auto_advance_in_current_thread():
         for _ in range(5):                              # 25 s of refused renewals of the first lock
             clock.advance(5)
-            client._send_heartbeat_batch(locks)
+            client.send_heartbeats(locks)
     assert read_item(local_engine, 'throttled-0')['record_version_number'] == held_version
-    assert locks[0]._unconfirmed_versions == []         # a refusal: nothing to remember
+    assert locks[0]._state.unconfirmed == []         # a refusal: nothing to remember
     assert any('ThrottlingError' in record.getMessage() for record in caplog.records)
     run_checker_round(client, clock)
     assert locks[0].status == DynamoDBLock.IN_DANGER and callback.codes == [IN_DANGER]
     assert [lock.status for lock in locks[1:]] == [DynamoDBLock.LOCKED] * 2
     monkeypatch.undo()
-    client._send_heartbeat_batch(locks)
+    client.send_heartbeats(locks)
     assert locks[0].status == DynamoDBLock.LOCKED
     assert read_item(local_engine, 'throttled-0')['record_version_number'] == locks[0].record_version_number
 
@@ -235,7 +235,7 @@ def test_closing_stops_the_retries_of_a_batch(local_engine: Any, local_clients: 
     asked: List[int] = []
     rewrite_batch_answers(client, monkeypatch, throttle_first_statement(times=1_000, asked=asked))
     client._shutdown.set()                              # what close() sets first
-    client._send_heartbeat_batch(locks)                 # the ManualClock never moves: no sleep may block
+    client.send_heartbeats(locks)                 # the ManualClock never moves: no sleep may block
     assert asked == [2]
     assert locks[0].record_version_number == held_version
     assert read_item(local_engine, 'closing-1')['record_version_number'] == locks[1].record_version_number
@@ -272,7 +272,7 @@ def test_a_lock_being_released_is_not_waited_for_by_the_batch(local_engine: Any,
         assert locks[1].thread_lock.acquire(timeout=5)
         released = False
         try:
-            sender = threading.Thread(target=client._send_heartbeat_batch, args=(locks,))
+            sender = threading.Thread(target=client.send_heartbeats, args=(locks,))
             sender.start()
             # The batch of the two free locks goes out while lock 1 is busy.
             wait_until(lambda: calls.count('BatchExecuteStatement') == 1)
@@ -287,21 +287,27 @@ def test_a_lock_being_released_is_not_waited_for_by_the_batch(local_engine: Any,
         assert read_item(local_engine, lock.partition_key)['record_version_number'] == lock.record_version_number
 
 
+def batch_answer(error: Optional[Dict[str, Any]], retry_attempts: int = 0) -> Any:
+    """The answer to one statement of a successful batch whose statement answered ``error``."""
+    response = {'Responses': [{'Error': error} if error else {}],
+                'ResponseMetadata': {'HTTPStatusCode': 200, 'RetryAttempts': retry_attempts}}
+    (answer,) = judge_batch(response, 1)
+    return answer
+
+
 def test_statement_outcomes_are_classified_like_single_calls() -> None:
-    metadata = {'HTTPStatusCode': 200, 'RetryAttempts': 0}
-    assert LockTable._statement_outcome(None, metadata, False) is None
-    refused = LockTable._statement_outcome(
-        {'Code': 'ConditionalCheckFailed', 'Item': {'record_version_number': 'v'}}, metadata, False)
-    assert isinstance(refused, ConditionFailed) and refused.item == {'record_version_number': 'v'}
+    assert isinstance(batch_answer(None), Applied)
+    refused = batch_answer({'Code': 'ConditionalCheckFailed', 'Item': {'record_version_number': 'v'}})
+    assert isinstance(refused, Refused) and refused.item == {'record_version_number': 'v'}
     assert not refused.retried
     for code in ('ThrottlingError', 'ProvisionedThroughputExceeded', 'RequestLimitExceeded',
                  'ValidationError', 'ResourceNotFound', 'TransactionConflict'):
-        assert not outcome_unknown(LockTable._statement_outcome({'Code': code}, metadata, False)), code
-    assert outcome_unknown(LockTable._statement_outcome({'Code': 'InternalServerError'}, metadata, False))
+        answer = batch_answer({'Code': code})
+        assert isinstance(answer, Failed) and not answer.maybe_applied, code
+    assert batch_answer({'Code': 'InternalServerError'}).maybe_applied
     # After botocore retried the whole call, an earlier attempt may have applied any statement.
-    retried = {'HTTPStatusCode': 200, 'RetryAttempts': 1}
-    assert outcome_unknown(LockTable._statement_outcome({'Code': 'ThrottlingError'}, retried, True))
-    assert LockTable._statement_outcome({'Code': 'ConditionalCheckFailed'}, retried, True).retried
+    assert batch_answer({'Code': 'ThrottlingError'}, retry_attempts=1).maybe_applied
+    assert batch_answer({'Code': 'ConditionalCheckFailed'}, retry_attempts=1).retried
 
 
 def test_a_failure_settling_one_lock_does_not_leave_the_others_of_the_batch_unsettled(
@@ -311,22 +317,19 @@ def test_a_failure_settling_one_lock_does_not_leave_the_others_of_the_batch_unse
     client = local_clients.make(heartbeat_batch_size=5)
     callback = CallbackRecorder()
     locks = [client.acquire_lock(f'settle-{index}', app_callback=callback) for index in range(3)]
-    real_settle = client._settle_heartbeat
 
-    def settle(lock: DynamoDBLock, *args: Any) -> None:
-        if lock is locks[0]:
-            raise RuntimeError('injected')
-        real_settle(lock, *args)
+    def settle(*args: Any) -> None:
+        raise RuntimeError('injected')
 
-    monkeypatch.setattr(client, '_settle_heartbeat', settle)
-    client._send_heartbeat_batch(locks)
+    monkeypatch.setattr(locks[0]._state, 'settle_renewal', settle)   # a bug while settling one lock
+    client.send_heartbeats(locks)
     assert any(record.exc_info and isinstance(record.exc_info[1], RuntimeError) for record in caplog.records)
     for lock in locks[1:]:
         assert read_item(local_engine, lock.partition_key)['record_version_number'] == lock.record_version_number
     written = read_item(local_engine, 'settle-0')['record_version_number']
-    assert locks[0]._unconfirmed_versions == [written]
+    assert locks[0]._state.unconfirmed == [written]
     monkeypatch.undo()
-    client._send_heartbeat_batch(locks)                 # the unsettled renewal is no theft
+    client.send_heartbeats(locks)                 # the unsettled renewal is no theft
     assert callback.codes == []
     assert all(lock.status == DynamoDBLock.LOCKED for lock in locks)
     assert read_item(local_engine, 'settle-0')['record_version_number'] == locks[0].record_version_number
@@ -338,7 +341,7 @@ def test_attribute_names_are_quoted_in_the_statements(local_engine: Any, local_c
     locks = [client.acquire_lock(f'quoted-{index}') for index in range(2)]
     old_expiry = [lock.expiry_time for lock in locks]
     local_clients.clock.advance(60)
-    client._send_heartbeat_batch(locks)
+    client.send_heartbeats(locks)
     for lock, expiry in zip(locks, old_expiry):
         row = read_item(local_engine, lock.partition_key)
         assert lock.status == DynamoDBLock.LOCKED and lock.expiry_time > expiry

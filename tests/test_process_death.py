@@ -163,9 +163,11 @@ def test_paused_holder_is_told_its_lock_was_stolen(
     stolen = [event for event in resumed['skipped'] + seen['skipped']
               if event['event'] == 'callback' and event['code'] == DynamoDBLockError.LOCK_STOLEN]
     assert len(stolen) == 1 and stolen[0]['status'] == DynamoDBLock.INVALID
-    # Once the client knows, a strict release is the documented no-op: nothing raised, nothing deleted.
-    released = holder.wait_for('released', timeout=30)
-    assert released['status_before'] == DynamoDBLock.INVALID
+    # Once the client knows, a strict release says so (LOCK_STOLEN, naming the new holder) and
+    # deletes nothing.
+    failed = holder.wait_for('release_failed', timeout=30)
+    assert failed['status_before'] == DynamoDBLock.INVALID
+    assert failed['code'] == DynamoDBLockError.LOCK_STOLEN and contender._owner_name in failed['message']
 
     holder.send('exit')
     done = holder.wait_for('done', timeout=30)

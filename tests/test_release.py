@@ -120,7 +120,7 @@ def test_strict_release_error_is_unknown_and_keeps_the_lock_held(engine: Any, cl
     assert is_registered(client, lock)
     assert read_item(engine, 'sticky')['record_version_number'] == lock.record_version_number
     with CallRecorder(engine.resource) as calls:
-        client._send_heartbeat(lock)          # still kept alive
+        client.send_heartbeats([lock])          # still kept alive
     assert calls.operations() == ['UpdateItem']
     assert lock.status == DynamoDBLock.LOCKED
     client.release_lock(lock, best_effort=False)   # and the release can be retried
@@ -142,7 +142,7 @@ def test_best_effort_release_error_forgets_the_lock(engine: Any, clients: LockCl
     assert read_item(engine, 'forgotten') is not None      # left to expire or be taken over
     assert any(record.levelno == logging.WARNING for record in caplog.records)
     with CallRecorder(engine.resource) as calls:
-        client._send_heartbeat(lock)
+        client.send_heartbeats([lock])
     assert calls.calls == []                                  # no longer heartbeated
 
 
@@ -181,7 +181,7 @@ def test_release_after_a_lost_heartbeat_answer(engine: Any, clients: LockClients
     lock = client.acquire_lock('unconfirmed')
     with FaultInjector(engine.resource) as faults:
         faults.lose_answers('UpdateItem', retry=False)
-        client._send_heartbeat(lock)
+        client.send_heartbeats([lock])
     assert read_item(engine, 'unconfirmed')['record_version_number'] != lock.record_version_number
     client.release_lock(lock, best_effort=False)
     assert read_item(engine, 'unconfirmed') is None
@@ -193,10 +193,10 @@ def test_release_when_the_row_holds_an_old_unconfirmed_renewal(engine: Any, clie
     lock = client.acquire_lock('old-unconfirmed-release')
     with FaultInjector(engine.resource) as faults:
         faults.lose_answers('UpdateItem', retry=False)
-        client._send_heartbeat(lock)
+        client.send_heartbeats([lock])
         faults.fail_calls('UpdateItem', code='InternalServerError', status=500, times=25)
         for _ in range(25):
-            client._send_heartbeat(lock)
+            client.send_heartbeats([lock])
     client.release_lock(lock, best_effort=False)
     assert lock.status == DynamoDBLock.RELEASED
     assert read_item(engine, 'old-unconfirmed-release') is None
@@ -239,14 +239,14 @@ def test_an_older_lock_object_cannot_release_or_stop_a_newer_lock(engine: Any, c
         client.release_lock(stale, best_effort=True)            # not the registered object: silent
         with pytest.raises(DynamoDBLockError) as raised:
             client.release_lock(stale, best_effort=False)
-        client._send_heartbeat(old)
-        client._send_heartbeat(stale)
+        client.send_heartbeats([old])
+        client.send_heartbeats([stale])
     assert raised.value.code == DynamoDBLockError.LOCK_NOT_OWNED
     assert calls.calls == []
     assert is_registered(client, new)
     assert read_item(engine, 'reused-key')['record_version_number'] == new.record_version_number
     previous_version = new.record_version_number
-    client._send_heartbeat(new)                                 # the new lock is still heartbeated
+    client.send_heartbeats([new])                                 # the new lock is still heartbeated
     assert new.status == DynamoDBLock.LOCKED
     assert new.record_version_number != previous_version
     assert read_item(engine, 'reused-key')['record_version_number'] == new.record_version_number
@@ -256,12 +256,15 @@ def test_a_stolen_lock_object_does_not_disturb_the_reacquired_lock(engine: Any, 
     client = clients.make()
     old = client.acquire_lock('stolen-then-back')
     steal_row(engine, 'stolen-then-back')
-    client._send_heartbeat(old)
+    client.send_heartbeats([old])
     assert old.status == DynamoDBLock.INVALID
     delete_row(engine, 'stolen-then-back')                     # the thief releases
     new = client.acquire_lock('stolen-then-back')
-    for best_effort in (True, False):
-        client.release_lock(old, best_effort=best_effort)
-    client._send_heartbeat(old)
+    client.release_lock(old, best_effort=True)                  # silent
+    with pytest.raises(DynamoDBLockError) as raised:            # strict: says the lock was lost
+        client.release_lock(old, best_effort=False)
+    assert raised.value.code == DynamoDBLockError.LOCK_STOLEN
+    assert raised.value.holder.owner_name == 'thief'
+    client.send_heartbeats([old])
     assert is_registered(client, new) and new.status == DynamoDBLock.LOCKED
     assert read_item(engine, 'stolen-then-back')['record_version_number'] == new.record_version_number

@@ -1,0 +1,221 @@
+"""What the threaded and the asyncio clients share that does no I/O.
+
+:class:`ClientCore` holds a client's settings, registry and observer, steps protocols (handling
+the effects that need no I/O: events and registry updates) and applies the core's verdicts to
+lock objects. A driver adds only what waits: sending requests, sleeping, running background
+rounds, and serialising the operations on one lock.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import urllib.parse
+from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar
+
+from ._config import AcquireArguments, Settings
+from ._core.acquire import AcquireAttempt, TimedOut, Written
+from ._core.effects import Emit, Protocol
+from ._core.events import Event, Kind
+from ._core.heartbeat import Batching, HeartbeatSettings, Unregister
+from ._core.messages import describe_key
+from ._core.release import ReleaseVerdict
+from ._core.state import Status
+from ._errors import DynamoDBLockError, Reason
+from ._observe import Observer
+from ._registry import Registry
+from ._schema import Item, Schema
+
+__all__ = ['ClientCore', 'Done', 'unique_identifier_of']
+
+T = TypeVar('T')
+L = TypeVar('L')
+
+
+@dataclasses.dataclass(frozen=True)
+class Done:
+    """A protocol has finished with ``value``."""
+
+    value: Any
+
+
+class ClientCore(Generic[L]):
+    """Shared state and glue of a lock client. Subclasses are the drivers."""
+
+    _settings: Settings
+    _schema: Schema
+    _registry: 'Registry[L]'
+    _observer: Observer
+    _batching: Batching
+    _heartbeat_settings: HeartbeatSettings
+    _clock: Any
+    _pid: int
+
+    def _init_core(self, settings: Settings, clock: Any, observer: Observer) -> None:
+        self._settings = settings
+        self._schema = settings.schema
+        self._clock = clock
+        self._observer = observer
+        self._registry = Registry()
+        self._batching = Batching(settings.heartbeat_batch_size)
+        self._heartbeat_settings = HeartbeatSettings(
+            settings.schema, settings.heartbeat_period, settings.safe_period, settings.expiry_period,
+            settings.heartbeat_tps, settings.heartbeat_batch_size)
+        self._pid = os.getpid()
+        self._heartbeats_in_flight: Set[Any] = set()
+        self._in_flight_guard = threading.Lock()
+
+    # -- stepping protocols ------------------------------------------------------------
+
+    def _advance(self, protocol: Protocol[Any], value: Any, thrown: Optional[BaseException] = None) -> Any:
+        """Send ``value`` (or throw ``thrown``) into ``protocol`` and run it up to its next effect
+        that needs I/O.
+
+        Events and registry updates are handled here; the effect returned is a Call, Sleep or
+        Submit for the driver, or :class:`Done` with the protocol's result.
+        """
+        while True:
+            try:
+                if thrown is not None:
+                    effect, thrown = protocol.throw(thrown), None
+                else:
+                    effect = protocol.send(value)
+            except StopIteration as finished:
+                return Done(finished.value)
+            if isinstance(effect, Emit):
+                self._observer.emit(effect.event)
+                value = None
+            elif isinstance(effect, Unregister):
+                self._unregister(effect.lock)
+                value = None
+            else:
+                return effect
+
+    def _take_due(self, locks: Sequence[Any]) -> List[Any]:
+        """The locks of a group whose previous heartbeat is no longer in flight, now marked in
+        flight; the others are reported and skipped."""
+        with self._in_flight_guard:
+            due = [lock for lock in locks if lock not in self._heartbeats_in_flight]
+            self._heartbeats_in_flight.update(due)
+        for lock in locks:
+            if lock not in due:
+                self._emit(Kind.HEARTBEAT_IN_FLIGHT, lock)
+        return due
+
+    def _done_with(self, locks: Sequence[Any], failure: Optional[BaseException] = None) -> None:
+        """Heartbeats of ``locks`` have ended (``failure``: with an unexpected exception)."""
+        if failure is not None:
+            self._emit(Kind.HEARTBEAT_TASK_FAILED, keys=', '.join(lock.unique_identifier for lock in locks),
+                       exception=failure)
+        with self._in_flight_guard:
+            self._heartbeats_in_flight.difference_update(locks)
+
+    def _emit(self, kind: Kind, lock: Any = None, key: str = '', **fields: Any) -> None:
+        self._observer.emit(Event(kind, key or getattr(lock, 'unique_identifier', ''), lock, fields))
+
+    # -- processes ---------------------------------------------------------------------
+
+    def _check_process(self) -> None:
+        """Refuse to work in a process forked from the one that made the client.
+
+        A forked child has none of the client's background threads, and shares the parent's
+        connection pool and held locks: it could neither keep a lock alive nor tell its locks
+        from the parent's. The client must be created after forking.
+        """
+        if os.getpid() != self._pid:
+            raise DynamoDBLockError(
+                DynamoDBLockError.UNKNOWN,
+                f'This lock client was created in process {self._pid} and cannot be used in process '
+                f'{os.getpid()}, a fork of it: create the boto3 resource and the lock client after '
+                'forking (for example in a gunicorn post_fork hook or a Celery worker_process_init signal)',
+                reason=Reason.FORKED,
+            )
+
+    # -- acquiring ---------------------------------------------------------------------
+
+    def _attempt(self, partition_key: str, sort_key: str, arguments: AcquireArguments) -> AcquireAttempt:
+        unique_identifier = unique_identifier_of(partition_key, sort_key)
+        return AcquireAttempt(self._schema, partition_key, sort_key, unique_identifier, arguments.item_template,
+                              arguments.retry_period, arguments.retry_timeout, self._settings.expiry_period,
+                              self._settings.lease_duration)
+
+    def _adopt(self, written: Written, app_callback: Any, raise_context_exception: bool,
+               make_lock: Callable[..., L]) -> Tuple[L, Optional[L]]:
+        """Make the lock object for a row we wrote and register it.
+
+        :returns: the lock, and the older lock object of this client on the same key that it
+            replaced, if any: the driver settles that one with :meth:`_settle_replaced` while
+            holding its mutex, so that a release of it still under way finishes first.
+        """
+        fields = self._schema.lock_fields(written.item, self._settings.lease_duration)
+        lock = make_lock(**fields, app_callback=app_callback, raise_context_exception=raise_context_exception)
+        state = lock._state  # type: ignore[attr-defined]
+        state.acquired(written.attempt_started)
+        previous = self._registry.register(lock, lock.unique_identifier)  # type: ignore[attr-defined]
+        self._emit(Kind.ACQUIRED, lock, version=state.version)
+        return lock, previous
+
+    def _settle_replaced(self, previous: Any) -> None:
+        """An older lock object of this client on the same key, whose row our put just replaced."""
+        final = previous._state.replaced_by_new_acquisition()
+        if final == Status.RELEASED:
+            self._emit(Kind.REPLACED_RELEASED, previous)
+        elif final == Status.INVALID:
+            self._emit(Kind.REPLACED_LOST, previous)
+
+    def _timeout_error(self, attempt: AcquireAttempt, timed_out: TimedOut) -> DynamoDBLockError:
+        return DynamoDBLockError(
+            DynamoDBLockError.ACQUIRE_TIMEOUT,
+            f'Could not acquire {describe_key(self._schema, attempt.partition_key, attempt.sort_key)} within '
+            f'{attempt.retry_timeout}s: held by {Schema.owner_of(timed_out.blocking)}',
+            holder=self._describe_row(timed_out.blocking),
+        )
+
+    # -- releasing ---------------------------------------------------------------------
+
+    def _owns(self, lock: Any) -> bool:
+        return lock.lock_client is self and self._registry.holds(lock, lock.unique_identifier)
+
+    def _apply_release(self, lock: Any, verdict: ReleaseVerdict) -> None:
+        """Apply a release verdict to ``lock``; raise its error, if any."""
+        if verdict.final_status is not None:
+            lock._state.forget(verdict.final_status, verdict.loss)
+            self._unregister(lock)
+        row = verdict.loss.row if verdict.loss else None
+        self._emit(verdict.event, lock, status=lock._state.status, owner=Schema.owner_of(row),
+                   error=verdict.error.message if verdict.error else '', lease=lock.lease_duration)
+        if verdict.error is not None:
+            raise self._public_error(verdict.error)
+
+    def _unregister(self, lock: Any) -> None:
+        self._registry.forget(lock, lock.unique_identifier)
+        self._registry.wake_longest_waiting(lock.unique_identifier)
+
+    # -- conversions -------------------------------------------------------------------
+
+    def _describe_row(self, row: Optional[Mapping[str, Any]]) -> Any:
+        """A ``BaseDynamoDBLock`` for a row (None for no row); the lock attributes a row lacks
+        (one written by another program) read as empty."""
+        if not row:
+            return None
+        return self._base_lock_class(**self._schema.lock_fields(row, self._settings.lease_duration))
+
+    def _public_error(self, error: DynamoDBLockError) -> DynamoDBLockError:
+        """The error with ``holder`` as a ``BaseDynamoDBLock`` instead of a raw row."""
+        if isinstance(error.holder, dict):
+            error.holder = self._describe_row(error.holder)
+        return error
+
+    def _rows_to_locks(self, items: List[Dict[str, Any]]) -> List[Any]:
+        return [self._describe_row(item) for item in items if self._schema.is_lock_row(item)]
+
+    _base_lock_class: Any = None   # set by the public module: BaseDynamoDBLock
+
+    def _item_of(self, lock: Any) -> Item:
+        return self._schema.lock_item(lock.partition_key, lock.sort_key, lock.owner_name, lock.lease_duration,
+                                      lock.record_version_number, lock.expiry_time, lock.additional_attributes)
+
+
+def unique_identifier_of(partition_key: str, sort_key: str) -> str:
+    """``quote(partition_key) + '|' + quote(sort_key)``, as the published package names locks."""
+    return urllib.parse.quote(partition_key) + '|' + urllib.parse.quote(sort_key)

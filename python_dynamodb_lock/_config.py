@@ -1,0 +1,198 @@
+"""Validated settings: everything a client is told at construction and per acquisition,
+checked before anything is written, with a clear ``TypeError``/``ValueError`` naming the
+argument. Unsafe but workable settings produce warnings (returned, for the client to log).
+"""
+from __future__ import annotations
+
+import dataclasses
+import socket
+import uuid
+from typing import Any, Callable, List, Mapping, Optional, Tuple
+
+from boto3.dynamodb.types import TypeSerializer
+
+from . import _validation as validation
+from ._requests import MAX_BATCH_STATEMENTS
+from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, Item, Schema
+
+__all__ = ['AcquireArguments', 'Settings', 'acquire_arguments', 'client_timeout_warning', 'make_settings']
+
+_serializer = TypeSerializer()
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """A client's validated configuration; periods in seconds."""
+
+    schema: Schema
+    owner_name: str
+    heartbeat_period: float
+    safe_period: float
+    lease_duration: float
+    expiry_period: float
+    heartbeat_tps: float
+    heartbeat_workers: int
+    heartbeat_batch_size: int
+    warnings: Tuple[str, ...] = ()
+
+
+def make_settings(
+    *,
+    low_level_client: Any,
+    table_name: Any,
+    partition_key_name: Any,
+    sort_key_name: Any,
+    ttl_attribute_name: Any,
+    owner_name: Any,
+    heartbeat_period: Any,
+    safe_period: Any,
+    lease_duration: Any,
+    expiry_period: Any,
+    heartbeat_tps: Any,
+    heartbeat_workers: Any,
+    heartbeat_batch_size: Any,
+) -> Settings:
+    """Check the constructor's arguments; raise for impossible ones, collect warnings for risky ones."""
+    validation.require_text('table_name', table_name)
+    attribute_names = {
+        'partition_key_name': validation.require_attribute_name('partition_key_name', partition_key_name),
+        'sort_key_name': validation.require_attribute_name('sort_key_name', sort_key_name),
+        'ttl_attribute_name': validation.require_attribute_name('ttl_attribute_name', ttl_attribute_name),
+    }
+    lock_attributes = {COL_OWNER_NAME, COL_LEASE_DURATION, COL_RECORD_VERSION_NUMBER}
+    for argument, value in attribute_names.items():
+        if value in lock_attributes:
+            raise ValueError(f'{argument}={value!r} collides with the lock attribute of that name')
+    if len(set(attribute_names.values())) != len(attribute_names):
+        raise ValueError(f'partition, sort and TTL attribute names must differ: {attribute_names}')
+    if owner_name is None:
+        owner_name = socket.getfqdn() + uuid.uuid4().hex
+    validation.require_text('owner_name', owner_name)
+    heartbeat = validation.require_duration('heartbeat_period', heartbeat_period)
+    safe = validation.require_duration('safe_period', safe_period)
+    lease = validation.require_duration('lease_duration', lease_duration)
+    expiry = validation.require_duration('expiry_period', expiry_period)
+    if isinstance(heartbeat_tps, bool) or not isinstance(heartbeat_tps, (int, float)):
+        raise TypeError(f'heartbeat_tps must be a number, not {type(heartbeat_tps).__name__}')
+    if heartbeat_tps != -1 and not heartbeat_tps > 0:
+        raise ValueError(f'heartbeat_tps must be -1 (adaptive) or positive, got {heartbeat_tps!r}')
+    if heartbeat_workers is None:
+        pool_size = getattr(_client_config(low_level_client), 'max_pool_connections', None)
+        heartbeat_workers = pool_size if isinstance(pool_size, int) and pool_size > 0 else 10
+    if isinstance(heartbeat_workers, bool) or not isinstance(heartbeat_workers, int) or heartbeat_workers < 1:
+        raise ValueError(f'heartbeat_workers must be a positive int, got {heartbeat_workers!r}')
+    if (isinstance(heartbeat_batch_size, bool) or not isinstance(heartbeat_batch_size, int)
+            or not 1 <= heartbeat_batch_size <= MAX_BATCH_STATEMENTS):
+        raise ValueError(
+            f'heartbeat_batch_size must be an int from 1 to {MAX_BATCH_STATEMENTS}, got {heartbeat_batch_size!r}'
+        )
+    warnings = _period_warnings(heartbeat, safe, lease, expiry)
+    timeout_warning = client_timeout_warning(low_level_client, safe)
+    if timeout_warning:
+        warnings.append(timeout_warning)
+    schema = Schema(table_name, attribute_names['partition_key_name'], attribute_names['sort_key_name'],
+                    attribute_names['ttl_attribute_name'])
+    return Settings(schema, owner_name, heartbeat, safe, lease, expiry, float(heartbeat_tps), heartbeat_workers,
+                    heartbeat_batch_size, tuple(warnings))
+
+
+def _period_warnings(heartbeat: float, safe: float, lease: float, expiry: float) -> List[str]:
+    if heartbeat >= lease:
+        raise ValueError(
+            f'heartbeat_period ({heartbeat}s) must be shorter than lease_duration ({lease}s): '
+            'otherwise other clients take the lock over between heartbeats'
+        )
+    if expiry < lease:
+        raise ValueError(
+            f'expiry_period ({expiry}s) must not be shorter than lease_duration ({lease}s): '
+            'the row would expire, and be taken over, while the lock is still held'
+        )
+    warnings = []
+    if heartbeat > lease / 3:
+        warnings.append(
+            f'heartbeat_period ({heartbeat}s) is not well below lease_duration ({lease}s): one or two slow '
+            'heartbeats can let another client take the lock over; a third of the lease or less is recommended'
+        )
+    if safe >= lease:
+        warnings.append(
+            f'safe_period ({safe}s) is not shorter than lease_duration ({lease}s): LOCK_IN_DANGER would '
+            'come after other clients may already have taken the lock over'
+        )
+    elif safe <= heartbeat:
+        warnings.append(
+            f'safe_period ({safe}s) is not longer than heartbeat_period ({heartbeat}s): healthy locks will '
+            'be reported IN_DANGER between heartbeats'
+        )
+    return warnings
+
+
+def _client_config(low_level_client: Any) -> Any:
+    return getattr(getattr(low_level_client, 'meta', None), 'config', None)
+
+
+def client_timeout_warning(low_level_client: Any, safe_period: float) -> Optional[str]:
+    """A warning when one attempt of a call may hang longer than the safe period.
+
+    A heartbeat stuck in a call cannot be sent again until botocore gives up on it; with
+    botocore's defaults (60 s to connect, 60 s to read) that is minutes, long past the default
+    30 s lease. See Usage, "Timeouts and retries".
+    """
+    config = _client_config(low_level_client)
+    connect = getattr(config, 'connect_timeout', None)
+    read = getattr(config, 'read_timeout', None)
+    if not isinstance(connect, (int, float)) or not isinstance(read, (int, float)):
+        return None
+    if connect + read <= safe_period:
+        return None
+    return (f'the boto3 client can wait {connect}s to connect and {read}s for an answer in one attempt, '
+            f'longer than safe_period ({safe_period}s): a stuck heartbeat is not retried before the lock is '
+            'in danger. Give the client a botocore Config with shorter connect_timeout/read_timeout '
+            '(see "Timeouts and retries" in the docs)')
+
+
+@dataclasses.dataclass(frozen=True)
+class AcquireArguments:
+    retry_period: float
+    retry_timeout: float
+    item_template: Item
+
+
+def acquire_arguments(settings: Settings, partition_key: Any, sort_key: Any, retry_period: Any, retry_timeout: Any,
+                      additional_attributes: Any, app_callback: Any,
+                      check_callback: Callable[[str, Any], Any] = validation.require_callable) -> AcquireArguments:
+    """Check one acquisition's arguments; the item to write (without version and TTL)."""
+    check_key(partition_key, sort_key)
+    retry_period_s = (settings.heartbeat_period if retry_period is None
+                      else validation.require_duration('retry_period', retry_period, allow_zero=True))
+    retry_timeout_s = (settings.lease_duration + settings.heartbeat_period if retry_timeout is None
+                       else validation.require_duration('retry_timeout', retry_timeout, allow_zero=True))
+    check_callback('app_callback', app_callback)
+    extra = check_additional_attributes(settings.schema, additional_attributes)
+    item = settings.schema.lock_item(partition_key, sort_key, settings.owner_name, settings.lease_duration,
+                                     '', 0, extra)
+    return AcquireArguments(retry_period_s, retry_timeout_s, item)
+
+
+def check_key(partition_key: Any, sort_key: Any) -> None:
+    validation.require_key('partition_key', partition_key, validation.MAX_PARTITION_KEY_BYTES)
+    validation.require_key('sort_key', sort_key, validation.MAX_SORT_KEY_BYTES)
+
+
+def check_additional_attributes(schema: Schema, additional_attributes: Any) -> Mapping[str, Any]:
+    if additional_attributes is None:
+        return {}
+    if not isinstance(additional_attributes, Mapping):
+        raise TypeError(f'additional_attributes must be a dict, not {type(additional_attributes).__name__}')
+    reserved = schema.reserved_names
+    for name, value in additional_attributes.items():
+        validation.require_attribute_name('additional_attributes key', name)
+        if name in reserved:
+            raise ValueError(
+                f"additional_attributes may not set {name!r}: it is one of the lock's own "
+                f'attributes {sorted(reserved)}'
+            )
+        try:
+            _serializer.serialize(value)
+        except TypeError as exc:
+            raise TypeError(f'additional_attributes cannot be stored in DynamoDB: {exc}') from exc
+    return dict(additional_attributes)

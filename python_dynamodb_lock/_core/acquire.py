@@ -1,0 +1,212 @@
+"""Acquiring a lock: when to write, when to wait, when a holder is presumed dead, and how a
+refused or unanswered write is judged.
+
+The first attempt is one conditional put. A refused put returns the row in the way; the waiter
+watches that row's ``record_version_number`` on its own monotonic clock and takes the lock over
+with a put conditioned on that exact version once it has stayed the same for the lease stored
+in the row (or once the row's TTL has passed). No two clients' clocks are compared.
+"""
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any, Callable, Dict, Mapping, Optional, Union
+
+from .._errors import DynamoDBLockError
+from .._requests import delete_if_version, get, put_if_absent, put_if_version
+from .._schema import COL_RECORD_VERSION_NUMBER, Item, Schema
+from .answers import Applied, Failed, Refused
+from .effects import Call, Emit, Protocol, Sleep
+from .events import Event, Kind
+from .messages import describe_key, explain
+
+__all__ = ['AcquireAttempt', 'TimedOut', 'Written', 'acquire', 'is_abandoned']
+
+# How many refused writes are judged at once, without a wait, before the next poll.
+_IMMEDIATE_RETRIES = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class AcquireAttempt:
+    """Everything one acquisition needs to know, fixed before it starts."""
+
+    schema: Schema
+    partition_key: str
+    sort_key: str
+    unique_identifier: str
+    item_template: Item          # the lock item without version and TTL
+    retry_period: float
+    retry_timeout: float
+    expiry_period: float
+    default_lease: float         # for rows without a readable lease
+
+
+@dataclasses.dataclass(frozen=True)
+class Written:
+    """The lock item a conditional put stored, and when that put was started."""
+
+    item: Item
+    attempt_started: float
+
+
+@dataclasses.dataclass(frozen=True)
+class TimedOut:
+    """``retry_timeout`` was spent; ``blocking`` is the row last seen in the way."""
+
+    blocking: Optional[Item]
+
+
+class _Blocked:
+    """A write was refused: ``row`` is what is in the way (None: the row is gone)."""
+
+    __slots__ = ('row',)
+
+    def __init__(self, row: Optional[Item]) -> None:
+        self.row = row
+
+
+def is_abandoned(schema: Schema, row: Mapping[str, Any], unchanged_for: float, wall_now: float,
+                 default_lease: float) -> bool:
+    """Whether the holder of ``row`` is presumed dead.
+
+    True once its version has stayed the same for its own stored lease duration, as timed by
+    this process, or once its TTL epoch has passed.
+    """
+    if unchanged_for >= schema.lease_of(row, default_lease):
+        return True
+    expiry_time = schema.expiry_of(row)
+    return expiry_time is not None and expiry_time < wall_now
+
+
+def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) -> Protocol[Union[Written, TimedOut]]:
+    """The acquire loop: the item written, or :class:`TimedOut`.
+
+    ``Sleep`` returns True when this client released the key meanwhile: the next step is then a
+    put at once instead of a read.
+
+    :raises DynamoDBLockError: ``CLIENT_SHUTDOWN`` once ``is_closed()``; ``UNKNOWN`` when a
+        write or read fails.
+    """
+    schema = attempt.schema
+    deadline = clock.monotonic() + attempt.retry_timeout
+    blocking: Optional[Item] = None     # the row in the way; None: believed free
+    watched_version: Optional[str] = None
+    watched_since = 0.0
+    immediate_retries = 0
+    while True:
+        _raise_if_closed(is_closed)
+        outcome: Union[Written, _Blocked, None] = None
+        if blocking is None:
+            outcome = yield from _write(attempt, clock, None)
+        else:
+            version = Schema.version_of(blocking)
+            now = clock.monotonic()
+            if version != watched_version:
+                watched_version, watched_since = version, now
+            if is_abandoned(schema, blocking, now - watched_since, clock.time(), attempt.default_lease):
+                yield Emit(Event(Kind.TAKING_OVER, attempt.unique_identifier, fields={
+                    'owner': Schema.owner_of(blocking), 'version': version, 'unchanged_for': now - watched_since}))
+                outcome = yield from _write(attempt, clock, version)
+        if isinstance(outcome, Written):
+            return outcome
+        if outcome is not None and immediate_retries < _IMMEDIATE_RETRIES:
+            # A write was refused: judge the row now in the way (None: it is gone) at once.
+            blocking = outcome.row
+            immediate_retries += 1
+            continue
+        remaining = deadline - clock.monotonic()
+        if remaining <= 0:
+            return TimedOut(blocking)
+        wait = min(attempt.retry_period, remaining)
+        yield Emit(Event(Kind.WAITING, attempt.unique_identifier,
+                         fields={'owner': Schema.owner_of(blocking), 'retry_in': wait}))
+        released_here = yield Sleep(wait)
+        immediate_retries = 0
+        _raise_if_closed(is_closed)
+        if released_here:
+            blocking = None     # this client just released the key: go straight to the put
+        else:
+            blocking = yield from read_row(attempt.schema, attempt.partition_key, attempt.sort_key, 'read')
+
+
+def _write(attempt: AcquireAttempt, clock: Any, expected_version: Optional[str]) -> Protocol[Union[Written, _Blocked]]:
+    """One conditional put of a new version of the lock: written, or blocked by a row."""
+    schema = attempt.schema
+    new_version = str(uuid.uuid4())
+    item: Item = dict(attempt.item_template)
+    item[COL_RECORD_VERSION_NUMBER] = new_version
+    item[schema.ttl_attribute_name] = int(clock.time() + attempt.expiry_period)
+    # Others time our lease from when they first see the row, which can be long before the
+    # answer arrives (a lost answer, a retry after backoff): time our own side from here.
+    attempt_started = clock.monotonic()
+    put = put_if_absent(schema, item) if expected_version is None else put_if_version(schema, item, expected_version)
+    try:
+        answer = yield Call(put)
+    except GeneratorExit:
+        raise
+    except BaseException:
+        # Interrupted (cancelled, Ctrl-C) while the put was in flight: it may land, leaving a
+        # row that nobody holds and that blocks everybody for a lease. Delete it if it did.
+        yield Call(delete_if_version(schema, attempt.partition_key, attempt.sort_key, [new_version]))
+        raise
+    if isinstance(answer, Applied):
+        return Written(item, attempt_started)
+    if isinstance(answer, Refused):
+        if Schema.version_of(answer.item) == new_version:
+            return Written(item, attempt_started)   # our put landed; botocore's retry met our own row
+        if answer.item is None and expected_version is None:
+            # An engine that ignores ALL_OLD: find out what is in the way.
+            row = yield from read_row(schema, attempt.partition_key, attempt.sort_key, 'read')
+            return _Blocked(row)
+        return _Blocked(answer.item)
+    assert isinstance(answer, Failed)
+    if answer.maybe_applied:
+        written = yield from _settle_unanswered_put(attempt, new_version, answer)
+        if written:
+            return Written(item, attempt_started)
+    raise DynamoDBLockError(
+        DynamoDBLockError.UNKNOWN,
+        f'Could not acquire {describe_key(schema, attempt.partition_key, attempt.sort_key)}: '
+        f'{explain(schema, answer.error)}',
+        reason=answer.reason,
+    ) from answer.error
+
+
+def _settle_unanswered_put(attempt: AcquireAttempt, new_version: str, failed: Failed) -> Protocol[bool]:
+    """A put we are about to report as failed may have landed: did it? If it did, it is ours.
+
+    A consistent read tells. When the read fails too, the row (if any) cannot be cleaned up
+    either; it is taken over by others after its lease.
+    """
+    schema = attempt.schema
+    answer = yield Call(get(schema, attempt.partition_key, attempt.sort_key))
+    if isinstance(answer, Applied):
+        row = answer.response.get('Item') or None
+        return Schema.version_of(row) == new_version
+    yield Emit(Event(Kind.ORPHAN_UNVERIFIED, attempt.unique_identifier, fields={
+        'what': describe_key(schema, attempt.partition_key, attempt.sort_key),
+        'error': explain(schema, getattr(answer, 'error', failed.error)),
+        'lease': schema.lease_of(attempt.item_template, attempt.default_lease)}))
+    return False
+
+
+def read_row(schema: Schema, partition_key: str, sort_key: str,
+             verb: Optional[str] = 'read') -> Protocol[Optional[Dict[str, Any]]]:
+    """A consistent read of the lock row (None: no row).
+
+    :raises DynamoDBLockError: ``UNKNOWN`` when the read fails; the message starts with
+        "Could not <verb> <key>: " unless ``verb`` is None.
+    """
+    answer = yield Call(get(schema, partition_key, sort_key))
+    if isinstance(answer, Applied):
+        return dict(answer.response['Item']) if answer.response.get('Item') else None
+    assert isinstance(answer, Failed), answer
+    message = explain(schema, answer.error)
+    if verb is not None:
+        message = f'Could not {verb} {describe_key(schema, partition_key, sort_key)}: {message}'
+    raise DynamoDBLockError(DynamoDBLockError.UNKNOWN, message, reason=answer.reason) from answer.error
+
+
+def _raise_if_closed(is_closed: Callable[[], bool]) -> None:
+    if is_closed():
+        raise DynamoDBLockError(DynamoDBLockError.CLIENT_SHUTDOWN, 'The lock client has been closed')

@@ -1,0 +1,254 @@
+"""Keeping locks alive: renewals one by one or in batches, the paced round that sends them,
+and the checker that flags locks whose renewals keep failing.
+"""
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+from .._requests import MAX_BATCH_STATEMENTS, Renewal, renew, renew_many
+from .._schema import Schema
+from .answers import Answer, Failed, statement_retryable
+from .effects import Call, Emit, Protocol, Sleep, Submit
+from .events import Event, Kind
+from .messages import explain
+from .state import LockState, RenewalResult, RenewalVerdict
+
+__all__ = [
+    'Batching',
+    'background_loop',
+    'HeartbeatSettings',
+    'Unregister',
+    'check_locks',
+    'check_round',
+    'heartbeat_round',
+    'renew_batch',
+    'renew_one',
+    'settle_events',
+]
+
+# A statement throttled inside a successful BatchExecuteStatement is not retried by botocore:
+# it is sent again after 50 ms and then 100 ms, like botocore's own backoff.
+BATCH_STATEMENT_ATTEMPTS = 3
+BATCH_RETRY_BASE_DELAY = 0.05
+# Error codes with which DynamoDB refuses BatchExecuteStatement itself (permission, engine).
+_BATCHING_REFUSED = frozenset({'AccessDeniedException', 'UnknownOperationException'})
+
+
+@dataclasses.dataclass(frozen=True)
+class Unregister:
+    """Effect: drop ``lock`` from the client's registry of held locks and wake its waiters."""
+
+    lock: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class HeartbeatSettings:
+    schema: Schema
+    heartbeat_period: float
+    safe_period: float
+    expiry_period: float
+    heartbeat_tps: float
+    batch_size: int
+
+
+class Batching:
+    """Whether heartbeats still go out in batches; switched off for good when DynamoDB refuses
+    ``BatchExecuteStatement`` itself."""
+
+    def __init__(self, batch_size: int) -> None:
+        self.batch_size = batch_size
+        self.enabled = batch_size > 1
+
+
+def _next_renewal(settings: HeartbeatSettings, lock: Any, clock: Any) -> Optional[Renewal]:
+    state: LockState = lock._state
+    return state.next_renewal(str(uuid.uuid4()), int(clock.time() + settings.expiry_period),
+                              lock.partition_key, lock.sort_key)
+
+
+def renew_one(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[Optional[RenewalResult]]:
+    """One heartbeat of a held lock: a new version and TTL, conditioned on the version we hold.
+
+    :returns: the verdict, or None when the lock is no longer held (nothing was sent).
+    """
+    renewal = _next_renewal(settings, lock, clock)
+    if renewal is None:
+        return None
+    attempt_started = clock.monotonic()
+    try:
+        answer = yield Call(renew(settings.schema, renewal))
+    except GeneratorExit:
+        raise
+    except BaseException:
+        lock._state.remember_unconfirmed(renewal.new_version)   # interrupted in flight: it may land
+        raise
+    return (yield from settle(settings, lock, renewal, answer, attempt_started, clock))
+
+
+def settle(settings: HeartbeatSettings, lock: Any, renewal: Renewal, answer: Answer, attempt_started: float,
+           clock: Any) -> Protocol[RenewalResult]:
+    """Apply one renewal's answer to its lock, and tell what it meant."""
+    result = lock._state.settle_renewal(renewal, answer, attempt_started, clock.monotonic())
+    if result.verdict in (RenewalVerdict.STOLEN, RenewalVerdict.RELEASED_EARLIER):
+        yield Unregister(lock)
+    for event in settle_events(settings, lock, renewal, answer, result):
+        yield Emit(event)
+    return result
+
+
+def settle_events(settings: HeartbeatSettings, lock: Any, renewal: Renewal, answer: Answer,
+                  result: RenewalResult) -> List[Event]:
+    key = lock.unique_identifier
+    verdict = result.verdict
+    events: List[Event] = []
+    if verdict is RenewalVerdict.LANDED_UNANSWERED:
+        events.append(Event(Kind.RENEWAL_LANDED_UNANSWERED, key, lock))
+    if result.recovered:
+        events.append(Event(Kind.RECOVERED, key, lock))
+    if verdict in (RenewalVerdict.RENEWED, RenewalVerdict.LANDED_UNANSWERED):
+        events.append(Event(Kind.RENEWED, key, lock, {'version': renewal.new_version}))
+    elif verdict is RenewalVerdict.ADOPTED_EARLIER:
+        events.append(Event(Kind.RENEWAL_ADOPTED_EARLIER, key, lock))
+    elif verdict is RenewalVerdict.RELEASED_EARLIER:
+        events.append(Event(Kind.RELEASED_BY_LOST_ANSWER, key, lock))
+    elif verdict is RenewalVerdict.STOLEN:
+        loss = lock._state.loss
+        events.append(Event(Kind.STOLEN, key, lock, {
+            'owner': Schema.owner_of(loss.row if loss else None), 'reason': loss.reason if loss else None}))
+    elif verdict is RenewalVerdict.FAILED:
+        assert isinstance(answer, Failed)
+        events.append(Event(Kind.RENEWAL_FAILED, key, lock, {
+            'error': explain(settings.schema, answer.error), 'reason': answer.reason}))
+    return events
+
+
+def renew_batch(settings: HeartbeatSettings, locks: Sequence[Any], batching: Batching,
+                clock: Any) -> Protocol[List[Any]]:
+    """Renew a group of locks in ``BatchExecuteStatement`` calls of up to 25 statements.
+
+    A statement throttled inside a successful batch is sent again after 50 ms and 100 ms, then
+    left for the next period (``Sleep`` returning True, for shutdown, stops the retries). When
+    DynamoDB refuses the operation itself, batching is switched off for good.
+
+    :returns: the locks to renew one by one instead (batching refused).
+    """
+    pending: List[Tuple[Any, Renewal]] = []
+    for lock in locks:
+        renewal = _next_renewal(settings, lock, clock)
+        if renewal is not None:
+            pending.append((lock, renewal))
+    fallback: List[Any] = []
+    for attempt in range(BATCH_STATEMENT_ATTEMPTS):
+        if not pending:
+            break
+        attempt_started = clock.monotonic()
+        try:
+            answers = yield Call(renew_many(settings.schema, [renewal for _, renewal in pending]))
+        except GeneratorExit:
+            raise
+        except BaseException:
+            for lock, renewal in pending:                          # interrupted in flight: any may land
+                lock._state.remember_unconfirmed(renewal.new_version)
+            raise
+        if isinstance(answers, Failed):
+            if answers.code in _BATCHING_REFUSED:
+                if batching.enabled:
+                    batching.enabled = False
+                    yield Emit(Event(Kind.BATCHING_UNAVAILABLE, fields={
+                        'batch_size': batching.batch_size, 'table': settings.schema.table_name,
+                        'error': str(answers.error)}))
+                for lock, renewal in pending:
+                    if answers.maybe_applied:
+                        yield from _settle_safely(settings, lock, renewal, answers, attempt_started, clock)
+                    fallback.append(lock)
+                break
+            answers = [answers] * len(pending)
+        last_attempt = attempt + 1 == BATCH_STATEMENT_ATTEMPTS
+        retry: List[Tuple[Tuple[Any, Renewal], Answer]] = []
+        for (lock, renewal), answer in zip(pending, answers):
+            if not last_attempt and statement_retryable(answer):
+                retry.append(((lock, renewal), answer))
+            else:
+                yield from _settle_safely(settings, lock, renewal, answer, attempt_started, clock)
+        pending = [entry for entry, _ in retry]
+        if pending and (yield Sleep(BATCH_RETRY_BASE_DELAY * 2 ** attempt)):
+            for (lock, renewal), answer in retry:   # closing: no more retries
+                yield from _settle_safely(settings, lock, renewal, answer, attempt_started, clock)
+            break
+    return fallback
+
+
+def _settle_safely(settings: HeartbeatSettings, lock: Any, renewal: Renewal, answer: Answer,
+                   attempt_started: float, clock: Any) -> Protocol[None]:
+    """:func:`settle`, reporting an exception so that the rest of a batch is settled."""
+    try:
+        yield from settle(settings, lock, renewal, answer, attempt_started, clock)
+    except Exception as exc:  # noqa: BLE001 - reported, and the batch goes on
+        # This renewal may have been applied: remember its version, so it is not taken for a theft.
+        lock._state.remember_unconfirmed(renewal.new_version)
+        yield Emit(Event(Kind.SETTLE_FAILED, lock.unique_identifier, lock, {'exception': exc}))
+
+
+def heartbeat_round(settings: HeartbeatSettings, locks: Sequence[Any], batching: Batching, clock: Any,
+                    is_closed: Callable[[], bool]) -> Protocol[None]:
+    """Start one heartbeat per held lock, spread over the period, then wait out the period.
+
+    Heartbeats go out in groups of ``batch_size`` (when batching); a group leaves when the
+    pacing (``heartbeat_tps``, or an even spread over the period) allows its first heartbeat.
+    """
+    round_start = clock.monotonic()
+    if locks:
+        if settings.heartbeat_tps == -1:
+            interval = settings.heartbeat_period / len(locks)
+        else:
+            interval = 1.0 / settings.heartbeat_tps
+        group = min(batching.batch_size, MAX_BATCH_STATEMENTS) if batching.enabled else 1
+        skipped = 0
+        for index in range(0, len(locks), group):
+            delay = round_start + index * interval - clock.monotonic()
+            # Below a millisecond a wait costs more than it paces: send a small burst.
+            if delay > 0.001 and (yield Sleep(delay)):
+                return
+            if is_closed():
+                return
+            skipped += yield Submit(tuple(locks[index:index + group]))
+        overrun = clock.monotonic() - round_start - settings.heartbeat_period
+        if overrun > 0:
+            yield Emit(Event(Kind.ROUND_OVERRUN, fields={
+                'count': len(locks), 'heartbeat_tps': settings.heartbeat_tps, 'overrun': overrun}))
+        if skipped:
+            yield Emit(Event(Kind.HEARTBEATS_BEHIND, fields={'skipped': skipped, 'count': len(locks)}))
+    yield Sleep(round_start + settings.heartbeat_period - clock.monotonic())
+
+
+def background_loop(name: str, owner: str, make_round: Callable[[], Protocol[None]], is_closed: Callable[[], bool],
+                    pause: float) -> Protocol[None]:
+    """Run rounds until the client closes. A round that fails (an exception raised in it, or
+    thrown into it by the driver) is reported, followed by a pause, and the loop goes on: no
+    background loop dies silently."""
+    yield Emit(Event(Kind.LOOP_STARTED, fields={'owner': owner, 'name': name}))
+    while not is_closed():
+        try:
+            yield from make_round()
+        except Exception as exc:  # noqa: BLE001 - reported, and the loop goes on
+            yield Emit(Event(Kind.LOOP_ROUND_FAILED, fields={'owner': owner, 'name': name, 'exception': exc}))
+            yield Sleep(pause)
+    yield Emit(Event(Kind.LOOP_STOPPED, fields={'owner': owner, 'name': name}))
+
+
+def check_locks(settings: HeartbeatSettings, locks: Sequence[Any], clock: Any) -> Protocol[None]:
+    """Flag locks not confirmed for ``safe_period`` as IN_DANGER."""
+    now = clock.monotonic()
+    for lock in locks:
+        unconfirmed_for = lock._state.mark_in_danger(now, settings.safe_period)
+        if unconfirmed_for is not None:
+            yield Emit(Event(Kind.IN_DANGER, lock.unique_identifier, lock, {
+                'unconfirmed_for': unconfirmed_for, 'safe_period': settings.safe_period}))
+
+
+def check_round(settings: HeartbeatSettings, locks: Sequence[Any], clock: Any) -> Protocol[None]:
+    """One round of the checker: :func:`check_locks`, then wait a period."""
+    yield from check_locks(settings, locks, clock)
+    yield Sleep(settings.heartbeat_period)

@@ -1,0 +1,29 @@
+"""Words for failures: how a key and a DynamoDB failure are described to people."""
+from __future__ import annotations
+
+from .._schema import Schema
+from .answers import error_code
+
+__all__ = ['describe_key', 'explain']
+
+
+def describe_key(schema: Schema, partition_key: str, sort_key: str) -> str:
+    return f'lock {partition_key!r}/{sort_key!r} in table {schema.table_name!r}'
+
+
+def explain(schema: Schema, exc: BaseException) -> str:
+    """A message for a DynamoDB failure, with the fix for the common mistakes."""
+    code = error_code(exc)
+    table = schema.table_name
+    if code == 'ResourceNotFoundException':
+        return (
+            f'table {table!r} does not exist: create it with '
+            'DynamoDBLockClient.create_dynamodb_table(boto3.client("dynamodb"), '
+            f'table_name={table!r}) or `dynamodb-lock create-table --table {table}` ({exc})'
+        )
+    if code == 'ValidationException' and 'key' in str(exc).lower():
+        return (
+            f'table {table!r} does not have the expected key schema (string HASH key '
+            f'{schema.partition_key_name!r}, string RANGE key {schema.sort_key_name!r}): {exc}'
+        )
+    return str(exc)

@@ -1,0 +1,146 @@
+"""Releasing a lock: one conditional delete, and how its answer is judged.
+
+The delete names every version this lock may carry (the confirmed one and renewals whose
+answers were lost). A refusal is judged by the row returned with it; an unanswered delete by a
+consistent read. :func:`release_verdict` then says what the caller is told.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any, Dict, Optional
+
+from .._errors import DynamoDBLockError, Reason
+from .._requests import delete_if_version, get
+from .._schema import Schema
+from .answers import Applied, Failed, Refused
+from .effects import Call, Protocol
+from .events import Kind
+from .messages import explain
+from .state import LockState, Loss, Status, loss_from_row
+
+__all__ = ['ReleaseOutcome', 'ReleaseResult', 'ReleaseVerdict', 'precheck_release', 'release', 'release_verdict']
+
+
+class ReleaseOutcome(enum.Enum):
+    RELEASED = 'released'
+    ROW_GONE = 'row_gone'                 # nothing to delete: our delete landed unanswered, or the row expired
+    MET_NEXT_HOLDER = 'met_next_holder'   # an earlier attempt released it; the next holder is there now
+    STOLEN = 'stolen'
+    FAILED = 'failed'
+
+
+@dataclasses.dataclass(frozen=True)
+class ReleaseResult:
+    outcome: ReleaseOutcome
+    row: Optional[Dict[str, Any]] = None
+    failed: Optional[Failed] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ReleaseVerdict:
+    """What a release comes to: the lock's final status (None: still held), the event to emit,
+    and the error to raise (None: return normally)."""
+
+    final_status: Optional[str]
+    event: Kind
+    error: Optional[DynamoDBLockError] = None
+    loss: Optional[Loss] = None
+
+
+def precheck_release(state: LockState, owned_here: bool, best_effort: bool,
+                     unique_identifier: str, owner_name: str) -> Optional[ReleaseVerdict]:
+    """The verdict for a lock that is not ours to delete, or None when the delete should go ahead.
+
+    Already released: a no-op. Lost (INVALID): a strict release raises LOCK_STOLEN naming the
+    new holder, so code that relies on a strict release learns its critical section was not
+    protected; best effort says nothing. Held by another client object: LOCK_NOT_OWNED.
+    """
+    status = state.status
+    if status == Status.INVALID and not best_effort:
+        loss = state.loss or Loss(Reason.TAKEN_OVER, None)
+        return ReleaseVerdict(None, Kind.RELEASE_SKIPPED, _stolen_error(unique_identifier, loss, 'before'), loss)
+    if status not in Status.HELD:
+        return ReleaseVerdict(None, Kind.RELEASE_SKIPPED)
+    if not owned_here:
+        message = f'{unique_identifier} is not held by this client ({owner_name})'
+        error = None if best_effort else DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED, message)
+        return ReleaseVerdict(None, Kind.RELEASE_NOT_OWNED, error)
+    return None
+
+
+def release(schema: Schema, state: LockState, partition_key: str, sort_key: str, clock: Any) -> Protocol[ReleaseResult]:
+    """Delete the lock's row if it carries one of our versions, and judge the answer."""
+    try:
+        answer = yield Call(delete_if_version(schema, partition_key, sort_key, state.our_versions()))
+    except GeneratorExit:
+        raise
+    except BaseException:
+        state.note_release_maybe_applied()    # interrupted in flight: the delete may land
+        raise
+    if isinstance(answer, Refused):
+        row_version = Schema.version_of(answer.item)
+        if state.is_unconfirmed(row_version):
+            # An old renewal of ours that landed unconfirmed, beyond the condition's list.
+            answer = yield Call(delete_if_version(schema, partition_key, sort_key, [row_version]))
+    if isinstance(answer, Applied):
+        return ReleaseResult(ReleaseOutcome.RELEASED)
+    if isinstance(answer, Refused):
+        if answer.item is None:
+            return ReleaseResult(ReleaseOutcome.ROW_GONE)
+        if (answer.retried or state.release_maybe_applied) and state.lease_running(clock.monotonic()):
+            return ReleaseResult(ReleaseOutcome.MET_NEXT_HOLDER, answer.item)
+        return ReleaseResult(ReleaseOutcome.STOLEN, answer.item)
+    assert isinstance(answer, Failed)
+    if not answer.maybe_applied:
+        return ReleaseResult(ReleaseOutcome.FAILED, failed=answer)
+    state.note_release_maybe_applied()
+    read = yield Call(get(schema, partition_key, sort_key))
+    if not isinstance(read, Applied):
+        return ReleaseResult(ReleaseOutcome.FAILED, failed=read if isinstance(read, Failed) else answer)
+    current = read.response.get('Item') or None
+    if current is not None and state.is_ours(Schema.version_of(current)):
+        return ReleaseResult(ReleaseOutcome.FAILED, failed=answer)
+    if current is not None and not state.lease_running(clock.monotonic()):
+        return ReleaseResult(ReleaseOutcome.STOLEN, dict(current))
+    return ReleaseResult(ReleaseOutcome.RELEASED)
+
+
+def release_verdict(result: ReleaseResult, best_effort: bool, schema: Schema, unique_identifier: str) -> ReleaseVerdict:
+    """What the caller is told, and the lock's final status.
+
+    A failed strict release keeps the lock held (and renewed) so that it can be retried; a
+    failed best-effort release forgets it (others take it over after its lease).
+    """
+    outcome = result.outcome
+    if outcome is ReleaseOutcome.RELEASED:
+        return ReleaseVerdict(Status.RELEASED, Kind.RELEASED)
+    if outcome is ReleaseOutcome.ROW_GONE:
+        return ReleaseVerdict(Status.RELEASED, Kind.RELEASE_ROW_GONE)
+    if outcome is ReleaseOutcome.MET_NEXT_HOLDER:
+        return ReleaseVerdict(Status.RELEASED, Kind.RELEASE_MET_NEXT_HOLDER)
+    if outcome is ReleaseOutcome.STOLEN:
+        loss = loss_from_row(result.row)
+        error = None if best_effort else _stolen_error(unique_identifier, loss, 'before it was')
+        return ReleaseVerdict(Status.INVALID, Kind.RELEASE_STOLEN, error, loss)
+    failed = result.failed
+    assert failed is not None
+    if best_effort:
+        return ReleaseVerdict(Status.RELEASED, Kind.RELEASE_FAILED_FORGOTTEN)
+    error = DynamoDBLockError(
+        DynamoDBLockError.UNKNOWN,
+        f'Could not release {unique_identifier}: {explain(schema, failed.error)}; '
+        'the lock is still held and kept alive',
+        reason=failed.reason,
+    )
+    error.__cause__ = failed.error
+    return ReleaseVerdict(None, Kind.RELEASE_FAILED, error)
+
+
+def _stolen_error(unique_identifier: str, loss: Loss, when: str) -> DynamoDBLockError:
+    if loss.row is None:
+        message = f'{unique_identifier} was lost {when} released: its row was gone (expired or force-released)'
+    else:
+        message = (f'{unique_identifier} was taken over by {Schema.owner_of(loss.row)} {when} released; '
+                   'their row was left alone')
+    return DynamoDBLockError(DynamoDBLockError.LOCK_STOLEN, message, reason=loss.reason, holder=loss.row)

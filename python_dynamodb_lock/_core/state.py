@@ -1,0 +1,253 @@
+"""The state of one held lock, and every rule about how DynamoDB's answers change it.
+
+A :class:`LockState` belongs to one lock object; nothing else changes its fields. Each
+transition is a method that takes values (the answer, the time) and returns a verdict; the
+drivers act on verdicts (forget the lock, run a callback, log) but never decide them.
+
+Each transition runs under ``guard``, a mutex supplied by the driver (a ``threading.Lock`` for
+the threaded client, a no-op for the asyncio client, whose transitions all run on one loop). It
+is held for the few assignments of one transition, never across a call to DynamoDB.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+import threading
+from typing import Any, ContextManager, Dict, List, NamedTuple, Optional
+
+from .._errors import Reason
+from .._requests import MAX_CONDITION_VERSIONS, Renewal
+from .._schema import Schema
+from .answers import Answer, Failed, Refused
+
+__all__ = ['LockState', 'Loss', 'RenewalResult', 'RenewalVerdict', 'Status', 'loss_from_row', 'null_guard']
+
+# How many versions whose write may or may not have landed (lost answers) are remembered to
+# recognise our own row when a condition fails; the newest of them are named in conditions.
+MAX_REMEMBERED_VERSIONS = 10_000
+
+
+class Status:
+    """The status values of a held lock (the published ``DynamoDBLock`` constants)."""
+
+    PENDING = 'PENDING'
+    LOCKED = 'LOCKED'
+    RELEASED = 'RELEASED'
+    IN_DANGER = 'IN_DANGER'
+    INVALID = 'INVALID'
+
+    HELD = frozenset({LOCKED, IN_DANGER})
+
+
+def null_guard() -> ContextManager[Any]:
+    """A guard for state that only one thread touches (the asyncio client's)."""
+    return contextlib.nullcontext()
+
+
+@dataclasses.dataclass(frozen=True)
+class Loss:
+    """Why a lock was lost: a :class:`~python_dynamodb_lock._errors.Reason` and the row found
+    instead (None when the row was gone)."""
+
+    reason: str
+    row: Optional[Dict[str, Any]]
+
+
+class RenewalVerdict(enum.Enum):
+    """What one heartbeat's answer means for its lock."""
+
+    RENEWED = 'renewed'                       # applied: a new version and a fresh lease
+    LANDED_UNANSWERED = 'landed-unanswered'   # refused by our own new version: a retry met its own write
+    ADOPTED_EARLIER = 'adopted-earlier'       # the row holds an earlier renewal of ours that landed unanswered
+    RELEASED_EARLIER = 'released-earlier'     # our own release, reported as failed, had gone through
+    STOLEN = 'stolen'                         # the row belongs to someone else, or is gone
+    FAILED = 'failed'                         # not renewed; the lock stays as it is
+    NOT_HELD = 'not-held'                     # the lock was released or lost meanwhile: nothing to do
+
+
+class RenewalResult(NamedTuple):
+    verdict: RenewalVerdict
+    recovered: bool = False                   # the renewal took the lock out of IN_DANGER
+
+
+class LockState:
+    """Status, version and timing of one held lock."""
+
+    def __init__(self, version: str, expiry_time: int, last_confirmed: float, lease_duration: float,
+                 guard: Optional[ContextManager[Any]] = None) -> None:
+        self._guard: ContextManager[Any] = guard if guard is not None else threading.Lock()
+        self.status = Status.PENDING
+        self.version = version
+        self.expiry_time = int(expiry_time)
+        # Monotonic time at which the last confirmed write was *sent*: others time our lease
+        # from when they first see that write, which is never earlier.
+        self.last_confirmed = last_confirmed
+        self.lease_duration = float(lease_duration)
+        self.unconfirmed: List[str] = []
+        # A release whose write may have landed although it was reported as failed.
+        self.release_maybe_applied = False
+        self.loss: Optional[Loss] = None
+
+    # -- reading -------------------------------------------------------------------------
+
+    @property
+    def held(self) -> bool:
+        return self.status in Status.HELD
+
+    def status_at(self, now: float, safe_period: Optional[float]) -> str:
+        """The status as of ``now``: a held lock not confirmed for longer than ``safe_period``
+        (or its lease) reads IN_DANGER even before the checker has flagged it."""
+        status = self.status
+        if status == Status.LOCKED and safe_period is not None:
+            if now - self.last_confirmed > min(safe_period, self.lease_duration):
+                return Status.IN_DANGER
+        return status
+
+    def lease_remaining(self, now: float) -> float:
+        """Seconds until another client may take the lock over, counted from the last
+        confirmed renewal (negative once past; 0.0 once released or lost)."""
+        if not self.held:
+            return 0.0
+        return self.lease_duration - (now - self.last_confirmed)
+
+    def lease_running(self, now: float) -> bool:
+        """Whether nobody can have taken the lock over yet.
+
+        A waiter takes a lock over only after seeing one version unchanged for the lease on its
+        own clock, counted from after that version was written; ``last_confirmed`` is taken
+        before the write is sent. So a foreign row found within the lease was not a takeover:
+        our own (retried) write freed the lock and somebody acquired it since.
+        """
+        return now - self.last_confirmed < self.lease_duration
+
+    def our_versions(self) -> List[str]:
+        """The versions a condition on our row names: the current one and the newest unconfirmed."""
+        with self._guard:
+            return [self.version, *self.unconfirmed[-(MAX_CONDITION_VERSIONS - 1):]]
+
+    def is_unconfirmed(self, version: Optional[str]) -> bool:
+        """Whether ``version`` is one of our writes whose answer was lost."""
+        with self._guard:
+            return version is not None and version in self.unconfirmed
+
+    def is_ours(self, version: Optional[str]) -> bool:
+        """Whether ``version`` was written by us for this lock (confirmed or not)."""
+        with self._guard:
+            return version is not None and (version == self.version or version in self.unconfirmed)
+
+    # -- transitions ---------------------------------------------------------------------
+
+    def acquired(self, at: float) -> None:
+        with self._guard:
+            self.status = Status.LOCKED
+            self.last_confirmed = at
+
+    def remember_unconfirmed(self, version: str) -> None:
+        """A write that may have landed unanswered: later conditions accept its version too."""
+        with self._guard:
+            self.unconfirmed.append(version)
+            del self.unconfirmed[:-MAX_REMEMBERED_VERSIONS]
+
+    def note_release_maybe_applied(self) -> None:
+        """A release reported as failed may have removed the row all the same."""
+        with self._guard:
+            self.release_maybe_applied = True
+
+    def forget(self, status: str, loss: Optional[Loss] = None) -> None:
+        """Set a final status (RELEASED or INVALID)."""
+        with self._guard:
+            self.status = status
+            self.unconfirmed.clear()
+            if loss is not None:
+                self.loss = loss
+
+    def mark_in_danger(self, now: float, safe_period: float) -> Optional[float]:
+        """LOCKED -> IN_DANGER once not confirmed for longer than ``safe_period``.
+
+        :returns: how long the lock has gone unconfirmed when this call made the change, else None.
+        """
+        with self._guard:
+            unconfirmed_for = now - self.last_confirmed
+            if self.status == Status.LOCKED and unconfirmed_for > safe_period:
+                self.status = Status.IN_DANGER
+                return unconfirmed_for
+        return None
+
+    def next_renewal(self, new_version: str, new_expiry_time: int, partition_key: str,
+                     sort_key: str) -> Optional[Renewal]:
+        """The renewal to send while the lock is held, or None when it no longer is."""
+        with self._guard:
+            if self.status not in Status.HELD:
+                return None
+            expected = [self.version, *self.unconfirmed[-(MAX_CONDITION_VERSIONS - 1):]]
+        return Renewal(partition_key, sort_key, expected, new_version, new_expiry_time)
+
+    def settle_renewal(self, renewal: Renewal, answer: Answer, attempt_started: float, now: float) -> RenewalResult:
+        """Apply the answer to one renewal.
+
+        A refused condition means the lock was taken over (STOLEN), unless the row carries a
+        version we wrote ourselves and never heard back about, or our own release (reported as
+        failed) had removed it. Any other failure leaves the lock as it is; once it has gone
+        unconfirmed for the safe period the checker flags it IN_DANGER.
+        """
+        if isinstance(answer, Refused):
+            row_version = Schema.version_of(answer.item)
+            if row_version != renewal.new_version:
+                return RenewalResult(self._settle_refused_renewal(answer, row_version, now))
+            verdict = RenewalVerdict.LANDED_UNANSWERED
+        elif isinstance(answer, Failed):
+            if answer.maybe_applied:
+                self.remember_unconfirmed(renewal.new_version)
+            return RenewalResult(RenewalVerdict.FAILED)
+        else:
+            verdict = RenewalVerdict.RENEWED
+        with self._guard:
+            if self.status not in Status.HELD:
+                return RenewalResult(RenewalVerdict.NOT_HELD)
+            recovered = self.status == Status.IN_DANGER
+            self.version = renewal.new_version
+            self.expiry_time = renewal.new_expiry_time
+            self.last_confirmed = attempt_started
+            self.unconfirmed.clear()
+            self.status = Status.LOCKED
+        return RenewalResult(verdict, recovered)
+
+    def _settle_refused_renewal(self, refused: Refused, row_version: Optional[str], now: float) -> RenewalVerdict:
+        with self._guard:
+            if self.status not in Status.HELD:
+                return RenewalVerdict.NOT_HELD
+            if row_version is not None and row_version in self.unconfirmed:
+                # An older renewal of ours landed unconfirmed: adopt it; renew next period.
+                self.version = row_version
+                self.unconfirmed.clear()
+                return RenewalVerdict.ADOPTED_EARLIER
+            if self.release_maybe_applied and (refused.item is None or self.lease_running(now)):
+                self.status = Status.RELEASED
+                self.unconfirmed.clear()
+                return RenewalVerdict.RELEASED_EARLIER
+            self.status = Status.INVALID
+            self.unconfirmed.clear()
+            self.loss = loss_from_row(refused.item)
+            return RenewalVerdict.STOLEN
+
+    def replaced_by_new_acquisition(self) -> Optional[str]:
+        """This client acquired the key again with a conditional write, so our row is gone.
+
+        :returns: ``RELEASED`` when a release of ours reported as failed had deleted it,
+            ``INVALID`` when the lock was lost without our noticing, None when it was no
+            longer held anyway.
+        """
+        with self._guard:
+            if self.status not in Status.HELD:
+                return None
+            self.status = Status.RELEASED if self.release_maybe_applied else Status.INVALID
+            if self.status == Status.INVALID:
+                self.loss = Loss(Reason.ROW_GONE, None)
+            self.unconfirmed.clear()
+            return self.status
+
+
+def loss_from_row(row: Optional[Dict[str, Any]]) -> Loss:
+    """The loss a refused condition reveals: taken over (a foreign row) or gone (no row)."""
+    return Loss(Reason.TAKEN_OVER if row else Reason.ROW_GONE, row)

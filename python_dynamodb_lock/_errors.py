@@ -1,0 +1,85 @@
+"""The library's one exception type, and the machine-readable reasons it can carry.
+
+:class:`DynamoDBLockError` keeps the published constructor, codes and ``str()``; ``reason``
+and ``holder`` are additive, so code written for 0.9.1 that looks only at ``code`` keeps
+working while new code need not parse messages.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+__all__ = ['DynamoDBLockError', 'Reason']
+
+
+class Reason:
+    """Why an operation failed or a lock is in trouble: the values of ``DynamoDBLockError.reason``
+    and of ``DynamoDBLock.loss_reason``.
+
+    Lock trouble:
+
+    * ``TAKEN_OVER`` -- the row now belongs to another owner (``holder`` says who).
+    * ``ROW_GONE`` -- the row disappeared (TTL expiry, a force release, or a delete by another
+      program) while this client believed it held the lock.
+    * ``UNREACHABLE`` -- DynamoDB could not be reached or did not answer (timeouts, refused
+      connections, 5xx after retries).
+    * ``THROTTLED`` -- DynamoDB refused for throughput (provisioned capacity, request limits).
+
+    Set-up and request problems (kept under the published code ``UNKNOWN``):
+
+    * ``TABLE_NOT_FOUND``, ``WRONG_KEY_SCHEMA``, ``TABLE_EXISTS``, ``ACCESS_DENIED``,
+      ``VALIDATION`` (DynamoDB rejected the request), ``FORKED`` (the client was used in a
+      process forked from the one that created it), ``OTHER``.
+    """
+
+    TAKEN_OVER = 'TAKEN_OVER'
+    ROW_GONE = 'ROW_GONE'
+    UNREACHABLE = 'UNREACHABLE'
+    THROTTLED = 'THROTTLED'
+    TABLE_NOT_FOUND = 'TABLE_NOT_FOUND'
+    WRONG_KEY_SCHEMA = 'WRONG_KEY_SCHEMA'
+    TABLE_EXISTS = 'TABLE_EXISTS'
+    ACCESS_DENIED = 'ACCESS_DENIED'
+    VALIDATION = 'VALIDATION'
+    FORKED = 'FORKED'
+    OTHER = 'OTHER'
+
+
+class DynamoDBLockError(Exception):
+    """Raised by the lock client; ``code`` says what went wrong, ``message`` explains.
+
+    ``code`` is one of the class constants below (the published codes). Two attributes were
+    added for code that must act on the failure without parsing ``message``:
+
+    * ``reason`` -- a :class:`Reason` value, or None where the code says it all
+      (``CLIENT_SHUTDOWN``, ``ACQUIRE_TIMEOUT``, ``LOCK_NOT_OWNED``);
+    * ``holder`` -- for ``LOCK_STOLEN`` and ``ACQUIRE_TIMEOUT``, the lock found in the way
+      (a :class:`BaseDynamoDBLock`, with ``owner_name`` and ``fencing_token``), when known.
+
+    The original exception, where there is one, is chained as ``__cause__``.
+    """
+
+    CLIENT_SHUTDOWN = 'CLIENT_SHUTDOWN'
+    ACQUIRE_TIMEOUT = 'ACQUIRE_TIMEOUT'
+    LOCK_NOT_OWNED = 'LOCK_NOT_OWNED'
+    LOCK_STOLEN = 'LOCK_STOLEN'
+    LOCK_IN_DANGER = 'LOCK_IN_DANGER'
+    UNKNOWN = 'UNKNOWN'
+
+    def __init__(self, code: str = 'UNKNOWN', message: str = 'Unknown error', *,
+                 reason: Optional[str] = None, holder: Optional[Any] = None) -> None:
+        super().__init__(code, message)
+        self.code = code
+        self.message = message
+        self.reason = reason
+        self.holder = holder
+
+    def __str__(self) -> str:
+        return f'{self.__class__.__name__}: {self.code} - {self.message}'
+
+    def __reduce__(self) -> Any:
+        return _rebuild_error, (self.__class__, self.code, self.message, self.reason, self.holder)
+
+
+def _rebuild_error(cls: type, code: str, message: str, reason: Optional[str], holder: Any) -> DynamoDBLockError:
+    error: DynamoDBLockError = cls(code, message, reason=reason, holder=holder)
+    return error

@@ -1,0 +1,155 @@
+"""Turning events into what people see: log lines, application callbacks, metrics.
+
+Per-heartbeat and per-poll lines are DEBUG, the life cycle of locks and clients is INFO, trouble
+is WARNING (ERROR for bugs: an exception nobody expected). Every line goes to the published
+logger ``python_dynamodb_lock.python_dynamodb_lock``.
+
+An :class:`Observer` never raises: a failing callback dispatcher or metrics hook is logged.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from ._core.events import Event, Kind
+from ._errors import DynamoDBLockError
+
+__all__ = ['LOGGER_NAME', 'Observer', 'logger']
+
+LOGGER_NAME = 'python_dynamodb_lock.python_dynamodb_lock'
+logger = logging.getLogger(LOGGER_NAME)
+
+DEBUG, INFO, WARNING, ERROR = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR
+
+# kind -> (level, %-style template, the event values it names in order). The templates are the
+# library's log messages; record.msg stays the template (record.args the values), so log tools can
+# group by it, and every record carries ``lock_event`` (the kind) and ``lock_key`` as extras.
+_LINES: Dict[Kind, Tuple[int, str, Tuple[str, ...]]] = {
+    Kind.ACQUIRED: (INFO, 'Acquired %s (version %s)',
+        ('key', 'version')),
+    Kind.TAKING_OVER: (INFO, 'Taking over %s from %s: version %s unchanged for %.3fs',
+        ('key', 'owner', 'version', 'unchanged_for')),
+    Kind.WAITING: (DEBUG, '%s is held by %s; retrying in %.3fs',
+        ('key', 'owner', 'retry_in')),
+    Kind.ORPHAN_UNVERIFIED: (INFO,
+        'Could not check whether the failed acquire of %s left a row (%s); if it did, '
+        'others take it over after its lease of %ss',
+        ('what', 'error', 'lease')),
+    Kind.ORPHAN_CLEANUP_FAILED: (WARNING,
+        'Could not clean up a possible row of %s after a failed acquire; it is taken over'
+        ' after its lease: %s',
+        ('what', 'error')),
+    Kind.REPLACED_RELEASED: (INFO, 'Lock %s was released by the earlier release whose answer was lost',
+        ('key',)),
+    Kind.REPLACED_LOST: (WARNING,
+        'Lock %s was lost: this client acquired the key again while that lock object '
+        'still held it',
+        ('key',)),
+    Kind.RELEASED: (INFO, 'Released %s',
+        ('key',)),
+    Kind.RELEASE_ROW_GONE: (INFO, 'The row of %s was already gone when it was released',
+        ('key',)),
+    Kind.RELEASE_MET_NEXT_HOLDER: (INFO,
+        'The delete of %s met the next holder (%s): an earlier attempt had released it',
+        ('key', 'owner')),
+    Kind.RELEASE_STOLEN: (WARNING,
+        'Lock stolen: %s was taken over by %s before it was released; their row was left '
+        'alone',
+        ('key', 'owner')),
+    Kind.RELEASE_FAILED_FORGOTTEN: (WARNING,
+        'Could not delete the row of %s (%s); forgetting it anyway: others take it over '
+        'after its lease of %ss',
+        ('key', 'error', 'lease')),
+    Kind.RELEASE_FAILED: (DEBUG, 'Strict release of %s failed: %s',
+        ('key', 'error')),
+    Kind.RELEASE_SKIPPED: (DEBUG, 'Not releasing %s: its status is %s',
+        ('key', 'status')),
+    Kind.RELEASE_NOT_OWNED: (WARNING, 'Not releasing: %s is not held by this client (%s)',
+        ('key', 'owner')),
+    Kind.RENEWED: (DEBUG, 'Heartbeat of %s: version %s',
+        ('key', 'version')),
+    Kind.RENEWAL_LANDED_UNANSWERED: (DEBUG, 'Heartbeat of %s landed though its answer was lost',
+        ('key',)),
+    Kind.RENEWAL_ADOPTED_EARLIER: (INFO, 'Heartbeat of %s found an earlier unconfirmed renewal of its own',
+        ('key',)),
+    Kind.RECOVERED: (INFO, 'Lock %s is safe again after a successful heartbeat',
+        ('key',)),
+    Kind.RENEWAL_FAILED: (WARNING, 'Heartbeat of %s failed, will retry next period: %s',
+        ('key', 'error')),
+    Kind.STOLEN: (WARNING, 'Lock %s was stolen by %s',
+        ('key', 'owner')),
+    Kind.RELEASED_BY_LOST_ANSWER: (INFO, 'Lock %s was released by the earlier release whose answer was lost',
+        ('key',)),
+    Kind.SETTLE_FAILED: (ERROR, 'Settling the heartbeat of %s failed',
+        ('key',)),
+    Kind.IN_DANGER: (WARNING, 'Lock %s is in danger: not renewed for %.1fs (safe period %ss)',
+        ('key', 'unconfirmed_for', 'safe_period')),
+    Kind.ROUND_OVERRUN: (WARNING,
+        'A round of %s heartbeats at heartbeat_tps=%s took %.3fs longer than the '
+        'heartbeat period',
+        ('count', 'heartbeat_tps', 'overrun')),
+    Kind.HEARTBEATS_BEHIND: (WARNING,
+        "Heartbeats are falling behind: %s of %s locks still had last period's heartbeat "
+        'in flight (heartbeat_workers, heartbeat_batch_size or more clients would help)',
+        ('skipped', 'count')),
+    Kind.HEARTBEAT_IN_FLIGHT: (DEBUG, 'Heartbeat of %s still in flight; skipping this round',
+        ('key',)),
+    Kind.BATCHING_UNAVAILABLE: (WARNING,
+        'heartbeat_batch_size=%s needs PartiQL (BatchExecuteStatement) and the IAM '
+        'permission dynamodb:PartiQLUpdate on table %s; renewing one lock per UpdateItem '
+        'call from now on: %s',
+        ('batch_size', 'table', 'error')),
+    Kind.HEARTBEAT_TASK_FAILED: (ERROR, 'Heartbeats of %s failed unexpectedly',
+        ('keys',)),
+    Kind.LOOP_STARTED: (INFO, 'Lock client %s: %s started',
+        ('owner', 'name')),
+    Kind.LOOP_STOPPED: (INFO, 'Lock client %s: %s stopped',
+        ('owner', 'name')),
+    Kind.LOOP_ROUND_FAILED: (ERROR, 'Lock client %s: %s round failed; carrying on',
+        ('owner', 'name')),
+    Kind.FORCE_RELEASED: (WARNING, 'Force-released %s (version %s, owner %s)',
+        ('key', 'version', 'owner')),
+}
+
+# Events that the application hears through its app_callback, with the published codes.
+_CALLBACK_CODES = {
+    Kind.STOLEN: DynamoDBLockError.LOCK_STOLEN,
+    Kind.REPLACED_LOST: DynamoDBLockError.LOCK_STOLEN,
+    Kind.IN_DANGER: DynamoDBLockError.LOCK_IN_DANGER,
+}
+
+CallbackDispatcher = Callable[[Any, Any, str], None]   # (callback, lock, code)
+
+
+class Observer:
+    """Logs every event and hands the callback events to ``dispatch``.
+
+    :param dispatch: ``dispatch(callback, lock, code)`` runs ``callback(code, lock)`` somewhere
+        other than the caller's thread or task (the client's callback executor, or the loop).
+    """
+
+    def __init__(self, dispatch: CallbackDispatcher) -> None:
+        self._dispatch = dispatch
+
+    def emit(self, event: Event) -> None:
+        level, template, names = _LINES[event.kind]
+        if logger.isEnabledFor(level):
+            values = {'key': event.key, **event.fields}
+            exception = event.fields.get('exception')
+            exc_info = (type(exception), exception, exception.__traceback__) if exception is not None else None
+            args = tuple(values.get(name, '?') for name in names)
+            logger.log(level, template, *args, exc_info=exc_info,
+                       extra={'lock_event': event.kind.value, 'lock_key': event.key})
+        code = _CALLBACK_CODES.get(event.kind)
+        if code is not None:
+            self.callback(event.lock, code)
+
+    def callback(self, lock: Any, code: str) -> None:
+        """Run ``lock.app_callback(code, lock)`` through the dispatcher; never raises."""
+        callback: Optional[Callable[..., Any]] = getattr(lock, 'app_callback', None)
+        if callback is None:
+            return
+        try:
+            self._dispatch(callback, lock, code)
+        except Exception:
+            logger.exception('Could not submit app_callback(%s, %s)', code, getattr(lock, 'unique_identifier', lock))
