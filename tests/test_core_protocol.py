@@ -1,0 +1,462 @@
+"""The protocol core with no engine: every kind of answer DynamoDB can give, in every state.
+
+These tables are the specification of the rules for judging DynamoDB's answers (refused, lost,
+retried, a foreign row, our own unconfirmed write). The protocols are generators that yield the
+requests to send and receive the answers; here the answers are scripted, so each rule is checked
+in isolation, in microseconds, without a table. Both clients run exactly this code.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError, ParamValidationError, ReadTimeoutError
+
+from python_dynamodb_lock._core.acquire import AcquireAttempt, TimedOut, Written, acquire, is_abandoned
+from python_dynamodb_lock._core.answers import Applied, Failed, Refused, judge_error
+from python_dynamodb_lock._core.effects import Call, Emit, Sleep
+from python_dynamodb_lock._core.events import Kind
+from python_dynamodb_lock._core.heartbeat import Unregister
+from python_dynamodb_lock._core.release import (
+    ReleaseOutcome,
+    ReleaseResult,
+    precheck_release,
+    release,
+    release_verdict,
+)
+from python_dynamodb_lock._core.state import LockState, RenewalVerdict, Status
+from python_dynamodb_lock._errors import DynamoDBLockError, Reason
+from python_dynamodb_lock._requests import Renewal
+from python_dynamodb_lock._schema import Schema
+
+SCHEMA = Schema('locks', 'lock_key', 'sort_key', 'expiry_time')
+LEASE = 30.0
+
+
+class FakeClock:
+    def __init__(self, now: float = 1000.0, wall: float = 1_700_000_000.0) -> None:
+        self.now = now
+        self.wall_offset = wall - now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return self.now + self.wall_offset
+
+
+def client_error(code: str, status: int, retries: int = 0, item: Optional[Dict[str, Any]] = None,
+                 operation: str = 'UpdateItem') -> ClientError:
+    response: Dict[str, Any] = {'Error': {'Code': code, 'Message': 'scripted'},
+                                'ResponseMetadata': {'HTTPStatusCode': status, 'RetryAttempts': retries}}
+    if item is not None:
+        response['Item'] = {name: {'S': value} for name, value in item.items()}
+    return ClientError(response, operation)
+
+
+def row(version: str, owner: str = 'someone') -> Dict[str, Any]:
+    return {'lock_key': 'k', 'sort_key': '-', 'owner_name': owner, 'record_version_number': version,
+            'lease_duration': LEASE, 'expiry_time': 1_700_003_600}
+
+
+# Answers, by name: what DynamoDB (or the network) can do to one conditional write.
+THROTTLED = Failed(client_error('ProvisionedThroughputExceededException', 400), False, Reason.THROTTLED)
+THROTTLED_AFTER_RETRIES = judge_error(client_error('ProvisionedThroughputExceededException', 400, retries=3))
+SERVER_ERROR = judge_error(client_error('InternalServerError', 500))
+LOST_ANSWER = judge_error(ReadTimeoutError(endpoint_url='http://x'))
+UNREACHABLE = judge_error(EndpointConnectionError(endpoint_url='http://x'))
+
+
+@dataclasses.dataclass
+class Run:
+    """The effects a protocol produced and its result (or the exception it raised)."""
+
+    calls: List[Any]
+    events: List[Kind]
+    sleeps: List[float]
+    unregistered: List[Any]
+    result: Any = None
+    error: Optional[BaseException] = None
+
+
+def drive(protocol: Any, answer: Callable[[Any], Any], woken: bool = False, clock: Optional[FakeClock] = None,
+          sleep_advances: bool = True) -> Run:
+    """Run ``protocol``, answering each Call with ``answer(request)``; sleeps advance ``clock``."""
+    run = Run([], [], [], [])
+    value: Any = None
+    while True:
+        try:
+            effect = protocol.send(value)
+        except StopIteration as done:
+            run.result = done.value
+            return run
+        except DynamoDBLockError as error:
+            run.error = error
+            return run
+        value = None
+        if isinstance(effect, Call):
+            run.calls.append(effect.request)
+            value = answer(effect.request)
+        elif isinstance(effect, Emit):
+            run.events.append(effect.event.kind)
+        elif isinstance(effect, Sleep):
+            run.sleeps.append(effect.seconds)
+            if clock is not None and sleep_advances:
+                clock.now += effect.seconds
+            value = woken
+        elif isinstance(effect, Unregister):
+            run.unregistered.append(effect.lock)
+        else:
+            raise AssertionError(f'unexpected effect {effect!r}')
+
+
+def scripted(*answers: Any) -> Callable[[Any], Any]:
+    """Answer calls in order; an answer may be a function of the request."""
+    queue = list(answers)
+
+    def answer(request: Any) -> Any:
+        assert queue, f'an unexpected call: {request.operation}'
+        next_answer = queue.pop(0)
+        return next_answer(request) if callable(next_answer) else next_answer
+
+    return answer
+
+
+# --------------------------------------------------------------------------------------------
+# Classifying errors
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('error, kind, maybe_applied, reason', [
+    pytest.param(client_error('ConditionalCheckFailedException', 400, item=row('v1')), Refused, None, None,
+                 id='condition-failed'),
+    pytest.param(client_error('ProvisionedThroughputExceededException', 400), Failed, False, Reason.THROTTLED,
+                 id='throttled-first-attempt'),
+    pytest.param(client_error('ProvisionedThroughputExceededException', 400, retries=2), Failed, True,
+                 Reason.THROTTLED, id='throttled-after-retries'),
+    pytest.param(client_error('InternalServerError', 500), Failed, True, Reason.UNREACHABLE, id='5xx'),
+    pytest.param(client_error('ResourceNotFoundException', 400), Failed, False, Reason.TABLE_NOT_FOUND,
+                 id='no-table'),
+    pytest.param(client_error('ValidationException', 400), Failed, False, Reason.VALIDATION, id='validation'),
+    pytest.param(client_error('AccessDeniedException', 400), Failed, False, Reason.ACCESS_DENIED, id='denied'),
+    pytest.param(ReadTimeoutError(endpoint_url='x'), Failed, True, Reason.UNREACHABLE, id='read-timeout'),
+    pytest.param(EndpointConnectionError(endpoint_url='x'), Failed, True, Reason.UNREACHABLE, id='refused-conn'),
+    pytest.param(ParamValidationError(report='bad'), Failed, False, Reason.OTHER, id='never-sent'),
+])
+def test_errors_are_classified(error: BaseException, kind: type, maybe_applied: Optional[bool],
+                               reason: Optional[str]) -> None:
+    answer = judge_error(error)
+    assert type(answer) is kind
+    if isinstance(answer, Failed):
+        assert (answer.maybe_applied, answer.reason) == (maybe_applied, reason)
+        assert answer.error is error
+    else:
+        assert answer.item == row('v1') and not answer.retried
+
+
+def test_a_condition_failure_after_retries_is_marked_retried() -> None:
+    answer = judge_error(client_error('ConditionalCheckFailedException', 400, retries=1, item=row('v2')))
+    assert isinstance(answer, Refused) and answer.retried and answer.item == row('v2')
+
+
+# --------------------------------------------------------------------------------------------
+# Renewals: every answer in every held state
+# --------------------------------------------------------------------------------------------
+
+def held_state(status: str = Status.LOCKED, unconfirmed: Sequence[str] = (), release_maybe_applied: bool = False,
+               confirmed_ago: float = 5.0, now: float = 1000.0) -> LockState:
+    state = LockState('v-current', 1_700_003_600, now - confirmed_ago, LEASE)
+    state.status = status
+    for version in unconfirmed:
+        state.remember_unconfirmed(version)
+    if release_maybe_applied:
+        state.note_release_maybe_applied()
+    return state
+
+
+RENEWAL = Renewal('k', '-', ['v-current'], 'v-new', 1_700_007_200)
+
+
+@pytest.mark.parametrize('status', [Status.LOCKED, Status.IN_DANGER])
+@pytest.mark.parametrize('answer, unconfirmed, release_maybe, confirmed_ago, verdict, final_status, loss', [
+    pytest.param(Applied(), (), False, 5, RenewalVerdict.RENEWED, Status.LOCKED, None, id='applied'),
+    pytest.param(Refused(row('v-new')), (), False, 5, RenewalVerdict.LANDED_UNANSWERED, Status.LOCKED, None,
+                 id='refused-by-our-own-new-version'),
+    pytest.param(Refused(row('v-old-unconfirmed')), ('v-old-unconfirmed',), False, 5,
+                 RenewalVerdict.ADOPTED_EARLIER, None, None, id='refused-by-an-earlier-unconfirmed-renewal'),
+    pytest.param(Refused(row('v-thief', 'thief')), (), False, 5, RenewalVerdict.STOLEN, Status.INVALID,
+                 Reason.TAKEN_OVER, id='refused-by-a-foreign-row'),
+    pytest.param(Refused(None), (), False, 5, RenewalVerdict.STOLEN, Status.INVALID, Reason.ROW_GONE,
+                 id='row-gone'),
+    pytest.param(Refused(row('v-next', 'next')), (), True, 5, RenewalVerdict.RELEASED_EARLIER, Status.RELEASED,
+                 None, id='foreign-row-after-our-unanswered-release-within-lease'),
+    pytest.param(Refused(None), (), True, 40, RenewalVerdict.RELEASED_EARLIER, Status.RELEASED, None,
+                 id='row-gone-after-our-unanswered-release'),
+    pytest.param(Refused(row('v-thief', 'thief')), (), True, 40, RenewalVerdict.STOLEN, Status.INVALID,
+                 Reason.TAKEN_OVER, id='foreign-row-after-our-unanswered-release-past-lease'),
+    pytest.param(THROTTLED, (), False, 5, RenewalVerdict.FAILED, None, None, id='throttled'),
+    pytest.param(THROTTLED_AFTER_RETRIES, (), False, 5, RenewalVerdict.FAILED, None, None, id='retried'),
+    pytest.param(SERVER_ERROR, (), False, 5, RenewalVerdict.FAILED, None, None, id='5xx'),
+    pytest.param(LOST_ANSWER, (), False, 5, RenewalVerdict.FAILED, None, None, id='lost-answer'),
+])
+def test_renewal_answers(status: str, answer: Any, unconfirmed: Sequence[str], release_maybe: bool,
+                         confirmed_ago: float, verdict: RenewalVerdict, final_status: Optional[str],
+                         loss: Optional[str]) -> None:
+    now = 1000.0
+    state = held_state(status, unconfirmed, release_maybe, confirmed_ago, now)
+    result = state.settle_renewal(RENEWAL, answer, attempt_started=now - 0.01, now=now)
+    assert result.verdict is verdict
+    assert state.status == (final_status or status)
+    if verdict in (RenewalVerdict.RENEWED, RenewalVerdict.LANDED_UNANSWERED):
+        assert (state.version, state.expiry_time, state.last_confirmed) == ('v-new', 1_700_007_200, now - 0.01)
+        assert result.recovered == (status == Status.IN_DANGER)
+        assert state.unconfirmed == []
+    elif verdict is RenewalVerdict.ADOPTED_EARLIER:
+        assert state.version == 'v-old-unconfirmed' and state.unconfirmed == []
+        assert state.last_confirmed == now - confirmed_ago   # adopting is not a confirmation
+    elif verdict is RenewalVerdict.FAILED:
+        assert state.version == 'v-current' and state.last_confirmed == now - confirmed_ago
+        # A write that may have landed unanswered is remembered, so it is never taken for a theft.
+        assert state.unconfirmed == (['v-new'] if answer.maybe_applied else [])
+    assert (state.loss.reason if state.loss else None) == loss
+
+
+def test_a_renewal_is_conditioned_on_every_version_that_may_be_ours() -> None:
+    state = held_state(unconfirmed=[f'u{index}' for index in range(30)])
+    renewal = state.next_renewal('v-new', 1, 'k', '-')
+    assert renewal is not None
+    assert renewal.expected_versions[0] == 'v-current'
+    assert renewal.expected_versions[1:] == [f'u{index}' for index in range(10, 30)]   # the newest 20
+    assert state.is_ours('u0') and not state.is_ours('someone-else')
+
+
+@pytest.mark.parametrize('status', [Status.PENDING, Status.RELEASED, Status.INVALID])
+def test_a_lock_not_held_is_not_renewed(status: str) -> None:
+    assert held_state(status).next_renewal('v-new', 1, 'k', '-') is None
+
+
+@pytest.mark.parametrize('status, confirmed_ago, flagged', [
+    (Status.LOCKED, 20.0, False), (Status.LOCKED, 20.5, True), (Status.IN_DANGER, 50, False),
+    (Status.RELEASED, 50, False), (Status.INVALID, 50, False),
+])
+def test_danger_check(status: str, confirmed_ago: float, flagged: bool) -> None:
+    state = held_state(status, confirmed_ago=confirmed_ago)
+    assert (state.mark_in_danger(1000.0, 20.0) is not None) == flagged
+    assert state.status == (Status.IN_DANGER if flagged else status)
+
+
+@pytest.mark.parametrize('confirmed_ago, expected', [(0, Status.LOCKED), (19.9, Status.LOCKED),
+                                                     (20.1, Status.IN_DANGER), (31, Status.IN_DANGER)])
+def test_status_read_now_accounts_for_the_time_since_the_last_confirmed_renewal(confirmed_ago: float,
+                                                                               expected: str) -> None:
+    state = held_state(confirmed_ago=confirmed_ago)
+    assert state.status_at(1000.0, safe_period=20.0) == expected
+    assert state.status == Status.LOCKED                       # reading changes nothing
+    assert state.lease_remaining(1000.0) == pytest.approx(LEASE - confirmed_ago)
+
+
+# --------------------------------------------------------------------------------------------
+# Releases
+# --------------------------------------------------------------------------------------------
+
+def run_release(*answers: Any, state: Optional[LockState] = None, clock: Optional[FakeClock] = None) -> Run:
+    state = state if state is not None else held_state()
+    clock = clock or FakeClock()
+    return drive(release(SCHEMA, state, 'k', '-', clock), scripted(*answers), clock=clock)
+
+
+@pytest.mark.parametrize('answers, outcome, operations', [
+    pytest.param([Applied()], ReleaseOutcome.RELEASED, ['delete_item'], id='applied'),
+    pytest.param([Refused(None)], ReleaseOutcome.ROW_GONE, ['delete_item'], id='row-gone'),
+    pytest.param([Refused(row('v-thief'))], ReleaseOutcome.STOLEN, ['delete_item'], id='foreign-row'),
+    pytest.param([Refused(row('v-next'), retried=True)], ReleaseOutcome.MET_NEXT_HOLDER, ['delete_item'],
+                 id='retried-met-the-next-holder-within-lease'),
+    pytest.param([THROTTLED], ReleaseOutcome.FAILED, ['delete_item'], id='throttled-no-read'),
+    pytest.param([SERVER_ERROR, Applied({'Item': row('v-current')})], ReleaseOutcome.FAILED,
+                 ['delete_item', 'get_item'], id='5xx-and-our-row-is-still-there'),
+    pytest.param([LOST_ANSWER, Applied({})], ReleaseOutcome.RELEASED, ['delete_item', 'get_item'],
+                 id='lost-answer-and-the-row-is-gone'),
+    pytest.param([LOST_ANSWER, Applied({'Item': row('v-next')})], ReleaseOutcome.RELEASED,
+                 ['delete_item', 'get_item'], id='lost-answer-and-a-next-holder-within-lease'),
+    pytest.param([LOST_ANSWER, UNREACHABLE], ReleaseOutcome.FAILED, ['delete_item', 'get_item'],
+                 id='lost-answer-and-the-read-fails'),
+])
+def test_release_answers(answers: List[Any], outcome: ReleaseOutcome, operations: List[str]) -> None:
+    run = run_release(*answers)
+    assert run.result.outcome is outcome
+    assert [request.operation for request in run.calls] == operations
+
+
+def test_release_names_every_version_that_may_be_ours_and_retries_an_older_one() -> None:
+    state = held_state(unconfirmed=[f'u{index}' for index in range(25)])
+    run = run_release(Refused(row('u2')), Applied(), state=state)
+    first, second = run.calls
+    assert set(first.params['ExpressionAttributeValues'].values()) == {'v-current', *[f'u{i}' for i in range(5, 25)]}
+    assert list(second.params['ExpressionAttributeValues'].values()) == ['u2']
+    assert run.result.outcome is ReleaseOutcome.RELEASED
+
+
+def test_a_foreign_row_after_a_lost_release_answer_past_the_lease_is_a_theft() -> None:
+    clock = FakeClock()
+    state = held_state(confirmed_ago=40, now=clock.now)
+    run = run_release(LOST_ANSWER, Applied({'Item': row('v-thief')}), state=state, clock=clock)
+    assert run.result.outcome is ReleaseOutcome.STOLEN
+    assert state.release_maybe_applied       # a later heartbeat must not report it as stolen
+
+
+@pytest.mark.parametrize('outcome, best_effort, final_status, code', [
+    (ReleaseOutcome.RELEASED, True, Status.RELEASED, None),
+    (ReleaseOutcome.RELEASED, False, Status.RELEASED, None),
+    (ReleaseOutcome.ROW_GONE, False, Status.RELEASED, None),
+    (ReleaseOutcome.MET_NEXT_HOLDER, False, Status.RELEASED, None),
+    (ReleaseOutcome.STOLEN, True, Status.INVALID, None),
+    (ReleaseOutcome.STOLEN, False, Status.INVALID, DynamoDBLockError.LOCK_STOLEN),
+    (ReleaseOutcome.FAILED, True, Status.RELEASED, None),            # forgotten; taken over after its lease
+    (ReleaseOutcome.FAILED, False, None, DynamoDBLockError.UNKNOWN),  # still held, so it can be retried
+])
+def test_what_a_release_tells_the_caller(outcome: ReleaseOutcome, best_effort: bool, final_status: Optional[str],
+                                         code: Optional[str]) -> None:
+    result = ReleaseResult(outcome, row('v-thief', 'thief') if outcome is ReleaseOutcome.STOLEN else None,
+                           SERVER_ERROR if outcome is ReleaseOutcome.FAILED else None)
+    verdict = release_verdict(result, best_effort, SCHEMA, 'k|-')
+    assert verdict.final_status == final_status
+    assert (verdict.error.code if verdict.error else None) == code
+    if code == DynamoDBLockError.LOCK_STOLEN:
+        assert 'thief' in verdict.error.message and verdict.error.reason == Reason.TAKEN_OVER
+
+
+@pytest.mark.parametrize('status, owned, best_effort, goes_ahead, code', [
+    (Status.LOCKED, True, True, True, None),
+    (Status.IN_DANGER, True, False, True, None),
+    (Status.RELEASED, True, False, False, None),                          # releasing twice: a no-op
+    (Status.PENDING, True, False, False, None),
+    (Status.INVALID, True, True, False, None),                            # lost: best effort is silent
+    (Status.INVALID, True, False, False, DynamoDBLockError.LOCK_STOLEN),  # lost: strict says so
+    (Status.LOCKED, False, True, False, None),
+    (Status.LOCKED, False, False, False, DynamoDBLockError.LOCK_NOT_OWNED),
+])
+def test_release_precheck(status: str, owned: bool, best_effort: bool, goes_ahead: bool,
+                          code: Optional[str]) -> None:
+    state = held_state(status)
+    verdict = precheck_release(state, owned, best_effort, 'k|-', 'me')
+    assert (verdict is None) == goes_ahead
+    assert (verdict.error.code if verdict is not None and verdict.error else None) == code
+
+
+# --------------------------------------------------------------------------------------------
+# Acquiring
+# --------------------------------------------------------------------------------------------
+
+def attempt(retry_timeout: float = 0.0, retry_period: float = 5.0) -> AcquireAttempt:
+    template = SCHEMA.lock_item('k', '-', 'me', LEASE, '', 0)
+    return AcquireAttempt(SCHEMA, 'k', '-', 'k|-', template, retry_period, retry_timeout, 3600.0, LEASE)
+
+
+def own_row_of(request: Any) -> Dict[str, Any]:
+    """The row a put would have written (for answers that echo our own write back)."""
+    return dict(request.params['Item'])
+
+
+def run_acquire(*answers: Any, retry_timeout: float = 0.0, clock: Optional[FakeClock] = None,
+                closed: bool = False) -> Run:
+    clock = clock or FakeClock()
+    return drive(acquire(attempt(retry_timeout), clock, lambda: closed), scripted(*answers), clock=clock)
+
+
+def test_an_uncontended_acquire_is_one_conditional_put() -> None:
+    run = run_acquire(Applied())
+    assert isinstance(run.result, Written)
+    (put,) = run.calls
+    assert put.operation == 'put_item' and 'attribute_not_exists' in put.params['ConditionExpression']
+    assert put.params['ReturnValuesOnConditionCheckFailure'] == 'ALL_OLD'
+
+
+def test_a_put_refused_by_its_own_row_was_ours() -> None:
+    run = run_acquire(lambda request: Refused(own_row_of(request), retried=True))
+    assert isinstance(run.result, Written) and len(run.calls) == 1
+
+
+def test_a_held_lock_with_no_time_to_wait_times_out_naming_the_holder() -> None:
+    run = run_acquire(Refused(row('v-holder', 'holder')), Applied({'Item': row('v-holder', 'holder')}))
+    assert isinstance(run.result, TimedOut) and run.result.blocking['owner_name'] == 'holder'
+
+
+def test_an_engine_that_ignores_all_old_is_read_instead() -> None:
+    run = run_acquire(Refused(None), Applied({'Item': row('v-holder')}))
+    assert [request.operation for request in run.calls][:2] == ['put_item', 'get_item']
+
+
+@pytest.mark.parametrize('failure', [THROTTLED, judge_error(client_error('ResourceNotFoundException', 400))])
+def test_a_put_that_surely_failed_is_unknown_without_a_read(failure: Failed) -> None:
+    run = run_acquire(failure)
+    assert isinstance(run.error, DynamoDBLockError) and run.error.code == DynamoDBLockError.UNKNOWN
+    assert run.error.__cause__ is failure.error and run.error.reason == failure.reason
+    assert len(run.calls) == 1
+
+
+def test_a_put_whose_answer_was_lost_and_landed_is_acquired() -> None:
+    landed: Dict[str, Any] = {}
+
+    def lose(request: Any) -> Any:
+        landed.update(own_row_of(request))
+        return LOST_ANSWER
+
+    run = run_acquire(lose, lambda request: Applied({'Item': dict(landed)}))
+    assert isinstance(run.result, Written)
+    assert [request.operation for request in run.calls] == ['put_item', 'get_item']
+
+
+def test_a_put_whose_answer_was_lost_and_did_not_land_is_unknown() -> None:
+    run = run_acquire(LOST_ANSWER, Applied({}))
+    assert run.error.code == DynamoDBLockError.UNKNOWN and run.events == []
+
+
+def test_an_unreachable_engine_fails_once_without_a_cleanup_warning() -> None:
+    run = run_acquire(UNREACHABLE, UNREACHABLE)
+    assert run.error.code == DynamoDBLockError.UNKNOWN and run.error.reason == Reason.UNREACHABLE
+    assert run.events == [Kind.ORPHAN_UNVERIFIED]            # an INFO line, not a warning
+    assert [request.operation for request in run.calls] == ['put_item', 'get_item']
+
+
+def test_takeover_after_the_holders_version_stays_the_same_for_its_lease() -> None:
+    clock = FakeClock()
+    holder = row('v-dead', 'dead')
+    answers = [Refused(holder)] + [Applied({'Item': holder})] * 7 + [Applied()]
+    run = run_acquire(*answers, retry_timeout=60.0, clock=clock)
+    assert isinstance(run.result, Written)
+    takeover = run.calls[-1]
+    assert takeover.params['ExpressionAttributeValues'] == {':expected_version_0': 'v-dead'}
+    assert Kind.TAKING_OVER in run.events
+    assert run.sleeps == [5.0] * 6                          # 30 s of an unchanged version, polled every 5 s
+
+
+def test_a_holder_that_renews_is_never_taken_over() -> None:
+    clock = FakeClock()
+    versions = iter(range(100))
+    run = drive(acquire(attempt(retry_timeout=100.0), clock, lambda: False),
+                lambda request: (Refused(row(f'v{next(versions)}')) if request.operation == 'put_item'
+                                 else Applied({'Item': row(f'v{next(versions)}')})), clock=clock)
+    assert isinstance(run.result, TimedOut)
+    assert [request.operation for request in run.calls].count('put_item') == 1
+
+
+def test_a_release_in_this_client_goes_straight_to_the_put() -> None:
+    run = drive(acquire(attempt(retry_timeout=60.0), FakeClock(), lambda: False),
+                scripted(Refused(row('v-holder')), Applied()), woken=True, clock=FakeClock())
+    assert isinstance(run.result, Written)
+    assert [request.operation for request in run.calls] == ['put_item', 'put_item']
+
+
+def test_a_closed_client_acquires_nothing() -> None:
+    run = run_acquire(closed=True)
+    assert run.error.code == DynamoDBLockError.CLIENT_SHUTDOWN and run.calls == []
+
+
+@pytest.mark.parametrize('unchanged_for, lease, expiry_offset, abandoned', [
+    (29.9, 30, 3600, False), (30.0, 30, 3600, True), (0, 30, -1, True),     # TTL passed: at once
+    (5.0, 2.5, 3600, True),                                                 # the row's own lease counts
+])
+def test_is_abandoned(unchanged_for: float, lease: float, expiry_offset: float, abandoned: bool) -> None:
+    wall_now = 1_700_000_000.0
+    the_row = dict(row('v'), lease_duration=lease, expiry_time=wall_now + expiry_offset)
+    assert is_abandoned(SCHEMA, the_row, unchanged_for, wall_now, LEASE) == abandoned
