@@ -1,0 +1,569 @@
+"""Distributed locks on Amazon DynamoDB for asyncio applications.
+
+:class:`AsyncDynamoDBLockClient` is the asyncio twin of
+:class:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient`: the same arguments,
+defaults, item layout and rules (both run the one protocol core), with coroutines instead of
+blocking calls, and the heartbeat sender and danger checker as asyncio tasks. Locks of both
+clients exclude each other on one table, and published 0.9.x clients too.
+
+It talks to DynamoDB through an `aiobotocore <https://github.com/aio-libs/aiobotocore>`_
+client (``pip install '.[asyncio]'`` from a checkout)::
+
+    from aiobotocore.session import get_session
+    from python_dynamodb_lock.aio import AsyncDynamoDBLockClient
+
+    async def main():
+        async with get_session().create_client('dynamodb') as dynamodb:
+            async with AsyncDynamoDBLockClient(dynamodb) as lock_client:
+                async with lock_client.acquire_lock('my_key') as lock:
+                    ...  # only one holder of 'my_key' at a time
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import datetime
+import functools
+import inspect
+import logging
+from types import TracebackType
+from typing import (
+    Any,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Dict,
+    Generator,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Type,
+    TypeVar,
+)
+
+from . import _config
+from ._aio_store import AsyncStore
+from ._base import ClientCore, Done
+from ._clock import Clock, SystemClock
+from ._core.acquire import TimedOut, acquire, read_row
+from ._core.effects import Call, Protocol, Sleep, Submit
+from ._core.events import Kind
+from ._core.heartbeat import background_loop, check_locks, check_round, heartbeat_round, renew_batch, renew_one
+from ._core.release import precheck_release, release, release_verdict
+from ._core.scan import force_release, next_page
+from ._core.state import null_guard
+from ._errors import DynamoDBLockError, Reason
+from ._observe import Observer
+from ._requests import scan
+from ._tables import creation_failed, judge_existing_table, needs_ttl_update, table_request
+from .python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLockClient, HeldLock, _suppress_after_block
+
+__all__ = ['AsyncDynamoDBLock', 'AsyncDynamoDBLockClient', 'BaseDynamoDBLock', 'DynamoDBLockError', 'Reason']
+
+logger = logging.getLogger('python_dynamodb_lock.python_dynamodb_lock')
+
+T = TypeVar('T')
+AsyncAppCallback = Callable[[str, 'AsyncDynamoDBLock'], Any]
+_Defaults = DynamoDBLockClient
+
+
+class AsyncDynamoDBLock(HeldLock):
+    """A lock held by this process through an :class:`AsyncDynamoDBLockClient`.
+
+    Release it with ``await lock.release()``, or use ``async with``. Statuses, attributes and
+    :meth:`lease_remaining` are those of
+    :class:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLock`.
+    """
+
+    def __init__(
+        self,
+        partition_key: str,
+        sort_key: str,
+        owner_name: str,
+        lease_duration: float,
+        record_version_number: str,
+        expiry_time: int,
+        additional_attributes: Optional[Mapping[str, Any]],
+        app_callback: Optional[AsyncAppCallback],
+        lock_client: 'AsyncDynamoDBLockClient',
+        raise_context_exception: bool = False,
+    ) -> None:
+        super().__init__(
+            partition_key, sort_key, owner_name, lease_duration, record_version_number, expiry_time,
+            additional_attributes, app_callback, lock_client, raise_context_exception,
+            clock=lock_client._clock, guard=null_guard(),
+        )
+        # Serialises the calls to DynamoDB about this lock (a release and a heartbeat).
+        self._mutex = asyncio.Lock()
+
+    async def release(self, best_effort: bool = True) -> None:
+        """Release this lock: see :meth:`AsyncDynamoDBLockClient.release_lock`."""
+        await self.lock_client.release_lock(self, best_effort)
+
+    async def __aenter__(self) -> 'AsyncDynamoDBLock':
+        return self
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc_value: Optional[BaseException],
+                        traceback: Optional[TracebackType]) -> bool:
+        """Release best effort, even when the task was cancelled; suppress an ``Exception`` from
+        the block unless ``raise_context_exception`` (the published default)."""
+        # Shielded: a task cancelled inside the block still releases; cancelled again meanwhile,
+        # the release completes in the background.
+        await asyncio.shield(self.release(best_effort=True))
+        return _suppress_after_block(self, exc_type, exc_value, traceback)
+
+
+class _Acquisition:
+    """What :meth:`AsyncDynamoDBLockClient.acquire_lock` returns: await it for the lock, or use
+    it in ``async with`` to hold the lock for the block."""
+
+    def __init__(self, start: Callable[[], Awaitable[Any]]) -> None:
+        self._start = start
+        self._lock: Optional[AsyncDynamoDBLock] = None
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self._start().__await__()
+
+    async def __aenter__(self) -> AsyncDynamoDBLock:
+        self._lock = await self._start()
+        return self._lock
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc_value: Optional[BaseException],
+                        traceback: Optional[TracebackType]) -> bool:
+        assert self._lock is not None
+        return await self._lock.__aexit__(exc_type, exc_value, traceback)
+
+
+class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
+    """Hands out distributed locks stored in one DynamoDB table, and keeps them alive, in asyncio.
+
+    Create it inside a running event loop (it starts two tasks: the heartbeat sender and the
+    danger checker) and ``await client.close()`` at shut-down, or use ``async with``. Every
+    argument means what it means for the threaded client; the first is an aiobotocore DynamoDB
+    client (``session.create_client('dynamodb')``), which the lock client uses but does not
+    close.
+
+    Callbacks may be plain functions (run on ``app_callback_executor``, a thread pool of 5 by
+    default, never on the loop) or coroutine functions (run as tasks on the loop); either way
+    they get ``(code, lock)``.
+
+    :raises TypeError, ValueError: for arguments that cannot work, before anything starts.
+    :raises RuntimeError: when no event loop is running.
+    """
+
+    _base_lock_class = BaseDynamoDBLock
+
+    def __init__(
+        self,
+        dynamodb_client: Any,
+        table_name: str = _Defaults._DEFAULT_TABLE_NAME,
+        partition_key_name: str = _Defaults._DEFAULT_PARTITION_KEY_NAME,
+        sort_key_name: str = _Defaults._DEFAULT_SORT_KEY_NAME,
+        ttl_attribute_name: str = _Defaults._DEFAULT_TTL_ATTRIBUTE_NAME,
+        owner_name: Optional[str] = None,
+        heartbeat_period: datetime.timedelta = _Defaults._DEFAULT_HEARTBEAT_PERIOD,
+        safe_period: datetime.timedelta = _Defaults._DEFAULT_SAFE_PERIOD,
+        lease_duration: datetime.timedelta = _Defaults._DEFAULT_LEASE_DURATION,
+        expiry_period: datetime.timedelta = _Defaults._DEFAULT_EXPIRY_PERIOD,
+        heartbeat_tps: float = _Defaults._DEFAULT_HEARTBEAT_TPS,
+        app_callback_executor: Optional[concurrent.futures.Executor] = None,
+        *,
+        clock: Optional[Clock] = None,
+        heartbeat_workers: Optional[int] = None,
+        heartbeat_batch_size: int = 1,
+        background_heartbeats: bool = True,
+    ) -> None:
+        if not _is_async_dynamodb_client(dynamodb_client):
+            raise TypeError(
+                'dynamodb_client must be an aiobotocore DynamoDB client '
+                '(aiobotocore.session.get_session().create_client("dynamodb")), '
+                f'not {type(dynamodb_client).__name__}'
+            )
+        settings = _config.make_settings(
+            low_level_client=dynamodb_client, table_name=table_name, partition_key_name=partition_key_name,
+            sort_key_name=sort_key_name, ttl_attribute_name=ttl_attribute_name, owner_name=owner_name,
+            heartbeat_period=heartbeat_period, safe_period=safe_period, lease_duration=lease_duration,
+            expiry_period=expiry_period, heartbeat_tps=heartbeat_tps, heartbeat_workers=heartbeat_workers,
+            heartbeat_batch_size=heartbeat_batch_size,
+        )
+        if app_callback_executor is not None and not callable(getattr(app_callback_executor, 'submit', None)):
+            raise TypeError('app_callback_executor must be a concurrent.futures.Executor (or None)')
+        if not isinstance(background_heartbeats, bool):
+            raise TypeError(f'background_heartbeats must be a bool, not {type(background_heartbeats).__name__}')
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError('AsyncDynamoDBLockClient must be created inside a running event loop '
+                               '(in a coroutine)') from None
+        self._init_core(settings, clock if clock is not None else SystemClock(), Observer(self._dispatch_callback))
+        for warning in settings.warnings:
+            logger.warning('%s', warning)
+        self._dynamodb_client = dynamodb_client
+        self._owner_name = settings.owner_name
+        self._table_name = settings.schema.table_name
+        self._safe_period_s = settings.safe_period
+        self._store = AsyncStore(dynamodb_client)
+        self._shutdown = asyncio.Event()
+        self._closed = False
+        self._owns_app_callback_executor = app_callback_executor is None
+        self._app_callback_executor = app_callback_executor or concurrent.futures.ThreadPoolExecutor(
+            max_workers=_Defaults._DEFAULT_APP_CALLBACK_THREADPOOL_SIZE,
+            thread_name_prefix='AsyncDynamoDBLockClient-callback',
+        )
+        self._heartbeat_slots = asyncio.Semaphore(settings.heartbeat_workers)
+        self._heartbeat_tasks: Set['asyncio.Task[None]'] = set()
+        self._callback_tasks: Set['asyncio.Task[Any]'] = set()
+        self._background: List['asyncio.Task[None]'] = []
+        if background_heartbeats:
+            self._background = [
+                self._loop.create_task(self._run_loop('heartbeat sender', self._heartbeat_round),
+                                       name='AsyncDynamoDBLockClient-heartbeat-sender'),
+                self._loop.create_task(self._run_loop('heartbeat checker', self._checker_round),
+                                       name='AsyncDynamoDBLockClient-heartbeat-checker'),
+            ]
+        logger.info(
+            'Started asyncio lock client %s on table %s (heartbeat %ss, safe %ss, lease %ss%s)',
+            self._owner_name, self._table_name, settings.heartbeat_period, settings.safe_period,
+            settings.lease_duration, '' if background_heartbeats else ', heartbeats sent by the application',
+        )
+
+    # -- public API ----------------------------------------------------------------------
+
+    def acquire_lock(
+        self,
+        partition_key: str,
+        sort_key: str = _Defaults._DEFAULT_SORT_KEY_VALUE,
+        retry_period: Optional[datetime.timedelta] = None,
+        retry_timeout: Optional[datetime.timedelta] = None,
+        additional_attributes: Optional[Mapping[str, Any]] = None,
+        app_callback: Optional[AsyncAppCallback] = None,
+        raise_context_exception: bool = False,
+    ) -> _Acquisition:
+        """Acquire the lock on ``(partition_key, sort_key)``, waiting for it if it is held.
+
+        ``lock = await client.acquire_lock(...)``, or ``async with client.acquire_lock(...) as
+        lock:``. Arguments, waiting, takeover and errors are those of the threaded client's
+        ``acquire_lock``; bad arguments raise at the call, before anything is awaited.
+        Cancelling the awaiting task leaves no row behind: a put that was in flight is deleted
+        if it landed.
+        """
+        self._check_process()
+        arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
+                                              additional_attributes, app_callback)
+        return _Acquisition(functools.partial(self._acquire, partition_key, sort_key, arguments, app_callback,
+                                              raise_context_exception, True))
+
+    async def try_acquire_lock(
+        self,
+        partition_key: str,
+        sort_key: str = _Defaults._DEFAULT_SORT_KEY_VALUE,
+        additional_attributes: Optional[Mapping[str, Any]] = None,
+        app_callback: Optional[AsyncAppCallback] = None,
+        raise_context_exception: bool = False,
+    ) -> Optional[AsyncDynamoDBLock]:
+        """Acquire the lock if it can be had right now; None when someone else holds it."""
+        self._check_process()
+        arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, None, datetime.timedelta(0),
+                                              additional_attributes, app_callback)
+        return await self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False)
+
+    async def release_lock(self, lock: AsyncDynamoDBLock, best_effort: bool = True) -> None:
+        """Release ``lock``; see :meth:`DynamoDBLockClient.release_lock
+        <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.release_lock>`."""
+        self._check_process()
+        if not isinstance(lock, AsyncDynamoDBLock):
+            raise TypeError(f'release_lock takes an AsyncDynamoDBLock, not {type(lock).__name__}')
+        async with lock._mutex:
+            verdict = precheck_release(lock._state, self._owns(lock), best_effort, lock.unique_identifier,
+                                       self._owner_name)
+            if verdict is None:
+                result = await self._run(release(self._schema, lock._state, lock.partition_key, lock.sort_key,
+                                                 self._clock))
+                verdict = release_verdict(result, best_effort, self._schema, lock.unique_identifier)
+            self._apply_release(lock, verdict)
+
+    async def close(self, release_locks: bool = False) -> None:
+        """Stop the background tasks, promptly; a second call is a no-op. Held locks are released
+        (best effort) only with ``release_locks=True``; the aiobotocore client is not closed."""
+        if self._closed:
+            return
+        self._closed = True
+        logger.info('Closing lock client %s', self._owner_name)
+        self._shutdown.set()
+        for waiter in self._registry.all_waiters():
+            waiter.set()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        for task in list(self._heartbeat_tasks):
+            task.cancel()
+        await asyncio.gather(*self._heartbeat_tasks, return_exceptions=True)
+        if release_locks and not self._forked():
+            for lock in self._registry.held():
+                await self.release_lock(lock, best_effort=True)
+        if self._owns_app_callback_executor:
+            self._app_callback_executor.shutdown(wait=False)
+        logger.info('Closed lock client %s', self._owner_name)
+
+    async def get_lock(self, partition_key: str,
+                       sort_key: str = _Defaults._DEFAULT_SORT_KEY_VALUE) -> Optional[BaseDynamoDBLock]:
+        """Who holds ``(partition_key, sort_key)`` right now (a consistent read); None: nobody."""
+        self._check_process()
+        _config.check_key(partition_key, sort_key)
+        row = await self._run(read_row(self._schema, partition_key, sort_key, None))
+        described: Optional[BaseDynamoDBLock] = self._describe_row(row)
+        return described
+
+    async def list_locks(self) -> AsyncIterator[BaseDynamoDBLock]:
+        """Every lock in the table (a consistent, paginated scan): ``async for lock in ...``."""
+        self._check_process()
+        request: Optional[Any] = scan(self._schema)
+        while request is not None:
+            rows, request = next_page(self._schema, await self._store.send(request))
+            for lock in self._rows_to_locks(rows):
+                yield lock
+
+    async def force_release_lock(self, lock: BaseDynamoDBLock) -> bool:
+        """Delete a lock's row only if it still carries ``lock``'s version; see the threaded client."""
+        self._check_process()
+        if not isinstance(lock, BaseDynamoDBLock):
+            raise TypeError(f'force_release_lock takes a BaseDynamoDBLock, not {type(lock).__name__}')
+        deleted: bool = await self._run(force_release(self._schema, lock))
+        if deleted:
+            self._emit(Kind.FORCE_RELEASED, lock, version=lock.record_version_number, owner=lock.owner_name)
+            self._registry.wake_longest_waiting(lock.unique_identifier)
+        return deleted
+
+    def held_locks(self) -> List[AsyncDynamoDBLock]:
+        """The locks this client holds and keeps alive right now (a snapshot)."""
+        return self._registry.held()
+
+    async def send_heartbeats(self, locks: Optional[Iterable[AsyncDynamoDBLock]] = None) -> None:
+        """Renew held locks now: all of them, or those given; see the threaded client."""
+        self._check_process()
+        chosen = self._registry.held() if locks is None else list(locks)
+        for lock in chosen:
+            if not isinstance(lock, AsyncDynamoDBLock):
+                raise TypeError(f'send_heartbeats takes AsyncDynamoDBLock objects, not {type(lock).__name__}')
+        size = self._batching.batch_size if self._batching.enabled else 1
+        await asyncio.gather(*(self._renew(chosen[start:start + size]) for start in range(0, len(chosen), size)))
+
+    def check_locks(self) -> None:
+        """Flag held locks not renewed for ``safe_period`` as ``IN_DANGER`` now (with callbacks)."""
+        self._check_process()
+        self._finish(check_locks(self._heartbeat_settings, self._registry.held(), self._clock))
+
+    async def __aenter__(self) -> 'AsyncDynamoDBLockClient':
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
+
+    def __str__(self) -> str:
+        return f'AsyncDynamoDBLockClient(table={self._table_name}, owner={self._owner_name})'
+
+    @classmethod
+    async def create_dynamodb_table(
+        cls,
+        dynamodb_client: Any,
+        table_name: str = _Defaults._DEFAULT_TABLE_NAME,
+        partition_key_name: str = _Defaults._DEFAULT_PARTITION_KEY_NAME,
+        sort_key_name: str = _Defaults._DEFAULT_SORT_KEY_NAME,
+        ttl_attribute_name: str = _Defaults._DEFAULT_TTL_ATTRIBUTE_NAME,
+        read_capacity: int = _Defaults._DEFAULT_READ_CAPACITY,
+        write_capacity: int = _Defaults._DEFAULT_WRITE_CAPACITY,
+        *,
+        billing_mode: str = 'PROVISIONED',
+        exist_ok: bool = False,
+    ) -> Dict[str, Any]:
+        """Create the lock table with an aiobotocore client; see the threaded client's."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        params = table_request(table_name, partition_key_name, sort_key_name, ttl_attribute_name, read_capacity,
+                               write_capacity, billing_mode)
+        try:
+            try:
+                await dynamodb_client.create_table(**params)
+                logger.info('Creating lock table %s', table_name)
+            except ClientError as exc:
+                if exc.response.get('Error', {}).get('Code') != 'ResourceInUseException':
+                    raise
+                existing = await dynamodb_client.describe_table(TableName=table_name)
+                judge_existing_table(existing['Table'], params, exist_ok)
+            await dynamodb_client.get_waiter('table_exists').wait(TableName=table_name)
+            ttl = (await dynamodb_client.describe_time_to_live(TableName=table_name)).get('TimeToLiveDescription', {})
+            if needs_ttl_update(ttl, ttl_attribute_name):
+                await dynamodb_client.update_time_to_live(
+                    TableName=table_name,
+                    TimeToLiveSpecification={'Enabled': True, 'AttributeName': ttl_attribute_name},
+                )
+                await dynamodb_client.get_waiter('table_exists').wait(TableName=table_name)
+            description: Dict[str, Any] = (await dynamodb_client.describe_table(TableName=table_name))['Table']
+            return description
+        except (ClientError, BotoCoreError) as exc:
+            raise creation_failed(table_name, exc) from exc
+
+    # -- the driver ----------------------------------------------------------------------
+
+    async def _run(self, protocol: Protocol[T], wake: Optional[asyncio.Event] = None) -> T:
+        """Run a protocol to its end on the loop; ``wake`` cuts its sleeps short. An exception
+        raised while performing an effect (cancellation included) is thrown into the protocol."""
+        wake = wake if wake is not None else self._shutdown
+        step = self._advance(protocol, None)
+        while not isinstance(step, Done):
+            outcome = await self._perform(step, wake)
+            step = self._advance(protocol, *outcome)
+        result: T = step.value
+        return result
+
+    async def _perform(self, effect: Any, wake: asyncio.Event) -> Tuple[Any, Optional[BaseException]]:
+        try:
+            if isinstance(effect, Call):
+                answer = await self._store.send(effect.request)
+                return answer, None
+            if isinstance(effect, Sleep):
+                woken = await self._clock.sleep_async(effect.seconds, wake)
+                return woken, None
+            if isinstance(effect, Submit):
+                return self._submit_heartbeats(effect.locks), None
+            raise TypeError(f'unknown effect {effect!r}')
+        except BaseException as exc:
+            return None, exc
+
+    def _finish(self, protocol: Protocol[T]) -> T:
+        """Run a protocol that needs no I/O (it only emits events)."""
+        step = self._advance(protocol, None)
+        if not isinstance(step, Done):
+            raise TypeError(f'{protocol!r} asked for {step!r}')
+        result: T = step.value
+        return result
+
+    def _new_lock(self, **fields: Any) -> AsyncDynamoDBLock:
+        return AsyncDynamoDBLock(lock_client=self, **fields)
+
+    async def _acquire(self, partition_key: str, sort_key: str, arguments: _config.AcquireArguments,
+                       app_callback: Optional[AsyncAppCallback], raise_context_exception: bool,
+                       timeout_is_error: bool) -> Optional[AsyncDynamoDBLock]:
+        attempt = self._attempt(partition_key, sort_key, arguments)
+        wake = asyncio.Event()
+        self._registry.add_waiter(attempt.unique_identifier, wake)
+        try:
+            outcome = await self._run(acquire(attempt, self._clock, self._shutdown.is_set), wake)
+        except DynamoDBLockError as error:
+            raise self._public_error(error) from error.__cause__
+        finally:
+            self._registry.remove_waiter(attempt.unique_identifier, wake)
+        if isinstance(outcome, TimedOut):
+            if timeout_is_error:
+                raise self._timeout_error(attempt, outcome)
+            return None
+        lock, previous = self._adopt(outcome, app_callback, raise_context_exception, self._new_lock)
+        if previous is not None:
+            async with previous._mutex:   # a release or heartbeat of it under way finishes first
+                self._settle_replaced(previous)
+        if self._shutdown.is_set():
+            await self.release_lock(lock, best_effort=True)
+            raise DynamoDBLockError(DynamoDBLockError.CLIENT_SHUTDOWN, 'The lock client has been closed')
+        return lock
+
+    def _forked(self) -> bool:
+        try:
+            self._check_process()
+        except DynamoDBLockError:
+            return True
+        return False
+
+    def _dispatch_callback(self, callback: Callable[..., Any], lock: Any, code: str) -> None:
+        """Coroutine functions run as tasks on the loop; plain functions on the executor."""
+        if _is_coroutine_function(callback):
+            task = self._loop.create_task(self._await_callback(callback(code, lock), lock, code))
+            self._callback_tasks.add(task)
+            task.add_done_callback(self._callback_tasks.discard)
+            return
+
+        def run_callback() -> None:
+            try:
+                result = callback(code, lock)
+                if inspect.isawaitable(result):
+                    asyncio.run_coroutine_threadsafe(self._await_callback(result, lock, code), self._loop)
+            except Exception:
+                logger.exception('app_callback(%s, %s) raised', code, lock.unique_identifier)
+
+        self._app_callback_executor.submit(run_callback)
+
+    @staticmethod
+    async def _await_callback(awaitable: Awaitable[Any], lock: Any, code: str) -> None:
+        try:
+            await awaitable
+        except Exception:
+            logger.exception('app_callback(%s, %s) raised', code, lock.unique_identifier)
+
+    # -- heartbeats ----------------------------------------------------------------------
+
+    async def _run_loop(self, name: str, make_round: Callable[[], Protocol[None]]) -> None:
+        await self._run(background_loop(name, self._owner_name, make_round, self._shutdown.is_set,
+                                        self._settings.heartbeat_period))
+
+    def _heartbeat_round(self) -> Protocol[None]:
+        return heartbeat_round(self._heartbeat_settings, self._registry.held(), self._batching, self._clock,
+                               self._shutdown.is_set)
+
+    def _checker_round(self) -> Protocol[None]:
+        return check_round(self._heartbeat_settings, self._registry.held(), self._clock)
+
+    def _submit_heartbeats(self, locks: Sequence[AsyncDynamoDBLock]) -> int:
+        """Start a task renewing a group of locks; returns how many were skipped as in flight."""
+        due = self._take_due(locks)
+        if due:
+            task = self._loop.create_task(self._heartbeat_task(due))
+            self._heartbeat_tasks.add(task)
+            task.add_done_callback(self._heartbeat_tasks.discard)
+        return len(locks) - len(due)
+
+    async def _heartbeat_task(self, locks: List[AsyncDynamoDBLock]) -> None:
+        failure: Optional[BaseException] = None
+        try:
+            async with self._heartbeat_slots:
+                await self._renew(locks)
+        except Exception as exc:
+            failure = exc
+        finally:
+            self._done_with(locks, failure)
+
+    async def _renew(self, locks: Sequence[AsyncDynamoDBLock]) -> None:
+        """Renew a group: the locks free now in one batch (when batching), the busy ones
+        (a release under way) one by one after it."""
+        free = [lock for lock in locks if not lock._mutex.locked()] if self._batching.enabled else []
+        later = [lock for lock in locks if lock not in free]
+        if free:
+            for lock in free:
+                await lock._mutex.acquire()   # free: granted without waiting
+            try:
+                owned = [lock for lock in free if self._owns(lock)]
+                later += await self._run(renew_batch(self._heartbeat_settings, owned, self._batching, self._clock))
+            finally:
+                for lock in free:
+                    lock._mutex.release()
+        for lock in later:
+            async with lock._mutex:
+                if self._owns(lock):
+                    await self._run(renew_one(self._heartbeat_settings, lock, self._clock))
+
+
+def _is_async_dynamodb_client(client: Any) -> bool:
+    """An aiobotocore client of the DynamoDB service."""
+    try:
+        from aiobotocore.client import AioBaseClient
+    except ImportError:   # pragma: no cover - the asyncio extra is not installed
+        raise ImportError("AsyncDynamoDBLockClient needs aiobotocore: pip install '.[asyncio]'") from None
+    service = getattr(getattr(getattr(client, 'meta', None), 'service_model', None), 'service_name', None)
+    return isinstance(client, AioBaseClient) and service == 'dynamodb'
+
+
+def _is_coroutine_function(function: Any) -> bool:
+    while isinstance(function, functools.partial):
+        function = function.func
+    return inspect.iscoroutinefunction(function) or (
+        callable(function) and inspect.iscoroutinefunction(type(function).__call__))
