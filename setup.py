@@ -19,7 +19,7 @@ setup(
     long_description_content_type='text/x-rst',
     license='Apache-2.0',
     packages=find_packages(include=['python_dynamodb_lock', 'python_dynamodb_lock.*']),
-    package_data={'python_dynamodb_lock': ['py.typed']},
+    package_data={'python_dynamodb_lock': ['py.typed', '_launcher/*.java']},
     python_requires='>=3.9',
     install_requires=['boto3>=1.26', 'botocore>=1.29'],
     extras_require={
