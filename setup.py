@@ -11,6 +11,10 @@ VERSION = re.search(
     re.M,
 ).group(1)
 
+# What moto's server (moto.moto_server.werkzeug_app) imports besides moto itself; the same
+# exclusions as moto's own 'server' extra.
+MOTO_SERVER = ['flask!=2.2.0,!=2.2.1', 'flask-cors']
+
 setup(
     name='python_dynamodb_lock',
     version=VERSION,
@@ -23,8 +27,13 @@ setup(
     python_requires='>=3.9',
     install_requires=['boto3>=1.26', 'botocore>=1.29'],
     extras_require={
-        'demo': ['moto[server]>=5.0'],
-        'test': ['pytest>=7', 'moto[dynamodb,server]>=5.0'],
+        # The demo's fallback engine is moto's DynamoDB behind moto's WSGI app
+        # (python_dynamodb_lock._embedded.start_moto_server), which imports flask and flask_cors;
+        # werkzeug comes with moto. Not moto[server]: that is every AWS service's dependencies
+        # (about 60 packages instead of about 25).
+        'demo': ['moto>=5.0', *MOTO_SERVER],
+        # moto[dynamodb] adds py-partiql-parser, for the batched heartbeats on moto in-process.
+        'test': ['pytest>=7', 'moto[dynamodb]>=5.0', *MOTO_SERVER],
         'docs': ['sphinx>=7'],
         'lint': ['ruff>=0.5'],
     },
