@@ -9,8 +9,9 @@ through the handle that started it (:meth:`EmbeddedEngine.stop`, or the ``with``
   needs Java 17 or newer.
 * :func:`start_moto_server` runs moto's DynamoDB emulation behind an HTTP server in a thread of
   this process. moto checks conditions and writes without a lock of its own, so the server here
-  runs one request at a time, which makes each conditional write atomic. Needs the optional
-  dependency ``moto[server]`` (``pip install python_dynamodb_lock[demo]``).
+  runs one request at a time, which makes each conditional write atomic. Needs moto and the
+  two packages its server imports, flask and flask-cors: the ``demo`` extra
+  (``pip install '.[demo]'`` in a checkout of this project).
 * :func:`start_embedded_engine` picks whichever is available.
 
 Failures: a missing engine or Java raises :class:`EngineNotInstalledError` (its message says how
@@ -76,8 +77,8 @@ DYNAMODB_LOCAL_INSTALL_HINT = (
     'or point $DYNAMODB_LOCAL_DIR at a folder holding DynamoDBLocal.jar.'
 )
 MOTO_INSTALL_HINT = (
-    "Install moto's server with `pip install 'moto[dynamodb,server]>=5'` "
-    '(or `pip install python_dynamodb_lock[demo]`).'
+    "Install moto and what its server imports with `pip install 'moto>=5' flask flask-cors` "
+    "(the demo extra: `pip install '.[demo]'` in a checkout of python_dynamodb_lock)."
 )
 
 _JAR_NAME = 'DynamoDBLocal.jar'
@@ -610,7 +611,8 @@ def start_moto_server(port: Optional[int] = None) -> EmbeddedEngine:
         port: the port to listen on; default a free one chosen by the OS.
 
     Raises:
-        EngineNotInstalledError: moto's server extras (moto, flask, werkzeug) are not installed.
+        EngineNotInstalledError: moto or what its server imports (flask, flask-cors, werkzeug)
+            is not installed.
         EmbeddedEngineError: the port could not be bound.
     """
     try:

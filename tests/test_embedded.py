@@ -340,7 +340,7 @@ def test_moto_server_stop_frees_the_port() -> None:
 
 def test_moto_server_missing_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, 'moto.moto_server.werkzeug_app', None)
-    with pytest.raises(EngineNotInstalledError, match=r"moto\[dynamodb,server\]"):
+    with pytest.raises(EngineNotInstalledError, match=r"pip install 'moto>=5' flask flask-cors"):
         start_moto_server()
 
 
