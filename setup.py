@@ -11,22 +11,38 @@ VERSION = re.search(
     re.M,
 ).group(1)
 
+# What moto's server (moto.moto_server.werkzeug_app) imports besides moto itself; the same
+# exclusions as moto's own 'server' extra.
+MOTO_SERVER = ['flask!=2.2.0,!=2.2.1', 'flask-cors']
+
 setup(
     name='python_dynamodb_lock',
     version=VERSION,
     description='A distributed lock on Amazon DynamoDB: a drop-in, corrected python_dynamodb_lock',
     long_description=(HERE / 'README.rst').read_text(encoding='utf-8'),
     long_description_content_type='text/x-rst',
-    license='Apache-2.0',
+    license_expression='Apache-2.0',  # PEP 639 (hence setuptools>=77 in pyproject.toml)
+    license_files=['LICENSE'],
     packages=find_packages(include=['python_dynamodb_lock', 'python_dynamodb_lock.*']),
-    package_data={'python_dynamodb_lock': ['py.typed']},
+    package_data={'python_dynamodb_lock': ['py.typed', '_launcher/*.java']},
     python_requires='>=3.9',
     install_requires=['boto3>=1.26', 'botocore>=1.29'],
     extras_require={
-        'demo': ['moto[server]>=5.0'],
-        'test': ['pytest>=7', 'moto[dynamodb,server]>=5.0'],
+        # The demo's fallback engine is moto's DynamoDB behind moto's WSGI app
+        # (python_dynamodb_lock._embedded.start_moto_server), which imports flask and flask_cors;
+        # werkzeug comes with moto. Not moto[server]: that is every AWS service's dependencies
+        # (about 60 packages instead of about 25).
+        'demo': ['moto>=5.0', *MOTO_SERVER],
+        # moto[dynamodb] adds py-partiql-parser, for the batched heartbeats on moto in-process.
+        'test': ['pytest>=7', 'moto[dynamodb]>=5.0', *MOTO_SERVER],
         'docs': ['sphinx>=7'],
         'lint': ['ruff>=0.5'],
+        # An 'asyncio' extra (aiobotocore) belongs here. The newest aiobotocore needs Python
+        # 3.10+ (so do the newest boto3 and moto, but pip finds older releases of those for
+        # 3.9); if no release fits 3.9 together with the rest, give it a marker, e.g.
+        # 'aiobotocore>=X; python_version >= "3.10"', so that `pip install '.[asyncio]'` and
+        # the py39 tox envs still install on 3.9 (and skip the asyncio tests there). Add it to
+        # the tox envs' extras as well (tox.ini).
     },
     entry_points={
         'console_scripts': ['dynamodb-lock=python_dynamodb_lock.__main__:main'],
@@ -34,9 +50,14 @@ setup(
     classifiers=[
         'Development Status :: 4 - Beta',
         'Intended Audience :: Developers',
-        'License :: OSI Approved :: Apache Software License',
         'Programming Language :: Python :: 3',
         'Programming Language :: Python :: 3 :: Only',
+        'Programming Language :: Python :: 3.9',
+        'Programming Language :: Python :: 3.10',
+        'Programming Language :: Python :: 3.11',
+        'Programming Language :: Python :: 3.12',
+        'Programming Language :: Python :: 3.13',
+        'Programming Language :: Python :: Implementation :: CPython',
         'Typing :: Typed',
     ],
     zip_safe=False,

@@ -255,12 +255,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo = add_command(
         'demo', 'run the contention + crash takeover demo',
         'Start an embedded DynamoDB-compatible engine (DynamoDB Local when installed, else moto '
-        'server; needs pip install "python_dynamodb_lock[demo]"), or use --endpoint-url, create '
-        'the table, and run worker processes that contend for a few keys. Each increments a '
-        'counter item with a non-atomic read-then-write inside its critical section. Midway one '
-        'worker is SIGKILLed while it holds a lock; another takes the lock over once its lease '
-        'has run out. The verdict checks that no two holds of a key overlapped and that every '
-        'counter equals its number of increments; the exit code is 1 if not.')
+        'server; needs pip install ".[demo]" in a checkout of this project), or use '
+        '--endpoint-url, create the table, and run worker processes that contend for a few '
+        'keys. Each increments a counter item with a non-atomic read-then-write inside its '
+        'critical section. Midway one worker is SIGKILLed while it holds a lock; another takes '
+        'the lock over once its lease has run out. The verdict checks that no two holds of a key '
+        'overlapped and that every counter equals its number of increments; the exit code is 1 '
+        'if not.')
     demo.add_argument('--workers', type=_positive_int, default=4, metavar='N',
                       help='worker processes (default: %(default)s; at least 2)')
     demo.add_argument('--keys', type=_positive_int, default=2, metavar='N',

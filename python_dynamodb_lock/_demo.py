@@ -483,9 +483,10 @@ def _start_engine(settings: DemoSettings, printer: _Printer) -> Any:
     try:
         engine = _embedded.start_embedded_engine(settings.engine)
     except _embedded.EmbeddedEngineError as error:
-        raise DemoError(f'no embedded engine could be started: {error}\nInstall one with '
-                        "pip install 'python_dynamodb_lock[demo]' (moto server), or pass "
-                        '--endpoint-url to use a running DynamoDB') from error
+        raise DemoError(f"no embedded engine could be started: {error}\nInstall moto's server "
+                        "(pip install '.[demo]' in a checkout of python_dynamodb_lock, or "
+                        "pip install 'moto>=5' flask flask-cors), or pass --endpoint-url to use "
+                        'a running DynamoDB') from error
     label = {'dynamodb-local': 'Amazon DynamoDB Local', 'moto': 'moto server (requests serialised)'}
     printer.progress(f'{label.get(engine.name, engine.name)} is up at {engine.endpoint_url} '
                      f'({time.monotonic() - started:.1f} s)')

@@ -9,8 +9,9 @@ through the handle that started it (:meth:`EmbeddedEngine.stop`, or the ``with``
   needs Java 17 or newer.
 * :func:`start_moto_server` runs moto's DynamoDB emulation behind an HTTP server in a thread of
   this process. moto checks conditions and writes without a lock of its own, so the server here
-  runs one request at a time, which makes each conditional write atomic. Needs the optional
-  dependency ``moto[server]`` (``pip install python_dynamodb_lock[demo]``).
+  runs one request at a time, which makes each conditional write atomic. Needs moto and the
+  two packages its server imports, flask and flask-cors: the ``demo`` extra
+  (``pip install '.[demo]'`` in a checkout of this project).
 * :func:`start_embedded_engine` picks whichever is available.
 
 Failures: a missing engine or Java raises :class:`EngineNotInstalledError` (its message says how
@@ -20,13 +21,16 @@ to install it); an engine that is installed but does not come up raises
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
+import importlib.resources
 import logging
 import os
 import pathlib
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -38,6 +42,11 @@ import botocore.exceptions
 
 if TYPE_CHECKING:
     from types import TracebackType
+
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:
+        from importlib.abc import Traversable
 
 __all__ = [
     'DYNAMODB_LOCAL_INSTALL_HINT',
@@ -68,8 +77,8 @@ DYNAMODB_LOCAL_INSTALL_HINT = (
     'or point $DYNAMODB_LOCAL_DIR at a folder holding DynamoDBLocal.jar.'
 )
 MOTO_INSTALL_HINT = (
-    "Install moto's server with `pip install 'moto[dynamodb,server]>=5'` "
-    '(or `pip install python_dynamodb_lock[demo]`).'
+    "Install moto and what its server imports with `pip install 'moto>=5' flask flask-cors` "
+    "(the demo extra: `pip install '.[demo]'` in a checkout of python_dynamodb_lock)."
 )
 
 _JAR_NAME = 'DynamoDBLocal.jar'
@@ -80,77 +89,24 @@ _LOG_TAIL_CHARS = 4000
 
 # A tiny Java entry point that starts DynamoDB Local exactly as its own main() does, but binds
 # the HTTP listener to one address: DynamoDB Local has no option for that and listens on every
-# interface. It only uses reflection, so it compiles against the JDK alone.
+# interface. It only uses reflection, so it compiles against the JDK alone. Its source ships as
+# package data (python_dynamodb_lock/_launcher/) and is read with importlib.resources, so it is
+# found in a wheel, an egg or a zip as well as in a source checkout.
 _LAUNCHER_CLASS = 'PythonDynamoDBLockLoopbackLauncher'
-_LAUNCHER_SOURCE = """\
-import java.io.IOException;
-import java.lang.reflect.Field;
-import java.lang.reflect.InvocationTargetException;
+_LAUNCHER_RESOURCE = ('_launcher', f'{_LAUNCHER_CLASS}.java')
 
-/**
- * Starts DynamoDB Local with its HTTP listener bound to -Dddblocal.host (default 127.0.0.1).
- * With -Dddblocal.exitOnStdinEof=true the JVM exits when its standard input closes, that is
- * when the process that started it is gone, so a killed test run leaves no server behind.
- */
-public final class PythonDynamoDBLockLoopbackLauncher {
-    private static final String[] RUNNERS = {
-        "software.amazon.dynamodb.services.local.main.ServerRunner",
-        "com.amazonaws.services.dynamodbv2.local.main.ServerRunner",
-    };
 
-    public static void main(String[] args) throws Throwable {
-        String host = System.getProperty("ddblocal.host", "127.0.0.1");
-        if (Boolean.getBoolean("ddblocal.exitOnStdinEof")) {
-            Thread watchdog = new Thread(() -> {
-                try {
-                    while (System.in.read() != -1) {
-                        // the parent never writes; wait for end of file
-                    }
-                } catch (IOException closed) {
-                    // treat as end of file
-                }
-                System.exit(0);
-            }, "parent-watchdog");
-            watchdog.setDaemon(true);
-            watchdog.start();
-        }
-        Class<?> runner = null;
-        for (String name : RUNNERS) {
-            try {
-                runner = Class.forName(name);
-                break;
-            } catch (ClassNotFoundException notThisVersion) {
-                // try the next package name
-            }
-        }
-        if (runner == null) {
-            throw new IllegalStateException("DynamoDB Local's ServerRunner is not on the class path");
-        }
-        try {
-            Object proxy = runner.getMethod("createServerFromCommandLineArgs", String[].class)
-                    .invoke(null, (Object) args);
-            if (proxy == null) {
-                throw new IllegalStateException("DynamoDB Local rejected its arguments");
-            }
-            Field serverField = proxy.getClass().getDeclaredField("server");
-            serverField.setAccessible(true);
-            Object server = serverField.get(proxy);
-            Object[] connectors = (Object[]) server.getClass().getMethod("getConnectors").invoke(server);
-            if (connectors.length == 0) {
-                throw new IllegalStateException("DynamoDB Local's Jetty server has no connector");
-            }
-            for (Object connector : connectors) {
-                connector.getClass().getMethod("setHost", String.class).invoke(connector, host);
-            }
-            proxy.getClass().getMethod("start").invoke(proxy);
-            System.err.println("python_dynamodb_lock launcher: listening on " + host + ":"
-                    + connectors[0].getClass().getMethod("getLocalPort").invoke(connectors[0]));
-        } catch (InvocationTargetException failure) {
-            throw failure.getCause();
-        }
-    }
-}
-"""
+def _launcher_source_file() -> Traversable:
+    """The loopback launcher's Java source, found with :func:`importlib.resources.files`."""
+    resource = importlib.resources.files('python_dynamodb_lock')
+    for part in _LAUNCHER_RESOURCE:
+        resource = resource.joinpath(part)
+    return resource
+
+
+@functools.lru_cache(maxsize=1)
+def _launcher_source() -> str:
+    return _launcher_source_file().read_text(encoding='utf-8')
 
 
 class EmbeddedEngineError(RuntimeError):
@@ -564,7 +520,15 @@ def _loopback_launcher_classes(java: pathlib.Path, scratch_dir: pathlib.Path) ->
             'Install a JDK (not only a JRE) to restrict it to loopback.', real_java, LOOPBACK_HOST,
         )
         return None
-    digest = hashlib.sha256(f'{_LAUNCHER_SOURCE}\0{real_java}'.encode()).hexdigest()[:16]
+    try:
+        source = _launcher_source()
+    except OSError as error:
+        logger.warning(
+            'The DynamoDB Local loopback launcher source is missing from this installation (%s): '
+            'DynamoDB Local will listen on all interfaces, not only on %s.', error, LOOPBACK_HOST,
+        )
+        return None
+    digest = hashlib.sha256(f'{source}\0{real_java}'.encode()).hexdigest()[:16]
     cache_root = pathlib.Path(os.environ.get('XDG_CACHE_HOME') or pathlib.Path.home() / '.cache')
     target = cache_root / 'python_dynamodb_lock' / f'loopback-launcher-{digest}'
     if (target / f'{_LAUNCHER_CLASS}.class').is_file():
@@ -580,7 +544,7 @@ def _loopback_launcher_classes(java: pathlib.Path, scratch_dir: pathlib.Path) ->
                         target.parent, error, scratch_dir)
             scratch_dir.mkdir(parents=True, exist_ok=True)
             build_dir = target = scratch_dir
-        if not _compile_launcher(javac, build_dir):
+        if not _compile_launcher(javac, build_dir, source):
             shutil.rmtree(build_dir, ignore_errors=True)
             return None
         if build_dir != target:
@@ -591,9 +555,9 @@ def _loopback_launcher_classes(java: pathlib.Path, scratch_dir: pathlib.Path) ->
         return target
 
 
-def _compile_launcher(javac: pathlib.Path, build_dir: pathlib.Path) -> bool:
+def _compile_launcher(javac: pathlib.Path, build_dir: pathlib.Path, launcher_source: str) -> bool:
     source = build_dir / f'{_LAUNCHER_CLASS}.java'
-    source.write_text(_LAUNCHER_SOURCE, encoding='utf-8')
+    source.write_text(launcher_source, encoding='utf-8')
     try:
         result = subprocess.run(
             [str(javac), '-nowarn', '-d', str(build_dir), str(source)],
@@ -648,7 +612,8 @@ def start_moto_server(port: Optional[int] = None) -> EmbeddedEngine:
         port: the port to listen on; default a free one chosen by the OS.
 
     Raises:
-        EngineNotInstalledError: moto's server extras (moto, flask, werkzeug) are not installed.
+        EngineNotInstalledError: moto or what its server imports (flask, flask-cors, werkzeug)
+            is not installed.
         EmbeddedEngineError: the port could not be bound.
     """
     try:

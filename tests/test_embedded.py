@@ -1,13 +1,16 @@
 """The embedded engines (python_dynamodb_lock._embedded) and the engine fixtures in conftest."""
 from __future__ import annotations
 
+import importlib.resources
 import os
 import pathlib
 import socket
+import subprocess
 import sys
 import threading
 import time
 import uuid
+import zipfile
 from typing import Any, Iterator
 
 import pytest
@@ -196,6 +199,51 @@ def test_start_dynamodb_local_without_java_says_so(tmp_path: pathlib.Path,
         start_dynamodb_local(lib_dir)
 
 
+# --- the loopback launcher's Java source (package data) --------------------------------------
+
+LAUNCHER_FILE = 'PythonDynamoDBLockLoopbackLauncher.java'
+
+
+def test_launcher_source_is_package_data_found_by_importlib_resources() -> None:
+    source = importlib.resources.files('python_dynamodb_lock').joinpath('_launcher').joinpath(LAUNCHER_FILE)
+    assert source.is_file()
+    text = source.read_text(encoding='utf-8')
+    assert 'public final class PythonDynamoDBLockLoopbackLauncher' in text
+    assert _embedded._launcher_source() == text
+
+
+def test_launcher_source_is_found_when_the_package_is_imported_from_a_zip(tmp_path: pathlib.Path) -> None:
+    package_dir = pathlib.Path(_embedded.__file__).parent
+    archive = tmp_path / 'packaged.zip'
+    with zipfile.ZipFile(archive, 'w') as bundle:
+        for path in sorted(package_dir.rglob('*')):
+            if path.is_file() and '__pycache__' not in path.parts:
+                bundle.write(path, pathlib.PurePosixPath('python_dynamodb_lock',
+                                                         *path.relative_to(package_dir).parts))
+    script = (
+        'import python_dynamodb_lock._embedded as embedded; '
+        'assert embedded.__file__.startswith(%r), embedded.__file__; '
+        'print(embedded._launcher_source())' % str(archive)
+    )
+    result = subprocess.run([sys.executable, '-c', script], env={**os.environ, 'PYTHONPATH': str(archive)},
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.rstrip('\n') == _embedded._launcher_source().rstrip('\n')
+
+
+@pytest.mark.local
+def test_launcher_compiles_once_into_the_cache(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    java = _embedded.find_java()
+    if not java.resolve().with_name('javac').is_file():
+        pytest.skip('no javac next to java')
+    monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'cache'))
+    classes = _embedded._loopback_launcher_classes(java, tmp_path / 'scratch')
+    assert classes is not None and classes.parent == tmp_path / 'cache' / 'python_dynamodb_lock'
+    assert (classes / 'PythonDynamoDBLockLoopbackLauncher.class').is_file()
+    assert not (classes / LAUNCHER_FILE).exists()  # the source was only a build input
+    assert _embedded._loopback_launcher_classes(java, tmp_path / 'scratch') == classes  # cached
+
+
 # --- moto server ---------------------------------------------------------------------------
 
 @pytest.fixture
@@ -292,7 +340,7 @@ def test_moto_server_stop_frees_the_port() -> None:
 
 def test_moto_server_missing_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, 'moto.moto_server.werkzeug_app', None)
-    with pytest.raises(EngineNotInstalledError, match=r"moto\[dynamodb,server\]"):
+    with pytest.raises(EngineNotInstalledError, match=r"pip install 'moto>=5' flask flask-cors"):
         start_moto_server()
 
 

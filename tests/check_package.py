@@ -1,0 +1,85 @@
+"""Build the sdist and the wheel, check them, and run the sdist's tests against the wheel.
+
+Usage (``tox -e package`` runs it, in an env with ``build`` and ``twine``)::
+
+    python tests/check_package.py WORK_DIR
+
+1. Builds the sdist and, from it, the wheel (``python -m build``) into ``WORK_DIR/dist``, after
+   removing the checkout's ``*.egg-info``: setuptools would otherwise add every file that a stale
+   ``SOURCES.txt`` lists to the sdist, hiding a MANIFEST.in that misses them.
+2. ``twine check --strict`` on both.
+3. Installs the wheel with its ``test`` extra into this environment.
+4. Unpacks the sdist into ``WORK_DIR/sdist``, removes its ``python_dynamodb_lock/`` (so the tests
+   can only import the installed wheel) and runs its unit-level tests there
+   (``-m 'not local and not slow'``), with ``$PDL_DIST_DIR`` and ``$PDL_SOURCE_DIR`` set so that
+   ``tests/test_packaging.py`` also checks what the wheel and the sdist hold.
+
+Exits non-zero at the first step that fails.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from typing import Any
+
+SOURCE_DIR = pathlib.Path(__file__).resolve().parent.parent
+PACKAGE = 'python_dynamodb_lock'
+UNIT_LEVEL = 'not local and not slow'
+
+
+def run(command: list[str], **kwargs: Any) -> None:
+    print(f'\n$ {" ".join(command)}', flush=True)
+    started = time.monotonic()
+    result = subprocess.run(command, stdin=subprocess.DEVNULL, check=False, **kwargs)
+    if result.returncode != 0:
+        print(f'check_package: failed with exit code {result.returncode}: {" ".join(command)}',
+              file=sys.stderr)
+        sys.exit(result.returncode)
+    print(f'(took {time.monotonic() - started:.1f} s)', flush=True)
+
+
+def only(paths: list[pathlib.Path], what: str) -> pathlib.Path:
+    if len(paths) != 1:
+        sys.exit(f'check_package: expected one {what}, found {[str(path) for path in paths]}')
+    return paths[0]
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    work_dir = pathlib.Path(argv[0]).resolve()
+    dist_dir = work_dir / 'dist'
+    unpacked_dir = work_dir / 'sdist'
+    for stale in (dist_dir, unpacked_dir, *SOURCE_DIR.glob('*.egg-info')):
+        shutil.rmtree(stale, ignore_errors=True)
+
+    run([sys.executable, '-m', 'build', '--outdir', str(dist_dir), str(SOURCE_DIR)])
+    sdist = only(sorted(dist_dir.glob('*.tar.gz')), 'sdist')
+    wheel = only(sorted(dist_dir.glob('*.whl')), 'wheel')
+    run([sys.executable, '-m', 'twine', 'check', '--strict', str(sdist), str(wheel)])
+    run([sys.executable, '-m', 'pip', 'install', '--force-reinstall', '--no-deps', str(wheel)])
+    run([sys.executable, '-m', 'pip', 'install', f'{wheel}[test]'])
+
+    unpacked_dir.mkdir(parents=True)
+    with tarfile.open(sdist) as archive:
+        if hasattr(tarfile, 'data_filter'):
+            archive.extractall(unpacked_dir, filter='data')
+        else:  # Python < 3.9.17 has no extraction filters; the archive is our own
+            archive.extractall(unpacked_dir)
+    tree = only([path for path in unpacked_dir.iterdir() if path.is_dir()], 'folder in the sdist')
+    shutil.rmtree(tree / PACKAGE)
+    env = {**os.environ, 'PDL_DIST_DIR': str(dist_dir), 'PDL_SOURCE_DIR': str(SOURCE_DIR)}
+    run([sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', '-m', UNIT_LEVEL], cwd=tree, env=env)
+    print(f'\ncheck_package: {sdist.name} and {wheel.name} are complete; the sdist\'s unit-level '
+          'tests pass against the wheel', flush=True)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
