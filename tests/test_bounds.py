@@ -1,4 +1,5 @@
-"""Values at and beyond the limits: durations too long to wait.
+"""Values at and beyond the limits: durations too long to wait, and attribute values DynamoDB
+cannot store (or boto3 cannot read back).
 
 * Durations (issue 11, part 1): any duration beyond ``MAX_DURATION`` (3650 days) is refused
   with a ValueError naming the argument and the limit, by the constructor, ``acquire_lock``
@@ -6,24 +7,33 @@
   exactly ``MAX_DURATION`` works, and the background loops never ask for a wait longer than
   ``threading.TIMEOUT_MAX`` (beyond it ``Event.wait`` raises ``OverflowError`` and the loop
   dies). ``clamp_wait`` makes any number a wait that a lock can do.
+* Attribute values (part 2): ``require_storable`` against a table of good and bad values,
+  directly (no I/O); on DynamoDB Local, the good values really round-trip through boto3 and a
+  sample of the bad ones really fails there.
 """
 from __future__ import annotations
 
 import datetime
 import math
+import socket
 import threading
 import uuid
-from typing import Any, Iterator, List, Tuple
+from decimal import Decimal
+from typing import Any, Iterator, List, Tuple, Type
 
 import pytest
+from boto3.dynamodb.types import Binary
 
 from conftest import EngineTable, moto_table
 from helpers import CallRecorder, offline_resource
 from python_dynamodb_lock._clock import SystemClock
 from python_dynamodb_lock._validation import (
     MAX_DURATION,
+    MAX_NUMBER_MAGNITUDE,
+    MIN_NUMBER_MAGNITUDE,
     clamp_wait,
     require_duration,
+    require_storable,
 )
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient
 
@@ -173,3 +183,188 @@ def test_clamp_wait_is_needed_for_the_values_it_caps() -> None:
 def test_clamp_wait_refuses_what_is_not_a_number(not_a_number: Any) -> None:
     with pytest.raises(TypeError):
         clamp_wait(not_a_number)
+
+
+# --------------------------------------------------------------------------------------------
+# Attribute values
+# --------------------------------------------------------------------------------------------
+
+def nested_maps(wraps: int, leaf: Any = 'leaf') -> Any:
+    """``leaf`` inside ``wraps`` maps: the innermost map stands at level ``wraps``."""
+    value = leaf
+    for _ in range(wraps):
+        value = {'a': value}
+    return value
+
+
+def nested_lists(wraps: int, leaf: Any = 1) -> Any:
+    value = leaf
+    for _ in range(wraps):
+        value = [value]
+    return value
+
+
+def recursive_list() -> List[Any]:
+    loop: List[Any] = []
+    loop.append(loop)
+    return loop
+
+
+GOOD_VALUES = [
+    pytest.param('text', id='str'),
+    pytest.param('', id='empty-str'),
+    pytest.param('caf\u00e9 \U0001F512 a\x00b', id='unicode-and-nul'),
+    pytest.param(b'\x00\xff', id='bytes'),
+    pytest.param(b'', id='empty-bytes'),
+    pytest.param(bytearray(b'abc'), id='bytearray'),
+    pytest.param(Binary(b'xyz'), id='Binary'),
+    pytest.param(True, id='bool'),
+    pytest.param(None, id='None'),
+    pytest.param(0, id='zero'),
+    pytest.param(-17, id='negative-int'),
+    pytest.param(10 ** 37, id='int-10**37'),
+    pytest.param(-(10 ** 38 - 1), id='int-38-nines'),
+    pytest.param(Decimal('3.14159'), id='Decimal'),
+    pytest.param(Decimal('-0'), id='negative-zero'),
+    pytest.param(Decimal('123.4500'), id='trailing-zeros-within-38'),
+    pytest.param(Decimal('9.9999999999999999999999999999999999999E+37'), id='largest-readable-magnitude'),
+    pytest.param(MIN_NUMBER_MAGNITUDE, id='smallest-magnitude'),
+    pytest.param(-MIN_NUMBER_MAGNITUDE, id='smallest-negative-magnitude'),
+    pytest.param(Decimal('1.2345678901234567890123456789012345678E-100'), id='38-digits-tiny'),
+    pytest.param({'a', 'b', ''}, id='string-set-with-empty-string'),
+    pytest.param(frozenset({1, Decimal('2.5')}), id='number-frozenset'),
+    pytest.param({b'', Binary(b'x')}, id='binary-set'),
+    pytest.param([], id='empty-list'),
+    pytest.param({}, id='empty-map'),
+    pytest.param((1, 'two', None), id='tuple'),
+    pytest.param({'job': {'steps': [1, {'ok': True}], 'tags': {'x'}}}, id='nested'),
+    pytest.param(nested_maps(31), id='31-nested-maps'),
+    pytest.param(nested_lists(31), id='31-nested-lists'),
+    pytest.param(nested_maps(31, {'set'}), id='set-at-level-32'),
+]
+
+
+@pytest.mark.parametrize('value', GOOD_VALUES)
+def test_storable_values_pass(value: Any) -> None:
+    require_storable("additional_attributes['a']", value)
+
+
+NAME = "additional_attributes['a']"
+BAD_VALUES = [
+    # (value, exception, the path the message names, words the message contains)
+    pytest.param(1.5, TypeError, NAME, 'Decimal', id='float'),
+    pytest.param(float('nan'), TypeError, NAME, 'Decimal', id='float-nan'),
+    pytest.param(object(), TypeError, NAME, 'object', id='object'),
+    pytest.param(range(3), TypeError, NAME, 'range', id='range'),
+    pytest.param(memoryview(b'x'), TypeError, NAME, 'memoryview', id='memoryview'),
+    pytest.param([1, [2, {'b': 0.5}]], TypeError, NAME + "[1][1]['b']", 'float', id='nested-float'),
+    pytest.param({'m': {1: 'x'}}, TypeError, NAME + "['m']", 'key', id='non-str-map-key'),
+    pytest.param({'m': {'': 'x'}}, ValueError, NAME + "['m']", 'empty key', id='empty-map-key'),
+    pytest.param({True}, TypeError, NAME, 'bool', id='bool-set'),
+    pytest.param({1.5}, TypeError, NAME, 'Decimal', id='float-set'),
+    pytest.param({(1, 2)}, TypeError, NAME, 'tuple', id='tuple-in-set'),
+    pytest.param(10 ** 38 + 1, ValueError, NAME, '39 significant digits', id='int-39-digits'),
+    pytest.param(Decimal('1.00000000000000000000000000000000000001'), ValueError, NAME, '39 significant digits',
+                 id='decimal-39-digits'),
+    pytest.param(10 ** 38, ValueError, NAME, 'boto3 cannot read back', id='int-10**38'),
+    pytest.param(Decimal('1E+38'), ValueError, NAME, 'boto3 cannot read back', id='decimal-1E+38'),
+    pytest.param(MAX_NUMBER_MAGNITUDE, ValueError, NAME, 'boto3 cannot read back', id='largest-magnitude'),
+    pytest.param(Decimal('123.45000000000000000000000000000000000000'), ValueError, NAME, "Decimal('123.45')",
+                 id='too-many-trailing-zeros'),
+    pytest.param(Decimal('0E-200'), ValueError, NAME, "Decimal('0')", id='zero-tiny-exponent'),
+    pytest.param(Decimal('1E+126'), ValueError, NAME, 'range', id='too-large'),
+    pytest.param(-Decimal('1E+126'), ValueError, NAME, 'range', id='too-large-negative'),
+    pytest.param(Decimal('1E-131'), ValueError, NAME, 'range', id='too-small'),
+    pytest.param(10 ** 5000, ValueError, NAME, 'range', id='huge-int'),
+    pytest.param(Decimal('NaN'), ValueError, NAME, 'NaN', id='nan'),
+    pytest.param(Decimal('sNaN'), ValueError, NAME, 'NaN', id='signalling-nan'),
+    pytest.param(Decimal('-Infinity'), ValueError, NAME, 'Infinity', id='minus-infinity'),
+    pytest.param({'s': [{Decimal('Infinity')}]}, ValueError, NAME + "['s'][0]", 'Infinity', id='infinity-in-set'),
+    pytest.param(set(), ValueError, NAME, 'empty set', id='empty-set'),
+    pytest.param(frozenset(), ValueError, NAME, 'empty set', id='empty-frozenset'),
+    pytest.param({1, 'a'}, ValueError, NAME, 'mixes number and string', id='mixed-set'),
+    pytest.param({b'a', 'a'}, ValueError, NAME, 'mixes binary and string', id='mixed-binary-string-set'),
+    pytest.param('\ud800', ValueError, NAME, 'lone surrogate', id='lone-surrogate'),
+    pytest.param({'k\udfff': 1}, ValueError, NAME + "['k\\udfff']", 'lone surrogate', id='surrogate-key'),
+    pytest.param({'x\udc80', 'y'}, ValueError, NAME, 'lone surrogate', id='surrogate-in-set'),
+    pytest.param(nested_maps(32), ValueError, NAME + "['a']" * 31, 'level 32', id='32-nested-maps'),
+    pytest.param(nested_lists(32), ValueError, NAME + '[0]' * 31, 'level 32', id='32-nested-lists'),
+    pytest.param(nested_maps(31, {}), ValueError, NAME + "['a']" * 31, 'level 32', id='empty-map-at-level-32'),
+    pytest.param(recursive_list(), ValueError, NAME + '[0]', 'contains itself', id='recursive'),
+]
+
+
+@pytest.mark.parametrize('value, error, path, words', BAD_VALUES)
+def test_unstorable_values_are_refused_naming_the_attribute(value: Any, error: Type[Exception], path: str,
+                                                            words: str) -> None:
+    with pytest.raises(error) as refused:
+        require_storable(NAME, value)
+    assert type(refused.value) is error
+    message = str(refused.value)
+    assert path in message, message
+    assert words in message, message
+
+
+def test_a_shared_subvalue_is_walked_once_per_level() -> None:
+    """A list holding the same list twice, 30 times over: 2**30 paths, checked in an instant."""
+    value: Any = [Decimal(1)]
+    for _ in range(30):
+        value = [value, value]
+    require_storable(NAME, value)
+    with pytest.raises(TypeError):
+        require_storable(NAME, value + [0.5])
+
+
+def test_require_storable_does_no_io(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_sockets(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError('require_storable opened a socket')
+
+    monkeypatch.setattr(socket, 'socket', no_sockets)
+    monkeypatch.setattr(socket, 'create_connection', no_sockets)
+    require_storable(NAME, {'job': [1, Decimal('2.5'), {'s'}]})
+    with pytest.raises(ValueError):
+        require_storable(NAME, Decimal('1E+38'))
+
+
+def test_good_values_round_trip_on_dynamodb_local(local_engine: EngineTable) -> None:
+    """What require_storable passes, DynamoDB stores and boto3 reads back unchanged."""
+    table = local_engine.resource.Table(local_engine.table_name)
+    item = {'lock_key': 'round-trip', 'sort_key': '-'}
+    for index, param in enumerate(GOOD_VALUES):
+        item[f'v{index}'] = param.values[0]
+    table.put_item(Item=item)
+    stored = table.get_item(Key={'lock_key': 'round-trip', 'sort_key': '-'}, ConsistentRead=True)['Item']
+    for index, param in enumerate(GOOD_VALUES):
+        expected = param.values[0]
+        if isinstance(expected, tuple):
+            expected = list(expected)     # boto3 writes tuples as lists
+        if isinstance(expected, (bytes, bytearray)):
+            expected = Binary(bytes(expected))
+        assert stored[f'v{index}'] == expected, param.id
+
+
+@pytest.mark.parametrize('value', [
+    pytest.param(Decimal('1E+38'), id='unreadable-number'),
+    pytest.param(nested_maps(31, {}), id='empty-map-at-level-32'),
+    pytest.param(nested_maps(32), id='32-nested-maps'),
+    pytest.param(Decimal('1E-131'), id='too-small'),
+    pytest.param({'m': {'': 1}}, id='empty-map-key'),
+    pytest.param(10 ** 38 + 1, id='39-digits'),
+])
+def test_refused_values_really_fail_on_dynamodb_local(local_engine: EngineTable, value: Any) -> None:
+    """Guards the table above: these values fail for real, on the write or on the read back."""
+    with pytest.raises(ValueError):
+        require_storable(NAME, value)
+    table = local_engine.resource.Table(local_engine.table_name)
+    key = {'lock_key': 'refused', 'sort_key': '-'}
+    with pytest.raises(Exception):   # botocore ClientError, or a decimal signal raised by boto3
+        table.put_item(Item={**key, 'v': value})
+        table.get_item(Key=key, ConsistentRead=True)
+
+
+@pytest.mark.parametrize('argument', ['partition_key_name', 'sort_key_name', 'ttl_attribute_name'])
+def test_an_attribute_name_with_a_lone_surrogate_gets_a_clear_error(argument: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        DynamoDBLockClient(offline_resource(), **{argument: 'name\ud800'})
+    assert type(refused.value) is ValueError     # not a bare UnicodeEncodeError
+    assert argument in str(refused.value) and 'lone surrogate' in str(refused.value)
