@@ -96,7 +96,7 @@ def require_attribute_name(name: str, value: Any) -> str:
 def require_key(name: str, value: Any, max_bytes: int) -> str:
     """A key attribute value: a non-empty ``str`` of at most ``max_bytes`` UTF-8 bytes."""
     require_text(name, value)
-    size = len(value.encode('utf-8', errors='surrogatepass'))
+    size = _utf8_size(name, value)   # a lone surrogate can be neither stored nor quoted in unique_identifier
     if size > max_bytes:
         raise ValueError(f'{name} is {size} bytes in UTF-8; DynamoDB allows at most {max_bytes}')
     return value

@@ -19,7 +19,7 @@ import socket
 import threading
 import uuid
 from decimal import Decimal
-from typing import Any, Iterator, List, Tuple, Type
+from typing import Any, Dict, Iterator, List, Tuple, Type
 
 import pytest
 from boto3.dynamodb.types import Binary
@@ -368,3 +368,20 @@ def test_an_attribute_name_with_a_lone_surrogate_gets_a_clear_error(argument: st
         DynamoDBLockClient(offline_resource(), **{argument: 'name\ud800'})
     assert type(refused.value) is ValueError     # not a bare UnicodeEncodeError
     assert argument in str(refused.value) and 'lone surrogate' in str(refused.value)
+
+
+@pytest.mark.parametrize('key, argument', [
+    pytest.param({'partition_key': 'lock-\ud800'}, 'partition_key', id='partition-key'),
+    pytest.param({'partition_key': 'lock', 'sort_key': '\udcff'}, 'sort_key', id='sort-key'),
+])
+def test_a_key_with_a_lone_surrogate_is_refused_before_any_call(
+        moto_engine: EngineTable, moto_client: DynamoDBLockClient, key: Dict[str, str], argument: str) -> None:
+    """Such a key cannot be encoded in UTF-8, nor quoted into the lock's unique_identifier."""
+    with CallRecorder(moto_engine.resource) as calls:
+        for attempt in (moto_client.acquire_lock, moto_client.try_acquire_lock, moto_client.get_lock):
+            with pytest.raises(ValueError) as refused:
+                attempt(**key)
+            assert type(refused.value) is ValueError     # not a bare UnicodeEncodeError
+            assert argument in str(refused.value) and 'lone surrogate' in str(refused.value)
+    assert calls.count() == 0
+    assert table_rows(moto_engine) == []
