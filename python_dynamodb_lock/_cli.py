@@ -48,6 +48,7 @@ from botocore.exceptions import (
 )
 
 from . import _demo
+from . import _validation as validation
 from ._version import __version__
 from .python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLockClient, DynamoDBLockError
 
@@ -176,6 +177,35 @@ def check_endpoint_url(url: str) -> str:
 
 def _endpoint_error(url: str, source: str, reason: str) -> CliError:
     return CliError(f'invalid endpoint URL {url!r} ({source}): {reason}', EXIT_USAGE)
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Refuse, as a usage error naming the option, names and keys the library would refuse.
+
+    Runs before any call. The lock client checks the same things, with messages naming its
+    Python arguments; here the messages name the options of the command.
+    """
+    names = {
+        '--partition-key-name': args.partition_key_name,
+        '--sort-key-name': args.sort_key_name,
+        '--ttl-attribute-name': args.ttl_attribute_name,
+    }
+    lock_attributes = (DynamoDBLockClient._COL_OWNER_NAME, DynamoDBLockClient._COL_LEASE_DURATION,
+                       DynamoDBLockClient._COL_RECORD_VERSION_NUMBER)
+    try:
+        for option, value in names.items():
+            validation.require_attribute_name(option, value)
+            if value in lock_attributes:
+                raise ValueError(f'{option} {value!r} is the name of one of the lock\'s own attributes '
+                                 f'({", ".join(lock_attributes)})')
+        if len(set(names.values())) != len(names):
+            raise ValueError('--partition-key-name, --sort-key-name and --ttl-attribute-name must differ, got '
+                             + ', '.join(f'{option} {value!r}' for option, value in names.items()))
+        if getattr(args, 'key', None) is not None:
+            validation.require_key('KEY', args.key, validation.MAX_PARTITION_KEY_BYTES)
+            validation.require_key('SORT_KEY', args.sort_key, validation.MAX_SORT_KEY_BYTES)
+    except (TypeError, ValueError) as error:
+        raise CliError(str(error), EXIT_USAGE) from None
 
 
 def _positive_int(text: str) -> int:
@@ -403,14 +433,20 @@ def make_resource(args: argparse.Namespace) -> Any:
 
 
 def make_lock_client(args: argparse.Namespace, resource: Any) -> DynamoDBLockClient:
-    """A lock client bound to the command's table and attribute names (it never acquires)."""
-    return DynamoDBLockClient(
-        resource,
-        table_name=table_name_of(args),
-        partition_key_name=args.partition_key_name,
-        sort_key_name=args.sort_key_name,
-        ttl_attribute_name=args.ttl_attribute_name,
-    )
+    """A lock client bound to the command's table and attribute names (it never acquires).
+
+    The constructor makes no call, so the arguments it refuses are usage errors.
+    """
+    try:
+        return DynamoDBLockClient(
+            resource,
+            table_name=table_name_of(args),
+            partition_key_name=args.partition_key_name,
+            sort_key_name=args.sort_key_name,
+            ttl_attribute_name=args.ttl_attribute_name,
+        )
+    except (TypeError, ValueError) as error:
+        raise CliError(str(error), EXIT_USAGE) from None
 
 
 def _exception_chain(exc: BaseException) -> Iterator[BaseException]:
@@ -846,6 +882,7 @@ def run(argv: Optional[Sequence[str]] = None, *, stdin: Optional[TextIO] = None,
                 check_endpoint_url(args.endpoint_url)
             except ValueError as reason:
                 raise _endpoint_error(args.endpoint_url, '--endpoint-url', str(reason)) from None
+        check_arguments(args)
     except CliError as error:
         console.err(f'{PROG}: error: {error.message}')
         return error.exit_code

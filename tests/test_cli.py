@@ -289,6 +289,34 @@ def test_version_goes_to_the_given_stdout() -> None:
     assert out.getvalue() == f'dynamodb-lock {__version__}\n' and err.getvalue() == ''
 
 
+@pytest.mark.parametrize('argv, words', [
+    pytest.param(['show', ''], 'KEY must not be empty', id='empty-key'),
+    pytest.param(['show', 'k' * 2049], 'KEY is 2049 bytes', id='key-too-long'),
+    pytest.param(['show', 'k', 's' * 1025], 'SORT_KEY is 1025 bytes', id='sort-key-too-long'),
+    pytest.param(['release', '', '--force', '--yes'], 'KEY must not be empty', id='release-empty-key'),
+    pytest.param(['show', 'bad-\udcff-byte'], 'KEY contains a lone surrogate', id='undecodable-argv-byte'),
+    pytest.param(['--partition-key-name', '', 'list'], '--partition-key-name must not be empty', id='empty-name'),
+    pytest.param(['list', '--sort-key-name', 'n' * 256], '--sort-key-name must be at most 255 bytes',
+                 id='name-too-long'),
+    pytest.param(['--partition-key-name', 'owner_name', 'list'], "lock's own attributes", id='name-of-lock-attribute'),
+    pytest.param(['--sort-key-name', 'lock_key', 'list'], 'must differ', id='equal-key-names'),
+    pytest.param(['create-table', '--ttl-attribute-name', 'lock_key'], 'must differ', id='ttl-on-the-key'),
+])
+def test_names_and_keys_the_library_refuses_are_usage_errors_before_any_call(
+        cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch, argv: List[str], words: str) -> None:
+    import boto3.session
+
+    def no_session(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError('a boto3 session was made for arguments that cannot work')
+
+    monkeypatch.setattr(boto3.session, 'Session', no_session)
+    result = cli('--region', 'us-east-1', *argv)
+    assert result.code == 2, result
+    assert result.err.startswith('dynamodb-lock: error: ') and words in result.err, result.err
+    assert result.err.count('\n') == 1
+    assert_no_traceback(result)
+
+
 def test_help_of_a_command_exits_0(cli: Callable[..., CliResult]) -> None:
     result = cli('release', '--help')
     assert result.code == 0
