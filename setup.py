@@ -24,7 +24,7 @@ setup(
     install_requires=['boto3>=1.26', 'botocore>=1.29'],
     extras_require={
         'demo': ['moto[server]>=5.0'],
-        'test': ['pytest>=7', 'moto[dynamodb,server]>=5.0'],
+        'test': ['pytest>=7', 'moto[dynamodb,server]>=5.0', 'hypothesis>=6.100'],
         'docs': ['sphinx>=7'],
         'lint': ['ruff>=0.5'],
     },
