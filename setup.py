@@ -34,7 +34,7 @@ setup(
         # (about 60 packages instead of about 25).
         'demo': ['moto>=5.0', *MOTO_SERVER],
         # moto[dynamodb] adds py-partiql-parser, for the batched heartbeats on moto in-process.
-        'test': ['pytest>=7', 'moto[dynamodb]>=5.0', *MOTO_SERVER],
+        'test': ['pytest>=7', 'moto[dynamodb]>=5.0', *MOTO_SERVER, 'hypothesis>=6.100'],
         'docs': ['sphinx>=7'],
         'lint': ['ruff>=0.5'],
         # An 'asyncio' extra (aiobotocore) belongs here. The newest aiobotocore needs Python

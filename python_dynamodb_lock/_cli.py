@@ -9,8 +9,9 @@ Commands (see ``dynamodb-lock --help`` and docs/cli.rst):
 * ``demo``          run contending worker processes on an embedded engine (see :mod:`._demo`).
 
 Exit codes: 0 success, 1 operational failure (lock not found, lock changed meanwhile, missing
-table, no credentials, endpoint unreachable, ...), 2 usage error (bad arguments, ``release``
-without ``--force``, no terminal to confirm on), 130 interrupted.
+table, no credentials, endpoint unreachable, ...), 2 usage error (bad arguments, a malformed
+endpoint URL, ``release`` without ``--force``, no terminal to confirm on), 130 interrupted.
+``--version`` prints the version.
 
 Expected failures are reported as one ``dynamodb-lock: error: ...`` line on stderr, never as a
 traceback. Connection settings come from the options, else from the standard AWS environment
@@ -23,10 +24,13 @@ import base64
 import contextlib
 import datetime
 import decimal
+import ipaddress
 import json
 import logging
+import re
 import sys
 import time
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, NoReturn, Optional, Sequence, TextIO
 
@@ -44,6 +48,8 @@ from botocore.exceptions import (
 )
 
 from . import _demo
+from . import _validation as validation
+from ._version import __version__
 from .python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLockClient, DynamoDBLockError
 
 logger = logging.getLogger(__name__)
@@ -93,6 +99,113 @@ class _ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise CliError(f'{message}\n{self.format_usage().rstrip()}', EXIT_USAGE)
+
+
+class _VersionRequested(Exception):
+    """``--version`` was given: ``run`` prints the version on its own stdout and returns 0."""
+
+
+class _VersionAction(argparse.Action):
+    """Like argparse's ``version`` action, but printing through ``run``'s console."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: Any = argparse.SUPPRESS, help: Optional[str] = None) -> None:
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: Optional[str] = None) -> None:
+        raise _VersionRequested()
+
+
+def version_text() -> str:
+    """What ``--version`` prints: ``dynamodb-lock <version>``."""
+    return f'{PROG} {__version__}'
+
+
+# A host name as botocore accepts it: dot-separated labels of letters, digits and hyphens.
+_HOST_LABEL = re.compile(r'(?!-)[A-Za-z0-9-]{1,63}(?<!-)')
+
+
+def check_endpoint_url(url: str) -> str:
+    """Return ``url`` if it is a usable DynamoDB endpoint URL, else raise ValueError saying why.
+
+    Usable means ``http://`` or ``https://``, a host (a DNS name, an IPv4 address or an IPv6
+    address in brackets), an optional port from 1 to 65535 and an optional path; no spaces or
+    control characters, user information, query or fragment. This is what botocore and urllib3
+    can connect to; several of the rest (a bad port, another scheme) they refuse only when the
+    first request is sent, with a traceback.
+    """
+    if not isinstance(url, str) or not url.strip():
+        raise ValueError('it is empty')
+    for character in url:
+        if character.isspace() or not character.isprintable():
+            raise ValueError(f'it contains {character!r}: spaces and control characters are not allowed')
+    if '://' not in url:
+        raise ValueError('it has no scheme: write it as http://HOST[:PORT] or https://HOST[:PORT]')
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname
+    except ValueError as error:
+        raise ValueError(f'it cannot be parsed as a URL ({error})') from None
+    if parts.scheme.lower() not in ('http', 'https'):
+        raise ValueError(f'its scheme is {parts.scheme!r}: only http and https are supported')
+    if '@' in parts.netloc:
+        raise ValueError('it contains user information (user@host): credentials belong in the AWS '
+                         'configuration, not in the URL')
+    if parts.query or parts.fragment or url.endswith(('?', '#')):
+        raise ValueError('it has a query or a fragment (?... or #...), which an endpoint cannot have')
+    if not host:
+        raise ValueError('it has no host')
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if port is not None and not 1 <= port <= 65535:
+        raise ValueError(f'its port {parts.netloc.rpartition(":")[2]!r} is not a number from 1 to 65535')
+    if parts.netloc.startswith('['):
+        try:
+            ipaddress.IPv6Address(urllib.parse.unquote(host))
+        except ValueError:
+            raise ValueError(f'{host!r} in brackets is not an IPv6 address') from None
+        return url
+    name = host[:-1] if host.endswith('.') else host
+    if len(name) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in name.split('.')):
+        raise ValueError(f'its host {host!r} is not a valid host name: use letters, digits, hyphens and '
+                         'dots only (the ASCII form of an international name), or an IP address')
+    return url
+
+
+def _endpoint_error(url: str, source: str, reason: str) -> CliError:
+    return CliError(f'invalid endpoint URL {url!r} ({source}): {reason}', EXIT_USAGE)
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Refuse, as a usage error naming the option, names and keys the library would refuse.
+
+    Runs before any call. The lock client checks the same things, with messages naming its
+    Python arguments; here the messages name the options of the command.
+    """
+    names = {
+        '--partition-key-name': args.partition_key_name,
+        '--sort-key-name': args.sort_key_name,
+        '--ttl-attribute-name': args.ttl_attribute_name,
+    }
+    lock_attributes = (DynamoDBLockClient._COL_OWNER_NAME, DynamoDBLockClient._COL_LEASE_DURATION,
+                       DynamoDBLockClient._COL_RECORD_VERSION_NUMBER)
+    try:
+        for option, value in names.items():
+            validation.require_attribute_name(option, value)
+            if value in lock_attributes:
+                raise ValueError(f'{option} {value!r} is the name of one of the lock\'s own attributes '
+                                 f'({", ".join(lock_attributes)})')
+        if len(set(names.values())) != len(names):
+            raise ValueError('--partition-key-name, --sort-key-name and --ttl-attribute-name must differ, got '
+                             + ', '.join(f'{option} {value!r}' for option, value in names.items()))
+        if getattr(args, 'key', None) is not None:
+            validation.require_key('KEY', args.key, validation.MAX_PARTITION_KEY_BYTES)
+            validation.require_key('SORT_KEY', args.sort_key, validation.MAX_SORT_KEY_BYTES)
+    except (TypeError, ValueError) as error:
+        raise CliError(str(error), EXIT_USAGE) from None
 
 
 def _positive_int(text: str) -> int:
@@ -175,6 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
                'missing table, no credentials, endpoint unreachable); 2 usage error. '
                'Start with: dynamodb-lock demo',
     )
+    parser.add_argument('--version', action=_VersionAction,
+                        help=f'print "{version_text()}" and exit')
     _add_connection_options(parser, on_subcommand=False)
     commands = parser.add_subparsers(dest='command', metavar='COMMAND', parser_class=_ArgumentParser)
     commands.required = True
@@ -298,22 +413,41 @@ def make_session(args: argparse.Namespace) -> boto3.session.Session:
 def make_resource(args: argparse.Namespace) -> Any:
     """A DynamoDB service resource for the command's connection options.
 
-    Raises ``NoRegionError`` when no region is configured anywhere.
+    Raises ``NoRegionError`` when no region is configured anywhere, and a usage error when the
+    endpoint URL that boto3 found in the environment or the AWS configuration (no
+    ``--endpoint-url`` given) is malformed. Nothing is sent yet.
     """
     session = make_session(args)
-    return session.resource('dynamodb', endpoint_url=args.endpoint_url,
-                            config=Config(connect_timeout=_CONNECT_TIMEOUT_SECONDS))
+    try:
+        resource = session.resource('dynamodb', endpoint_url=args.endpoint_url,
+                                    config=Config(connect_timeout=_CONNECT_TIMEOUT_SECONDS))
+    except ValueError as error:   # botocore: "Invalid endpoint: ..." from AWS_ENDPOINT_URL* or a profile
+        raise CliError(f'invalid endpoint URL from the AWS environment or configuration: {error}',
+                       EXIT_USAGE) from None
+    if args.endpoint_url is None:
+        resolved = resource.meta.client.meta.endpoint_url
+        try:
+            check_endpoint_url(resolved)
+        except ValueError as error:
+            raise _endpoint_error(resolved, 'from the AWS environment or configuration', str(error)) from None
+    return resource
 
 
 def make_lock_client(args: argparse.Namespace, resource: Any) -> DynamoDBLockClient:
-    """A lock client bound to the command's table and attribute names (it never acquires)."""
-    return DynamoDBLockClient(
-        resource,
-        table_name=table_name_of(args),
-        partition_key_name=args.partition_key_name,
-        sort_key_name=args.sort_key_name,
-        ttl_attribute_name=args.ttl_attribute_name,
-    )
+    """A lock client bound to the command's table and attribute names (it never acquires).
+
+    The constructor makes no call, so the arguments it refuses are usage errors.
+    """
+    try:
+        return DynamoDBLockClient(
+            resource,
+            table_name=table_name_of(args),
+            partition_key_name=args.partition_key_name,
+            sort_key_name=args.sort_key_name,
+            ttl_attribute_name=args.ttl_attribute_name,
+        )
+    except (TypeError, ValueError) as error:
+        raise CliError(str(error), EXIT_USAGE) from None
 
 
 def _exception_chain(exc: BaseException) -> Iterator[BaseException]:
@@ -744,9 +878,18 @@ def run(argv: Optional[Sequence[str]] = None, *, stdin: Optional[TextIO] = None,
     parser = build_parser()
     try:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        if args.endpoint_url is not None:
+            try:
+                check_endpoint_url(args.endpoint_url)
+            except ValueError as reason:
+                raise _endpoint_error(args.endpoint_url, '--endpoint-url', str(reason)) from None
+        check_arguments(args)
     except CliError as error:
         console.err(f'{PROG}: error: {error.message}')
         return error.exit_code
+    except _VersionRequested:
+        console.out(version_text())
+        return EXIT_OK
     except SystemExit as exit_request:  # --help
         code = exit_request.code
         return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_USAGE)

@@ -22,7 +22,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 import pytest
 
 from python_dynamodb_lock.__main__ import main
-from python_dynamodb_lock._cli import _until_expiry_text, format_seconds, lock_record
+from python_dynamodb_lock._cli import _until_expiry_text, check_endpoint_url, format_seconds, lock_record
+from python_dynamodb_lock._version import __version__
 from python_dynamodb_lock.python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLockClient
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -182,6 +183,137 @@ def test_usage_errors_exit_2(cli: Callable[..., CliResult], argv: List[str]) -> 
     result = cli(*argv)
     assert result.code == 2
     assert result.err.startswith('dynamodb-lock: error:')
+    assert_no_traceback(result)
+
+
+MALFORMED_ENDPOINTS = [
+    pytest.param('notaurl', 'no scheme', id='no-scheme'),
+    pytest.param('127.0.0.1:8000', 'no scheme', id='host-port-without-scheme'),
+    pytest.param('', 'empty', id='empty'),
+    pytest.param('   ', 'empty', id='blank'),
+    pytest.param('ftp://127.0.0.1:8000', "scheme is 'ftp'", id='ftp-scheme'),
+    pytest.param('localhost://8000', "scheme is 'localhost'", id='host-as-scheme'),
+    pytest.param('http://127.0.0.1:99999', "port '99999'", id='port-too-large'),
+    pytest.param('http://127.0.0.1:0', "port '0'", id='port-zero'),
+    pytest.param('http://127.0.0.1:abc', "port 'abc'", id='port-not-a-number'),
+    pytest.param('http://127.0.0.1:-1', "port '-1'", id='port-negative'),
+    pytest.param('http://', 'no host', id='no-host'),
+    pytest.param('http:///tables', 'no host', id='path-without-host'),
+    pytest.param('http://[::1', 'cannot be parsed', id='unclosed-ipv6'),
+    pytest.param('http://dynamodb_local:8000', "host 'dynamodb_local'", id='underscore-host'),
+    pytest.param('http://user:secret@127.0.0.1:8000', 'user information', id='credentials'),
+    pytest.param('http://127.0.0.1:8000/?region=x', 'query', id='query'),
+    pytest.param('http://127.0.0.1:8000 ', "contains ' '", id='trailing-space'),
+    pytest.param('http://127.0.0.1\n:8000', "contains '\\n'", id='newline'),
+]
+
+
+@pytest.mark.parametrize('url, reason', MALFORMED_ENDPOINTS)
+@pytest.mark.parametrize('command', [['list'], ['show', 'k'], ['release', 'k', '--force', '--yes'],
+                                     ['create-table'], ['demo']], ids=lambda argv: argv[0])
+def test_a_malformed_endpoint_url_is_a_one_line_usage_error_before_any_call(
+        cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch, url: str, reason: str,
+        command: List[str]) -> None:
+    import boto3.session
+
+    def no_session(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError('a boto3 session was made for a malformed endpoint URL')
+
+    monkeypatch.setattr(boto3.session, 'Session', no_session)
+    result = cli('--endpoint-url', url, '--region', 'us-east-1', *command)
+    assert result.code == 2, result
+    assert result.err.startswith(f'dynamodb-lock: error: invalid endpoint URL {url!r} (--endpoint-url): ')
+    assert reason in result.err, result.err
+    assert result.err.count('\n') == 1 and result.out == ''
+    assert_no_traceback(result)
+
+
+@pytest.mark.parametrize('url, reason', [
+    pytest.param('notaurl', 'Invalid endpoint', id='no-scheme'),
+    pytest.param('ftp://127.0.0.1:8000', "scheme is 'ftp'", id='ftp-scheme'),
+    pytest.param('http://127.0.0.1:99999', "port '99999'", id='port-too-large'),
+])
+def test_a_malformed_endpoint_url_from_the_environment_is_a_usage_error(
+        cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch, url: str, reason: str) -> None:
+    monkeypatch.setenv('AWS_ENDPOINT_URL_DYNAMODB', url)
+    result = cli('--region', 'us-east-1', 'list')
+    assert result.code == 2, result
+    assert result.err.startswith('dynamodb-lock: error: invalid endpoint URL ')
+    assert 'from the AWS environment or configuration' in result.err and reason in result.err
+    assert result.err.count('\n') == 1
+    assert_no_traceback(result)
+
+
+def test_python_m_with_a_malformed_endpoint_url_prints_one_line() -> None:
+    """The command of issue 11 (it used to print a botocore traceback)."""
+    completed = subprocess.run(
+        [sys.executable, '-m', 'python_dynamodb_lock', '--endpoint-url', 'notaurl', 'list'], cwd=REPO_ROOT,
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, 'AWS_ACCESS_KEY_ID': 'x', 'AWS_SECRET_ACCESS_KEY': 'x', 'AWS_DEFAULT_REGION': 'us-east-1'})
+    assert completed.returncode == 2
+    assert completed.stderr == ("dynamodb-lock: error: invalid endpoint URL 'notaurl' (--endpoint-url): it has "
+                                'no scheme: write it as http://HOST[:PORT] or https://HOST[:PORT]\n')
+    assert completed.stdout == ''
+
+
+@pytest.mark.parametrize('url', [
+    'http://127.0.0.1:8000',
+    'http://localhost:8000/',
+    'https://dynamodb.eu-west-1.amazonaws.com',
+    'HTTPS://DYNAMODB.EU-WEST-1.AMAZONAWS.COM.',
+    'http://[::1]:8000',
+    'http://dynamodb-local:8000/some/path',
+    'http://127.0.0.1:65535',
+])
+def test_well_formed_endpoint_urls_are_accepted_and_botocore_agrees(url: str) -> None:
+    assert check_endpoint_url(url) == url
+    import boto3.session
+    client = boto3.session.Session(aws_access_key_id='x', aws_secret_access_key='x',
+                                   region_name='us-east-1').client('dynamodb', endpoint_url=url)
+    assert client.meta.endpoint_url.lower().rstrip('/') == url.lower().rstrip('/')
+
+
+@pytest.mark.parametrize('argv', [['--version'], ['--version', 'list'], ['--table', 'T', '--version']])
+def test_version(cli: Callable[..., CliResult], argv: List[str]) -> None:
+    result = cli(*argv)
+    assert result.code == 0
+    assert result.out == f'dynamodb-lock {__version__}\n'
+    assert result.err == ''
+
+
+def test_version_goes_to_the_given_stdout() -> None:
+    from python_dynamodb_lock._cli import run
+
+    out, err = io.StringIO(), io.StringIO()
+    assert run(['--version'], stdout=out, stderr=err) == 0
+    assert out.getvalue() == f'dynamodb-lock {__version__}\n' and err.getvalue() == ''
+
+
+@pytest.mark.parametrize('argv, words', [
+    pytest.param(['show', ''], 'KEY must not be empty', id='empty-key'),
+    pytest.param(['show', 'k' * 2049], 'KEY is 2049 bytes', id='key-too-long'),
+    pytest.param(['show', 'k', 's' * 1025], 'SORT_KEY is 1025 bytes', id='sort-key-too-long'),
+    pytest.param(['release', '', '--force', '--yes'], 'KEY must not be empty', id='release-empty-key'),
+    pytest.param(['show', 'bad-\udcff-byte'], 'KEY contains a lone surrogate', id='undecodable-argv-byte'),
+    pytest.param(['--partition-key-name', '', 'list'], '--partition-key-name must not be empty', id='empty-name'),
+    pytest.param(['list', '--sort-key-name', 'n' * 256], '--sort-key-name must be at most 255 bytes',
+                 id='name-too-long'),
+    pytest.param(['--partition-key-name', 'owner_name', 'list'], "lock's own attributes", id='name-of-lock-attribute'),
+    pytest.param(['--sort-key-name', 'lock_key', 'list'], 'must differ', id='equal-key-names'),
+    pytest.param(['create-table', '--ttl-attribute-name', 'lock_key'], 'must differ', id='ttl-on-the-key'),
+])
+def test_names_and_keys_the_library_refuses_are_usage_errors_before_any_call(
+        cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch, argv: List[str], words: str) -> None:
+    import boto3.session
+
+    def no_session(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError('a boto3 session was made for arguments that cannot work')
+
+    monkeypatch.setattr(boto3.session, 'Session', no_session)
+    result = cli('--region', 'us-east-1', *argv)
+    assert result.code == 2, result
+    assert result.err.startswith('dynamodb-lock: error: ') and words in result.err, result.err
+    assert result.err.count('\n') == 1
     assert_no_traceback(result)
 
 
