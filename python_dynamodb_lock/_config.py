@@ -5,19 +5,16 @@ argument. Unsafe but workable settings produce warnings (returned, for the clien
 from __future__ import annotations
 
 import dataclasses
+import math
 import socket
 import uuid
 from typing import Any, Callable, List, Mapping, Optional, Tuple
-
-from boto3.dynamodb.types import TypeSerializer
 
 from . import _validation as validation
 from ._requests import MAX_BATCH_STATEMENTS
 from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, Item, Schema
 
 __all__ = ['AcquireArguments', 'Settings', 'acquire_arguments', 'client_timeout_warning', 'make_settings']
-
-_serializer = TypeSerializer()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +73,11 @@ def make_settings(
         raise TypeError(f'heartbeat_tps must be a number, not {type(heartbeat_tps).__name__}')
     if heartbeat_tps != -1 and not heartbeat_tps > 0:
         raise ValueError(f'heartbeat_tps must be -1 (adaptive) or positive, got {heartbeat_tps!r}')
+    if heartbeat_tps != -1 and not math.isfinite(heartbeat_tps):
+        raise ValueError(f'heartbeat_tps must be a finite number, got {heartbeat_tps!r}')
+    if heartbeat_tps != -1 and 1.0 / heartbeat_tps > validation.MAX_DURATION.total_seconds():
+        raise ValueError(f'heartbeat_tps={heartbeat_tps!r} is less than one heartbeat per '
+                         f'{validation.MAX_DURATION.days} days')
     if heartbeat_workers is None:
         pool_size = getattr(_client_config(low_level_client), 'max_pool_connections', None)
         heartbeat_workers = pool_size if isinstance(pool_size, int) and pool_size > 0 else 10
@@ -191,8 +193,5 @@ def check_additional_attributes(schema: Schema, additional_attributes: Any) -> M
                 f"additional_attributes may not set {name!r}: it is one of the lock's own "
                 f'attributes {sorted(reserved)}'
             )
-        try:
-            _serializer.serialize(value)
-        except TypeError as exc:
-            raise TypeError(f'additional_attributes cannot be stored in DynamoDB: {exc}') from exc
+        validation.require_storable(f'additional_attributes[{name!r}]', value)
     return dict(additional_attributes)

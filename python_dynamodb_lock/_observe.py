@@ -32,8 +32,8 @@ _LINES: Dict[Kind, Tuple[int, str, Tuple[str, ...]]] = {
     Kind.WAITING: (DEBUG, '%s is held by %s; retrying in %.3fs',
         ('key', 'owner', 'retry_in')),
     Kind.ORPHAN_UNVERIFIED: (INFO,
-        'Could not check whether the failed acquire of %s left a row (%s); if it did, '
-        'others take it over after its lease of %ss',
+        'DynamoDB could not be reached to remove a row the failed acquire of %s may have left (%s); '
+        'if there is one, others take it over after its lease of %ss',
         ('what', 'error', 'lease')),
     Kind.ORPHAN_CLEANUP_FAILED: (WARNING,
         'Could not clean up a possible row of %s after a failed acquire; it is taken over'

@@ -9,11 +9,12 @@ an exception that is not botocore's (a bug, an interrupt) propagates.
 """
 from __future__ import annotations
 
+import decimal
 from typing import Any, Iterator, List, Union
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ._core.answers import Answer, Applied, Failed, judge_batch, judge_error
+from ._core.answers import Answer, Applied, judge_batch, judge_error
 from ._requests import Request
 
 __all__ = ['Store']
@@ -32,6 +33,8 @@ class Store:
             response = getattr(self.client, request.operation)(**request.params)
         except (ClientError, BotoCoreError) as exc:
             return judge_error(exc)
+        except decimal.DecimalException as exc:   # boto3 could not read a number in the answer
+            return judge_error(exc)
         if request.operation == 'batch_execute_statement':
             return judge_batch(response, len(request.params['Statements']))
         return Applied(response)
@@ -46,8 +49,3 @@ class Store:
                 return
             params['ExclusiveStartKey'] = answer.response['LastEvaluatedKey']
 
-
-def raise_failed(answer: Answer) -> None:
-    """Raise the botocore error behind a :class:`Failed` answer (for callers outside a protocol)."""
-    if isinstance(answer, Failed):
-        raise answer.error

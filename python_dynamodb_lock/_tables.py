@@ -14,7 +14,8 @@ from ._core.answers import error_code, reason_of
 from ._errors import DynamoDBLockError, Reason
 from ._observe import logger
 
-__all__ = ['create_table_sync', 'judge_existing_table', 'needs_ttl_update', 'table_request']
+__all__ = ['create_table_sync', 'judge_existing_table', 'needs_ttl_update', 'require_low_level_client',
+           'table_request']
 
 
 def table_request(table_name: Any, partition_key_name: Any, sort_key_name: Any, ttl_attribute_name: Any,
@@ -82,9 +83,22 @@ def creation_failed(table_name: str, exc: BaseException) -> DynamoDBLockError:
                              reason=reason_of(exc))
 
 
+def require_low_level_client(dynamodb_client: Any, kind: str = 'boto3.client("dynamodb")') -> None:
+    """Refuse, before any call, what is not a low-level DynamoDB client (a resource, say)."""
+    if getattr(getattr(dynamodb_client, 'meta', None), 'client', None) is not None:
+        raise TypeError(f'create_dynamodb_table takes a low-level client ({kind}), not a resource; '
+                        'pass resource.meta.client')
+    missing = [name for name in ('create_table', 'describe_table', 'describe_time_to_live', 'get_waiter')
+               if not callable(getattr(dynamodb_client, name, None))]
+    if missing:
+        raise TypeError(f'create_dynamodb_table takes a low-level DynamoDB client ({kind}), '
+                        f'not {type(dynamodb_client).__name__}')
+
+
 def create_table_sync(dynamodb_client: Any, table_name: Any, partition_key_name: Any, sort_key_name: Any,
                       ttl_attribute_name: Any, read_capacity: Any, write_capacity: Any, billing_mode: Any,
                       exist_ok: bool) -> Dict[str, Any]:
+    require_low_level_client(dynamodb_client)
     params = table_request(table_name, partition_key_name, sort_key_name, ttl_attribute_name, read_capacity,
                            write_capacity, billing_mode)
     try:

@@ -381,6 +381,9 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         """Create the lock table with an aiobotocore client; see the threaded client's."""
         from botocore.exceptions import BotoCoreError, ClientError
 
+        if not _is_async_dynamodb_client(dynamodb_client):
+            raise TypeError('create_dynamodb_table takes an aiobotocore DynamoDB client '
+                            f'(session.create_client("dynamodb")), not {type(dynamodb_client).__name__}')
         params = table_request(table_name, partition_key_name, sort_key_name, ttl_attribute_name, read_capacity,
                                write_capacity, billing_mode)
         try:

@@ -17,7 +17,7 @@ b. a partition longer than the safe period: LOCK_IN_DANGER first; LOCK_STOLEN on
 c. answers dropped while writes land: no LOCK_STOLEN; LOCKED again after healing, the row
    carrying A's version;
 d. a strict release after each: it succeeds while A holds the lock, and raises LOCK_STOLEN
-   when B took it over (a known defect for (b): see its xfail);
+   when B took it over;
 e. connection resets during acquire and release: acquired with the row ours, or a
    DynamoDBLockError with no row of A's left behind; a failed release can be retried.
 """
@@ -267,11 +267,6 @@ def test_b_a_long_partition_is_in_danger_first_and_stolen_only_after_the_takeove
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    'Known defect of python_dynamodb_lock.py (its owner is fixing it): release_lock returns '
-    'normally for a lock already marked INVALID (stolen and noticed by a heartbeat), even with '
-    'best_effort=False; REFERENCE_API.md says a strict release of a lock this client lost raises '
-    'LOCK_STOLEN. Remove this mark with the fix.'))
 def test_d_a_strict_release_after_the_takeover_raises_lock_stolen(takeover_story: TakeoverStory) -> None:
     story = takeover_story
     with pytest.raises(DynamoDBLockError) as refused:

@@ -412,10 +412,22 @@ def test_a_put_whose_answer_was_lost_and_did_not_land_is_unknown() -> None:
 
 
 def test_an_unreachable_engine_fails_once_without_a_cleanup_warning() -> None:
-    run = run_acquire(UNREACHABLE, UNREACHABLE)
+    run = run_acquire(UNREACHABLE, UNREACHABLE, UNREACHABLE)
     assert run.error.code == DynamoDBLockError.UNKNOWN and run.error.reason == Reason.UNREACHABLE
     assert run.events == [Kind.ORPHAN_UNVERIFIED]            # an INFO line, not a warning
-    assert [request.operation for request in run.calls] == ['put_item', 'get_item']
+    assert [request.operation for request in run.calls] == ['put_item', 'get_item', 'delete_item']
+
+
+@pytest.mark.parametrize('cleanup, events', [(Applied(), []), (Refused(None), []),
+                                             (THROTTLED, [Kind.ORPHAN_CLEANUP_FAILED])])
+def test_when_the_check_read_fails_a_put_that_may_have_landed_is_deleted(cleanup: Any,
+                                                                          events: List[Kind]) -> None:
+    run = run_acquire(LOST_ANSWER, SERVER_ERROR, cleanup)
+    assert run.error.code == DynamoDBLockError.UNKNOWN
+    put, _, delete = run.calls
+    assert delete.operation == 'delete_item'
+    assert list(delete.params['ExpressionAttributeValues'].values()) == [put.params['Item']['record_version_number']]
+    assert run.events == events
 
 
 def test_takeover_after_the_holders_version_stays_the_same_for_its_lease() -> None:

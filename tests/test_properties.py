@@ -21,8 +21,7 @@ except one acquire property on DynamoDB Local. Runs are deterministic: the setti
 ``python-dynamodb-lock`` has ``derandomize=True``, a bounded ``max_examples`` and no deadline;
 the failures found so far are pinned with ``@example`` and replayed first on every run.
 
-Bugs these properties found in the lock client itself are the ``xfail(strict=True)`` tests at
-the end (see each one's reason); they pass, and must then be un-marked, once the client is fixed.
+Bugs these properties found in the lock client itself are pinned by the tests at the end.
 """
 from __future__ import annotations
 
@@ -246,7 +245,7 @@ def arguments_with_some_bad(required: Dict[str, st.SearchStrategy], optional: Di
 
 def escapes_boto3_today(value: Any) -> bool:
     """Whether boto3's serializer fails on ``value`` with something other than TypeError (a
-    decimal signal, RecursionError): the known bug class of the strict xfails at the end."""
+    decimal signal, RecursionError): the bug class pinned by the tests at the end."""
     try:
         TypeSerializer().serialize(value)
     except TypeError:
@@ -898,7 +897,7 @@ def test_cli_commands_on_moto_exit_0_1_or_2_with_one_line_errors(
 
 
 # --------------------------------------------------------------------------------------------
-# Bugs found in the lock client (python_dynamodb_lock.py / _store.py): strict xfails
+# Bugs the properties found in the lock client, fixed and pinned
 # --------------------------------------------------------------------------------------------
 
 unstorable_numbers = st.one_of(
@@ -908,13 +907,6 @@ unstorable_numbers = st.one_of(
 )
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'BUG in python_dynamodb_lock.py: acquire_lock/try_acquire_lock check additional attributes '
-    'with LockTable.check_storable, which only converts TypeError; numbers boto3 refuses with a '
-    'decimal signal (more than 38 digits, exponent out of range) escape as bare decimal.Inexact / '
-    'Rounded / Clamped / Overflow / Underflow, and a recursive value as RecursionError. Fix: call '
-    '_validation.require_storable(f"additional_attributes[{name!r}]", value) for each attribute '
-    'before anything is written, then remove this mark.'))
 @settings(PROPERTIES, max_examples=20)
 @given(number=unstorable_numbers, nested=st.booleans(), use_try=st.booleans())
 def test_unstorable_numbers_in_additional_attributes_are_refused_clearly(
@@ -926,10 +918,6 @@ def test_unstorable_numbers_in_additional_attributes_are_refused_clearly(
     assert_no_row(clients, 'unstorable', '-')
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'BUG in python_dynamodb_lock.py: a recursive additional attribute (a list that contains '
-    'itself) escapes acquire_lock as RecursionError from boto3\'s TypeSerializer. Fix: '
-    'require_storable (it refuses it with a ValueError "contains itself"), then remove this mark.'))
 def test_a_recursive_additional_attribute_is_refused_clearly(clients: Clients) -> None:
     loop: List[Any] = []
     loop.append(loop)
@@ -938,14 +926,6 @@ def test_a_recursive_additional_attribute_is_refused_clearly(clients: Clients) -
     assert_no_row(clients, 'recursive', '-')
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'BUG in python_dynamodb_lock.py: create_dynamodb_table does not check its first argument. '
-    'None or a str raise AttributeError; the boto3 *resource* (a common mistake: the docs say '
-    'client) even creates the table (ServiceResource.create_table exists) and then raises '
-    'AttributeError (no get_waiter; or no describe_table when the table exists). Fix: refuse '
-    'anything without create_table/get_waiter/describe_time_to_live (e.g. a resource, with a '
-    'hint to pass resource.meta.client) with a '
-    'TypeError before any call, then remove this mark.'))
 @settings(PROPERTIES, max_examples=10)
 @given(not_a_client=st.one_of(st.sampled_from(['dynamodb', None, 42]), st.just('RESOURCE')))
 def test_create_dynamodb_table_refuses_what_is_not_a_client(moto_engine: EngineTable, not_a_client: Any) -> None:
@@ -957,13 +937,6 @@ def test_create_dynamodb_table_refuses_what_is_not_a_client(moto_engine: EngineT
     assert set(moto_engine.client.list_tables()['TableNames']) == existing
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'BUG in python_dynamodb_lock.py: heartbeat_tps is accepted down to any positive float. With '
-    'heartbeat_tps=1e-300 the sender waits 1e300 s before the second lock\'s heartbeat: '
-    'Event.wait raises OverflowError, the round is logged as failed, and every later round '
-    'again renews only the first lock, so the others are lost after their lease. Fix: refuse '
-    'a heartbeat_tps below 1 / MAX_DURATION (or so low that a round cannot fit in a lease) with '
-    'a ValueError, and wrap the loops\' waits in _validation.clamp_wait; then remove this mark.'))
 def test_a_tiny_heartbeat_tps_is_refused_or_renews_every_lock(moto_engine: EngineTable) -> None:
     try:
         client = DynamoDBLockClient(moto_engine.resource, table_name=moto_engine.table_name, heartbeat_tps=1e-300,
@@ -981,14 +954,6 @@ def test_a_tiny_heartbeat_tps_is_refused_or_renews_every_lock(moto_engine: Engin
         client.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    'BUG in _store.py / python_dynamodb_lock.py: reads use boto3\'s TypeDeserializer, which raises '
-    'decimal.Rounded for a number DynamoDB returns with more than 38 digits (any magnitude >= '
-    '1E+38; boto/boto3#2500). One such attribute in a lock row -- written by this client today '
-    '(Decimal("1E+38") passes its checks), the published package or another SDK -- makes every '
-    'other client\'s acquire_lock/try_acquire_lock/get_lock/list_locks on it raise a bare '
-    'decimal.Rounded. Fix: deserialize numbers without the 38-digit trap (Decimal(text)), or '
-    'turn the failure into DynamoDBLockError; then remove this mark.'))
 def test_a_row_with_a_number_boto3_cannot_read_back_does_not_break_other_clients(
         local_engine: EngineTable) -> None:
     local_engine.client.put_item(TableName=local_engine.table_name, Item={

@@ -12,7 +12,7 @@ import dataclasses
 import uuid
 from typing import Any, Callable, Dict, Mapping, Optional, Union
 
-from .._errors import DynamoDBLockError
+from .._errors import DynamoDBLockError, Reason
 from .._requests import delete_if_version, get, put_if_absent, put_if_version
 from .._schema import COL_RECORD_VERSION_NUMBER, Item, Schema
 from .answers import Applied, Failed, Refused
@@ -175,18 +175,23 @@ def _write(attempt: AcquireAttempt, clock: Any, expected_version: Optional[str])
 def _settle_unanswered_put(attempt: AcquireAttempt, new_version: str, failed: Failed) -> Protocol[bool]:
     """A put we are about to report as failed may have landed: did it? If it did, it is ours.
 
-    A consistent read tells. When the read fails too, the row (if any) cannot be cleaned up
-    either; it is taken over by others after its lease.
+    A consistent read tells. When the read fails too, a delete conditioned on the version that
+    put wrote removes the row if it is there (it can only ever remove our own row, which would
+    otherwise block everybody, this client included, for a whole lease). When DynamoDB cannot
+    be reached even for that, the row (if any) is taken over by others after its lease.
     """
     schema = attempt.schema
     answer = yield Call(get(schema, attempt.partition_key, attempt.sort_key))
     if isinstance(answer, Applied):
         row = answer.response.get('Item') or None
         return Schema.version_of(row) == new_version
-    yield Emit(Event(Kind.ORPHAN_UNVERIFIED, attempt.unique_identifier, fields={
-        'what': describe_key(schema, attempt.partition_key, attempt.sort_key),
-        'error': explain(schema, getattr(answer, 'error', failed.error)),
-        'lease': schema.lease_of(attempt.item_template, attempt.default_lease)}))
+    cleanup = yield Call(delete_if_version(schema, attempt.partition_key, attempt.sort_key, [new_version]))
+    if isinstance(cleanup, Failed):
+        kind = Kind.ORPHAN_UNVERIFIED if cleanup.reason == Reason.UNREACHABLE else Kind.ORPHAN_CLEANUP_FAILED
+        yield Emit(Event(kind, attempt.unique_identifier, fields={
+            'what': describe_key(schema, attempt.partition_key, attempt.sort_key),
+            'error': explain(schema, cleanup.error),
+            'lease': schema.lease_of(attempt.item_template, attempt.default_lease)}))
     return False
 
 

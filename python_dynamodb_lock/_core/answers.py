@@ -14,6 +14,8 @@ from botocore and the rules for "was it applied?" are written once:
 from __future__ import annotations
 
 import dataclasses
+import decimal
+from decimal import Decimal
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 from boto3.dynamodb.types import TypeDeserializer
@@ -50,7 +52,17 @@ _STATEMENT_OUTCOME_UNKNOWN = frozenset({'InternalServerError'})
 # A statement refused for throughput inside a successful batch is not retried by botocore.
 _RETRYABLE_STATEMENT_ERRORS = frozenset({'ThrottlingError', 'ProvisionedThroughputExceeded', 'RequestLimitExceeded'})
 
-_deserializer = TypeDeserializer()
+
+
+class _ExactDeserializer(TypeDeserializer):
+    """boto3's deserializer, but a number is read exactly: boto3 traps more than 38 digits,
+    which DynamoDB returns for magnitudes of 1E+38 and more (boto/boto3#2500)."""
+
+    def _deserialize_n(self, value: str) -> Decimal:
+        return Decimal(value)
+
+
+_deserializer = _ExactDeserializer()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,6 +140,8 @@ def reason_of(exc: BaseException) -> str:
         return Reason.OTHER
     if isinstance(exc, (BotoConnectionError, BotoCoreError)) and not isinstance(exc, ParamValidationError):
         return Reason.UNREACHABLE
+    if isinstance(exc, decimal.DecimalException):
+        return Reason.VALIDATION
     return Reason.OTHER
 
 

@@ -1,6 +1,8 @@
 """Words for failures: how a key and a DynamoDB failure are described to people."""
 from __future__ import annotations
 
+import decimal
+
 from .._schema import Schema
 from .answers import error_code
 
@@ -15,6 +17,9 @@ def explain(schema: Schema, exc: BaseException) -> str:
     """A message for a DynamoDB failure, with the fix for the common mistakes."""
     code = error_code(exc)
     table = schema.table_name
+    if isinstance(exc, decimal.DecimalException):
+        return ('the row holds a number that boto3 cannot read back (38 digits or more; '
+                f'boto/boto3#2500): {exc!r}')
     if code == 'ResourceNotFoundException':
         return (
             f'table {table!r} does not exist: create it with '
