@@ -13,6 +13,7 @@ VERSION = re.search(
 
 # What moto's server (moto.moto_server.werkzeug_app) imports besides moto itself; the same
 # exclusions as moto's own 'server' extra.
+AIOBOTOCORE = 'aiobotocore>=2.13'
 MOTO_SERVER = ['flask!=2.2.0,!=2.2.1', 'flask-cors']
 
 setup(
@@ -34,15 +35,12 @@ setup(
         # (about 60 packages instead of about 25).
         'demo': ['moto>=5.0', *MOTO_SERVER],
         # moto[dynamodb] adds py-partiql-parser, for the batched heartbeats on moto in-process.
-        'test': ['pytest>=7', 'moto[dynamodb]>=5.0', *MOTO_SERVER, 'hypothesis>=6.100'],
+        'test': ['pytest>=7', 'moto[dynamodb]>=5.0', *MOTO_SERVER, 'hypothesis>=6.100', AIOBOTOCORE],
         'docs': ['sphinx>=7'],
         'lint': ['ruff>=0.5'],
-        # An 'asyncio' extra (aiobotocore) belongs here. The newest aiobotocore needs Python
-        # 3.10+ (so do the newest boto3 and moto, but pip finds older releases of those for
-        # 3.9); if no release fits 3.9 together with the rest, give it a marker, e.g.
-        # 'aiobotocore>=X; python_version >= "3.10"', so that `pip install '.[asyncio]'` and
-        # the py39 tox envs still install on 3.9 (and skip the asyncio tests there). Add it to
-        # the tox envs' extras as well (tox.ini).
+        # AsyncDynamoDBLockClient (python_dynamodb_lock.aio) runs on aiobotocore; pip picks the
+        # release that fits the installed botocore (and, on 3.9, the last one supporting it).
+        'asyncio': [AIOBOTOCORE],
     },
     entry_points={
         'console_scripts': ['dynamodb-lock=python_dynamodb_lock.__main__:main'],
