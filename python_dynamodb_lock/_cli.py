@@ -156,10 +156,14 @@ def check_endpoint_url(url: str) -> str:
         raise ValueError('it has a query or a fragment (?... or #...), which an endpoint cannot have')
     if not host:
         raise ValueError('it has no host')
+    after_host = parts.netloc.rpartition(']')[2]
+    port_text = after_host.rpartition(':')[2] if ':' in after_host else None
     try:
         port = parts.port
     except ValueError:
         port = -1
+    if port_text is not None and not (port_text.isascii() and port_text.isdigit()):
+        port = -1   # Python reads '+80' or '٨٠' as a port; urllib3, which sends the requests, does not
     if port is not None and not 1 <= port <= 65535:
         raise ValueError(f'its port {parts.netloc.rpartition(":")[2]!r} is not a number from 1 to 65535')
     if parts.netloc.startswith('['):

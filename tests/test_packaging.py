@@ -231,3 +231,14 @@ def test_the_package_under_test_is_the_installed_wheel() -> None:
     site_packages = pathlib.Path(sysconfig.get_paths()['purelib']).resolve()
     assert location == site_packages / PACKAGE, (location, sys.prefix)
     assert (location / '_launcher' / 'PythonDynamoDBLockLoopbackLauncher.java').is_file()
+
+
+def test_every_subpackage_is_a_regular_package_that_setuptools_finds() -> None:
+    # A folder of modules without __init__.py is a namespace package: it imports from a checkout,
+    # but find_packages() leaves it out of the wheel and zipimport cannot load it.
+    source = pathlib.Path(python_dynamodb_lock.__file__).parent
+    folders = {path.parent for path in source.rglob('*.py') if '__pycache__' not in path.parts}
+    assert source / '_core' in folders
+    missing = sorted(str(folder.relative_to(source)) for folder in folders
+                     if not (folder / '__init__.py').is_file())
+    assert missing == []

@@ -864,6 +864,7 @@ def test_cli_parsing_runs_a_command_or_gives_a_one_line_usage_error(
 @example(url='http://h:abc')
 @example(url='http://[::1')
 @example(url='http://dynamodb_local:8000')
+@example(url='http://h:+80')
 def test_an_endpoint_url_is_usable_or_a_usage_error(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
     ran = _stub_handlers(monkeypatch)
     code, out, err = _run_cli([f'--endpoint-url={url}', 'list'])   # '=': a URL may start with '-'

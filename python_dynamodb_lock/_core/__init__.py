@@ -1,0 +1,1 @@
+"""The protocol core: decisions about DynamoDB's answers, with no I/O (private)."""
