@@ -12,9 +12,7 @@ from helpers import (
     CallRecorder,
     FaultInjector,
     ManualClock,
-    another_resource,
     no_retry_backoff,
-    read_item,
     wait_until,
 )
 
@@ -29,7 +27,7 @@ def conditional_put(client: Any, table_name: str, key: str, value: str) -> None:
 @pytest.fixture
 def dynamodb(engine: Any) -> Any:
     """A fresh low-level client (Python values in and out), hooks of its own."""
-    return another_resource(engine).meta.client
+    return engine.new_resource().meta.client
 
 
 def test_fail_calls_fails_the_whole_call_without_sending_it(engine: Any, dynamodb: Any) -> None:
@@ -40,9 +38,9 @@ def test_fail_calls_fails_the_whole_call_without_sending_it(engine: Any, dynamod
             conditional_put(dynamodb, engine.table_name, 'k1', 'v')
         assert raised.value.response['Error']['Code'] == 'ProvisionedThroughputExceededException'
         assert (fault.hits, attempts.hits, calls.count('PutItem')) == (1, 0, 1)
-        assert read_item(engine, 'k1') is None
+        assert engine.read_item('k1') is None
         conditional_put(dynamodb, engine.table_name, 'k1', 'v')     # times=1: the next call goes through
-    assert read_item(engine, 'k1')['value'] == 'v'
+    assert engine.read_item('k1')['value'] == 'v'
 
 
 def test_fail_calls_500_looks_like_a_server_error(engine: Any, dynamodb: Any) -> None:
@@ -61,7 +59,7 @@ def test_fail_attempts_lets_botocore_retry_and_never_executes_the_failed_attempt
         conditional_put(dynamodb, engine.table_name, 'k2', 'v')   # the retry would fail if attempt 1 ran
     assert fault.hits == 1
     assert calls.count('PutItem') == 1
-    assert read_item(engine, 'k2')['value'] == 'v'
+    assert engine.read_item('k2')['value'] == 'v'
 
 
 def test_fail_attempts_every_time_exhausts_the_retries(engine: Any, dynamodb: Any,
@@ -72,7 +70,7 @@ def test_fail_attempts_every_time_exhausts_the_retries(engine: Any, dynamodb: An
         with pytest.raises(ClientError):
             conditional_put(dynamodb, engine.table_name, 'k3', 'v')
     assert fault.hits == dynamodb.meta.config.retries['total_max_attempts']
-    assert read_item(engine, 'k3') is None
+    assert engine.read_item('k3') is None
 
 
 def test_raise_in_attempts_is_retried_for_connection_errors(engine: Any, dynamodb: Any,
@@ -82,7 +80,7 @@ def test_raise_in_attempts_is_retried_for_connection_errors(engine: Any, dynamod
         fault = faults.raise_in_attempts('PutItem', lambda: EndpointConnectionError(endpoint_url='injected'))
         conditional_put(dynamodb, engine.table_name, 'k4', 'v')
     assert fault.hits == 1
-    assert read_item(engine, 'k4')['value'] == 'v'
+    assert engine.read_item('k4')['value'] == 'v'
 
 
 def test_lost_answer_with_retry_meets_its_own_write(engine: Any, dynamodb: Any) -> None:
@@ -93,7 +91,7 @@ def test_lost_answer_with_retry_meets_its_own_write(engine: Any, dynamodb: Any) 
     assert fault.hits == 1
     assert raised.value.response['Error']['Code'] == 'ConditionalCheckFailedException'
     assert raised.value.response['Item']['value'] == {'S': 'mine'}     # ALL_OLD arrives raw
-    assert read_item(engine, 'k5')['value'] == 'mine'
+    assert engine.read_item('k5')['value'] == 'mine'
 
 
 def test_lost_answer_without_retry_raises_after_the_write(engine: Any, dynamodb: Any) -> None:
@@ -101,7 +99,7 @@ def test_lost_answer_without_retry_raises_after_the_write(engine: Any, dynamodb:
         faults.lose_answers('PutItem', retry=False)
         with pytest.raises(ReadTimeoutError):
             conditional_put(dynamodb, engine.table_name, 'k6', 'landed')
-    assert read_item(engine, 'k6')['value'] == 'landed'
+    assert engine.read_item('k6')['value'] == 'landed'
 
 
 def test_lost_answer_only_fires_on_success(engine: Any, dynamodb: Any) -> None:
@@ -128,7 +126,7 @@ def test_clear_removes_every_fault(engine: Any, dynamodb: Any) -> None:
     faults.fail_calls('*', times=None)
     faults.clear()
     conditional_put(dynamodb, engine.table_name, 'k10', 'v')
-    assert read_item(engine, 'k10') is not None
+    assert engine.read_item('k10') is not None
 
 
 def test_call_recorder_sees_the_request_body(engine: Any, dynamodb: Any) -> None:
