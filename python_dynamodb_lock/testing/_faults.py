@@ -567,25 +567,29 @@ class FaultInjector:
 
         return self.before_call(operation, steal, times=times)
 
-    def add_latency(self, operation: str, seconds: float, times: Optional[int] = None) -> Fault:
-        """Each attempt waits ``seconds`` (real time) before it is sent."""
-        fault = Fault(f'{operation}: {seconds}s latency', times)
+    def add_latency(self, operation: str, seconds: float, times: Optional[int] = None, *,
+                    after_sending: bool = False) -> Fault:
+        """Each attempt waits ``seconds`` (real time) before it is sent; with
+        ``after_sending=True``, after it was sent and answered: the request has been applied and
+        its answer arrives late (a call cancelled meanwhile is one whose write landed)."""
+        where = 'after sending' if after_sending else 'before sending'
+        fault = Fault(f'{operation}: {seconds}s latency {where}', times)
 
         def make(is_async: bool) -> Callable[..., Any]:
             if is_async:
-                async def async_handler(request: Any, **kwargs: Any) -> None:
+                async def async_handler(**kwargs: Any) -> None:
                     if fault.take({}):
                         await asyncio.sleep(seconds)
 
                 return async_handler
 
-            def handler(request: Any, **kwargs: Any) -> None:
+            def handler(**kwargs: Any) -> None:
                 if fault.take({}):
                     time.sleep(seconds)
 
             return handler
 
-        return self._register(_event('before-send', operation), make, fault)
+        return self._register(_event('needs-retry' if after_sending else 'before-send', operation), make, fault)
 
     def clear(self) -> None:
         """Remove every fault of this injector."""
