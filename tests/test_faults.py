@@ -525,7 +525,8 @@ TORTURE_FAULTS = FaultRates(
 
 @pytest.mark.slow
 def test_mutual_exclusion_torture_with_faults(dynamodb_local: Any, tmp_path: pathlib.Path) -> None:
-    """The multi-process torture of test_torture.py, with random faults on every lock client.
+    """The multi-process torture of test_torture.py (a mixed fleet of threaded and asyncio lock
+    clients), with random faults on every lock client.
 
     About one call attempt in ten meets a fault. One lock client of each process gets a single
     attempt per call, so faults reach the library directly; the other gets three, so the
@@ -549,6 +550,9 @@ def test_mutual_exclusion_torture_with_faults(dynamodb_local: Any, tmp_path: pat
     print(f'\ntorture with faults: {summary}')
     assert result.problems() == [], summary
     assert len(result.holds) == config.acquisitions, summary
+    # A mixed fleet: threaded and asyncio lock clients both held locks, both under faults.
+    assert set(result.holds_by_kind()) == {'threaded', 'asyncio'}, summary
+    assert all(result.faults_by_client_kind().get(kind, 0) > 0 for kind in ('threaded', 'asyncio')), summary
     # A genuine theft needs renewals to fail for a whole lease: not with these fault rates.
     assert result.stolen_callbacks() == [], summary
     # Every kind of fault was injected, and some reached the library after botocore's retries.
