@@ -35,7 +35,16 @@ __all__: list = []
 
 #: What the ``testing`` extra installs besides pytest: without it, this plugin stays silent.
 REQUIRED_MODULES = ('moto', 'flask', 'flask_cors')
-ACTIVE = all(importlib.util.find_spec(name) is not None for name in REQUIRED_MODULES)
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+ACTIVE = all(_installed(name) for name in REQUIRED_MODULES)
 
 if ACTIVE:
     __all__ = ['dynamodb_lock_async_client', 'dynamodb_lock_client', 'dynamodb_lock_clock', 'dynamodb_lock_engine',
