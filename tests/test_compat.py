@@ -307,11 +307,11 @@ def test_item_layout_on_the_wire(engine: Any, clients: LockClients, lease: datet
     assert sorted(typed['tags']['SS']) == ['a', 'b']
 
 
-def test_item_layout_with_custom_attribute_names(engine: Any) -> None:
+def test_item_layout_with_custom_attribute_names(engine: Any, client_kind: str) -> None:
     table_name = f'custom-{uuid.uuid4().hex[:8]}'
     DynamoDBLockClient.create_dynamodb_table(engine.client, table_name=table_name, partition_key_name='pk',
                                              sort_key_name='sk', ttl_attribute_name='ttl')
-    factory = LockClients(engine)
+    factory = LockClients(engine, kind=client_kind)
     try:
         client = factory.make(table_name=table_name, partition_key_name='pk', sort_key_name='sk',
                               ttl_attribute_name='ttl')
