@@ -130,6 +130,7 @@ class EventLoopThread:
                 await context.__aexit__(None, None, None)
             self._clients.clear()
             await self.loop.shutdown_asyncgens()
+            await self.loop.shutdown_default_executor()   # the worker threads of asyncio.to_thread
 
         try:
             self.run(shut_down(), context=contextvars.Context())
