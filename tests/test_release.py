@@ -227,7 +227,10 @@ def stale_copy(lock: DynamoDBLock) -> DynamoDBLock:
               lock.expiry_time, lock.additional_attributes, None)
     client = lock.lock_client
     if is_asyncio(client):
-        copy = client._proxy(AsyncDynamoDBLock(*fields, client.async_client))
+        async def make() -> AsyncDynamoDBLock:      # on the loop: its asyncio.Lock belongs there (3.9)
+            return AsyncDynamoDBLock(*fields, client.async_client)
+
+        copy = client._proxy(client._runner.run(make()))
     else:
         copy = DynamoDBLock(*fields, client)
     copy.status = DynamoDBLock.LOCKED
