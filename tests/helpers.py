@@ -421,11 +421,23 @@ def no_retry_backoff(monkeypatch: Any) -> None:
 
     monkeypatch.setattr(botocore.endpoint, 'time', _NoSleep)
     try:
-        from aiobotocore.endpoint import AioEndpoint
+        import aiobotocore.endpoint as aio_endpoint
     except ImportError:  # pragma: no cover - aiobotocore is a test requirement
         return
 
-    async def no_sleep(self: Any, seconds: float) -> None:
-        return None
+    if hasattr(aio_endpoint.AioEndpoint, '_sleep'):   # aiobotocore 3
+        async def no_sleep(self: Any, seconds: float) -> None:
+            return None
 
-    monkeypatch.setattr(AioEndpoint, '_sleep', no_sleep)
+        monkeypatch.setattr(aio_endpoint.AioEndpoint, '_sleep', no_sleep)
+        return
+
+    class AsyncioWithoutBackoff:                       # older releases call asyncio.sleep in the module
+        def __getattr__(self, name: str) -> Any:
+            return getattr(asyncio, name)
+
+        @staticmethod
+        async def sleep(seconds: float, *args: Any, **kwargs: Any) -> None:
+            await asyncio.sleep(0)
+
+    monkeypatch.setattr(aio_endpoint, 'asyncio', AsyncioWithoutBackoff())
