@@ -34,6 +34,9 @@ setup(
         # werkzeug comes with moto. Not moto[server]: that is every AWS service's dependencies
         # (about 60 packages instead of about 25).
         'demo': ['moto>=5.0', *MOTO_SERVER],
+        # python_dynamodb_lock.testing and its pytest plugin (fixtures dynamodb_lock_*), for
+        # testing code that uses locks: moto in-process and the moto server as engines.
+        'testing': ['pytest>=7', 'moto[dynamodb]>=5.0', *MOTO_SERVER],
         # moto[dynamodb] adds py-partiql-parser, for the batched heartbeats on moto in-process.
         'test': ['pytest>=7', 'moto[dynamodb]>=5.0', *MOTO_SERVER, 'hypothesis>=6.100', AIOBOTOCORE],
         'docs': ['sphinx>=7'],
@@ -44,6 +47,8 @@ setup(
     },
     entry_points={
         'console_scripts': ['dynamodb-lock=python_dynamodb_lock.__main__:main'],
+        # Loaded by pytest; it defines its fixtures only when the testing extra is installed.
+        'pytest11': ['python_dynamodb_lock = python_dynamodb_lock.testing.pytest_plugin'],
     },
     classifiers=[
         'Development Status :: 4 - Beta',

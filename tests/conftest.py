@@ -1,80 +1,81 @@
-"""DynamoDB engines for the test suite.
+"""DynamoDB engines and lock clients for the test suite.
+
+The engines and tables come from :mod:`python_dynamodb_lock.testing`; what is added here is
+how this suite runs them (one engine per session, and a missing engine fails on CI) and the
+two kinds of lock client.
 
 Fixtures:
 
 * ``dynamodb_local`` (session): one Amazon DynamoDB Local, found with
   :func:`python_dynamodb_lock._embedded.find_dynamodb_local` (never installed from here), shared
   by the whole run and stopped at its end.
-* ``engine``: an :class:`EngineTable` with a fresh lock table, once on moto in-process
-  (``mock_aws``, id ``moto``) and once on DynamoDB Local (id ``local``, marked ``local``).
+* ``moto_server`` (session): the serialised moto server (``_embedded.start_moto_server``), the
+  "moto" engine of the asyncio client (moto in-process does not serve aiobotocore).
+* ``client_kind``: ``'threaded'`` or ``'asyncio'``. Every test that depends on it (through
+  ``clients``, ``local_clients``, a fixture of its module, or as an argument) runs once with
+  each kind, unless it is marked ``threaded_only``; ``engine`` and ``local_engine`` read it
+  without depending on it, and see ``'threaded'`` in the other tests.
+* ``engine``: a :class:`~python_dynamodb_lock.testing.LockTable` with a fresh lock table, once
+  on moto (id ``moto``) and once on DynamoDB Local (id ``local``, marked ``local``). "moto" is
+  moto in-process (``mock_aws``) for the threaded kind and the serialised moto server for the
+  asyncio kind; either way ``engine.client`` and ``engine.resource`` reach the same data.
 * ``local_engine``: the same on DynamoDB Local only, for tests that need atomic conditional
   writes (moto in-process is not atomic under threads). Tests using it are marked ``local``.
+* ``clients`` / ``local_clients``: a :class:`helpers.LockClients` of the test's kind on that table.
 
 A missing engine skips the tests that need it, except when ``CI`` is set (``CI=true``): there
 it fails them, so a broken CI set-up cannot pass by skipping.
 
 Environment: ``DYNAMODB_LOCAL_DIR`` (where DynamoDB Local is), ``JAVA_HOME``, ``CI``.
-Select with markers, for example ``-m 'not local'`` to run without Java.
+Select with markers, for example ``-m 'not local'`` to run without Java, or with ``-k``:
+``-k asyncio`` runs the asyncio half of the behavioural tests.
 """
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import logging
 import os
 import pathlib
-import re
-import uuid
-from typing import Any, Iterator, NoReturn, Optional
+from typing import Any, Iterator, NoReturn
 
 import pytest
-from botocore.exceptions import ClientError
 
 from python_dynamodb_lock._embedded import (
     DYNAMODB_LOCAL_INSTALL_HINT,
+    MOTO_INSTALL_HINT,
     EmbeddedEngine,
     EngineNotInstalledError,
-    default_client_config,
-    dummy_boto3_session,
     find_dynamodb_local,
     start_dynamodb_local,
+    start_moto_server,
 )
-from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient
+from python_dynamodb_lock.testing import LockTable, lock_table, moto_lock_table
+from python_dynamodb_lock.testing._engines import unique_table_name
 
-logger = logging.getLogger(__name__)
+pytest_plugins = ('pytester',)
 
 MOTO = 'moto'
 DYNAMODB_LOCAL = 'dynamodb_local'
-
-
-@dataclasses.dataclass(frozen=True)
-class EngineTable:
-    """One engine with a lock table made for the current test.
-
-    Attributes:
-        name: ``'moto'`` (in-process ``mock_aws``) or ``'local'`` (DynamoDB Local).
-        resource: a boto3 DynamoDB service resource, for ``DynamoDBLockClient``.
-        client: a separate low-level boto3 client, for direct reads and writes.
-        table_name: the table, unique to the test, created by
-            ``DynamoDBLockClient.create_dynamodb_table`` with the default key names and TTL on.
-        endpoint_url: DynamoDB Local's URL; None for moto in-process.
-        is_atomic: whether concurrent conditional writes exclude each other (False for moto
-            in-process: never base a mutual-exclusion claim on it).
-    """
-
-    name: str
-    resource: Any
-    client: Any
-    table_name: str
-    endpoint_url: Optional[str]
-    is_atomic: bool
-
+THREADED = 'threaded'
+ASYNCIO = 'asyncio'
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line('markers', 'local: needs Amazon DynamoDB Local (Java 17+); '
                                        "deselect with -m 'not local'")
     config.addinivalue_line('markers', 'slow: takes seconds rather than milliseconds; '
                                        "deselect with -m 'not slow'")
+    config.addinivalue_line('markers', 'threaded_only: about the threaded client itself (its threads, its '
+                                       'thread_lock, its constructor); runs once, not once per client kind')
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run every test that depends on ``client_kind`` (through ``clients``, ``local_clients``, a
+    fixture of its module, or as an argument) once per kind of client, unless it is marked
+    ``threaded_only``."""
+    if 'client_kind' not in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker('threaded_only') is not None:
+        return
+    metafunc.parametrize('client_kind', [THREADED, ASYNCIO], ids=[THREADED, ASYNCIO])
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -115,60 +116,41 @@ def require_dynamodb_local() -> pathlib.Path:
 
 # --- tables --------------------------------------------------------------------------------
 
-def unique_table_name(request: pytest.FixtureRequest) -> str:
+def table_name_for(request: pytest.FixtureRequest) -> str:
     """A valid table name made of the test's name and a random suffix."""
-    test_name = re.sub(r'[^A-Za-z0-9_.-]+', '-', request.node.name).strip('-')[:120]
-    return f'locks-{test_name}-{uuid.uuid4().hex[:8]}'
-
-
-_moto_boto3_session = None
+    return unique_table_name(request.node.name)
 
 
 @contextlib.contextmanager
-def moto_table(table_name: str) -> Iterator[EngineTable]:
+def moto_table(table_name: str) -> Iterator[LockTable]:
     """A lock table in moto's in-process mock (``mock_aws``), gone when the block ends."""
-    global _moto_boto3_session
     try:
-        from moto import mock_aws
+        import moto  # noqa: F401
     except ImportError:
-        skip_or_fail("moto is not installed: pip install 'moto[dynamodb,server]>=5'")
-    with mock_aws():
-        if _moto_boto3_session is None:  # created after moto is imported, so moto can patch it
-            _moto_boto3_session = dummy_boto3_session()
-        client = _moto_boto3_session.client('dynamodb', config=default_client_config())
-        resource = _moto_boto3_session.resource('dynamodb', config=default_client_config())
-        DynamoDBLockClient.create_dynamodb_table(client, table_name=table_name)
-        yield EngineTable(name='moto', resource=resource, client=client, table_name=table_name,
-                          endpoint_url=None, is_atomic=False)
+        skip_or_fail(f'moto is not installed. {MOTO_INSTALL_HINT}')
+    with moto_lock_table(table_name) as table:
+        yield table
 
 
 @contextlib.contextmanager
-def dynamodb_local_table(engine: EmbeddedEngine, table_name: str) -> Iterator[EngineTable]:
-    """A lock table on a running DynamoDB Local, deleted when the block ends."""
-    client = engine.client()
-    resource = engine.resource()
-    DynamoDBLockClient.create_dynamodb_table(client, table_name=table_name)
-    try:
-        yield EngineTable(name='local', resource=resource, client=client, table_name=table_name,
-                          endpoint_url=engine.endpoint_url, is_atomic=True)
-    finally:
-        try:
-            client.delete_table(TableName=table_name)
-        except ClientError as error:
-            if error.response.get('Error', {}).get('Code') != 'ResourceNotFoundException':
-                logger.warning('Could not delete table %s on DynamoDB Local: %s', table_name, error)
-        client.close()
-        resource.meta.client.close()
+def dynamodb_local_table(engine: EmbeddedEngine, table_name: str) -> Iterator[LockTable]:
+    """A lock table on a running engine (DynamoDB Local or the moto server), deleted when the block ends."""
+    with lock_table(engine, table_name) as table:
+        yield table
 
 
-def _engine_table(request: pytest.FixtureRequest, kind: str) -> Iterator[EngineTable]:
-    table_name = unique_table_name(request)
-    if kind == MOTO:
+def _engine_table(request: pytest.FixtureRequest, kind: str, client_kind: str) -> Iterator[LockTable]:
+    table_name = table_name_for(request)
+    if kind == MOTO and client_kind == ASYNCIO:
+        server: EmbeddedEngine = request.getfixturevalue('moto_server')
+        with lock_table(server, table_name) as table:
+            yield table
+    elif kind == MOTO:
         with moto_table(table_name) as table:
             yield table
     elif kind == DYNAMODB_LOCAL:
         engine: EmbeddedEngine = request.getfixturevalue('dynamodb_local')
-        with dynamodb_local_table(engine, table_name) as table:
+        with lock_table(engine, table_name) as table:
             yield table
     else:
         raise ValueError(f'unknown engine kind {kind!r}')
@@ -188,39 +170,64 @@ def dynamodb_local() -> Iterator[EmbeddedEngine]:
         yield engine
 
 
+@pytest.fixture(scope='session')
+def moto_server() -> Iterator[EmbeddedEngine]:
+    """The serialised moto server, started once for the session on 127.0.0.1."""
+    try:
+        engine = start_moto_server()
+    except EngineNotInstalledError as missing:
+        skip_or_fail(str(missing))
+    with engine:
+        yield engine
+
+
+@pytest.fixture
+def client_kind() -> str:
+    """The kind of lock client (parametrized by :func:`pytest_generate_tests`)."""
+    return THREADED
+
+
 @pytest.fixture(params=[
     pytest.param(MOTO, id='moto'),
     pytest.param(DYNAMODB_LOCAL, id='local', marks=pytest.mark.local),
 ])
-def engine(request: pytest.FixtureRequest) -> Iterator[EngineTable]:
-    """A fresh lock table, on moto in-process and on DynamoDB Local (one test run each)."""
-    yield from _engine_table(request, request.param)
+def engine(request: pytest.FixtureRequest) -> Iterator[LockTable]:
+    """A fresh lock table, on moto and on DynamoDB Local (one test run each); "moto" is the moto
+    server when the test's client kind is asyncio."""
+    yield from _engine_table(request, request.param, request.getfixturevalue('client_kind'))
 
 
 @pytest.fixture
-def local_engine(request: pytest.FixtureRequest) -> Iterator[EngineTable]:
+def local_engine(request: pytest.FixtureRequest) -> Iterator[LockTable]:
     """A fresh lock table on DynamoDB Local only: for concurrency and exclusion tests."""
-    yield from _engine_table(request, DYNAMODB_LOCAL)
+    yield from _engine_table(request, DYNAMODB_LOCAL, request.getfixturevalue('client_kind'))
 
 
-@pytest.fixture
-def clients(engine: EngineTable) -> Iterator[Any]:
-    """Makes lock clients on the test's table (sharing one ManualClock) and closes them all."""
+def _lock_clients(engine: LockTable, client_kind: str) -> Iterator[Any]:
     from helpers import LockClients
 
-    factory = LockClients(engine)
-    yield factory
-    factory.close_all()
+    if client_kind == ASYNCIO:
+        try:
+            import aiobotocore  # noqa: F401
+        except ImportError:
+            skip_or_fail("aiobotocore is not installed: pip install '.[asyncio]'")
+    factory = LockClients(engine, kind=client_kind)
+    try:
+        yield factory
+    finally:
+        factory.close_all()
 
 
 @pytest.fixture
-def local_clients(local_engine: EngineTable) -> Iterator[Any]:
+def clients(engine: LockTable, client_kind: str) -> Iterator[Any]:
+    """Makes lock clients of the test's kind on its table (sharing one ManualClock), and closes them."""
+    yield from _lock_clients(engine, client_kind)
+
+
+@pytest.fixture
+def local_clients(local_engine: LockTable, client_kind: str) -> Iterator[Any]:
     """Like ``clients``, on DynamoDB Local only."""
-    from helpers import LockClients
-
-    factory = LockClients(local_engine)
-    yield factory
-    factory.close_all()
+    yield from _lock_clients(local_engine, client_kind)
 
 
 @pytest.fixture

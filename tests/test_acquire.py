@@ -14,16 +14,15 @@ import pytest
 from botocore.exceptions import ClientError
 
 from helpers import (
+    ASYNCIO,
+    THREADED,
     BackgroundCall,
     CallRecorder,
     FaultInjector,
     LockClients,
     ManualClock,
-    another_resource,
     is_registered,
     offline_resource,
-    put_lock_row,
-    read_item,
 )
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
 
@@ -60,7 +59,7 @@ def test_uncontended_acquire_is_exactly_one_put(engine: Any, clients: LockClient
     assert (lock.partition_key, lock.sort_key, lock.owner_name) == ('free', '-', 'me')
     assert lock.additional_attributes == {'purpose': 'test'}
     assert lock.lock_client is client
-    row = read_item(engine, 'free')
+    row = engine.read_item('free')
     assert row['owner_name'] == 'me'
     assert row['record_version_number'] == lock.record_version_number
     assert row['purpose'] == 'test'
@@ -71,20 +70,20 @@ def test_locks_with_different_sort_keys_are_independent(engine: Any, clients: Lo
     first = client.acquire_lock('resource', 'a')
     second = client.acquire_lock('resource', 'b')
     assert first.unique_identifier != second.unique_identifier
-    assert read_item(engine, 'resource', 'a')['record_version_number'] == first.record_version_number
-    assert read_item(engine, 'resource', 'b')['record_version_number'] == second.record_version_number
+    assert engine.read_item('resource', 'a')['record_version_number'] == first.record_version_number
+    assert engine.read_item('resource', 'b')['record_version_number'] == second.record_version_number
 
 
 def test_acquire_after_release_by_the_same_and_by_another_client(engine: Any, clients: LockClients) -> None:
     client = clients.make()
-    other = clients.make(another_resource(engine))
+    other = clients.make(engine.new_resource())
     client.acquire_lock('reuse').release()
     again = client.acquire_lock('reuse')
     again.release()
     with CallRecorder(other._dynamodb_resource) as calls:
         theirs = other.acquire_lock('reuse')
     assert calls.operations() == ['PutItem']
-    assert read_item(engine, 'reuse')['owner_name'] == other._owner_name
+    assert engine.read_item('reuse')['owner_name'] == other._owner_name
     assert theirs.status == DynamoDBLock.LOCKED
 
 
@@ -99,7 +98,7 @@ def test_acquire_after_close_raises_client_shutdown_without_calls(engine: Any, c
     assert raised.value.code == DynamoDBLockError.CLIENT_SHUTDOWN
     assert raised_try.value.code == DynamoDBLockError.CLIENT_SHUTDOWN
     assert calls.calls == []
-    assert read_item(engine, 'closed') is None
+    assert engine.read_item('closed') is None
 
 
 # --- takeover (correction 1) ----------------------------------------------------------------
@@ -110,7 +109,7 @@ def test_abandoned_lock_is_taken_over_after_its_lease_within_one_retry_period(
     """The monotonic rule: the version must stay unchanged for the stored lease, timed here."""
     clock = clients.clock
     client = clients.make()
-    dead = put_lock_row(engine, 'abandoned', lease_duration=lease, owner_name='dead-process')
+    dead = engine.put_lock_row('abandoned', lease_duration=lease, owner_name='dead-process')
     first_seen = clock.monotonic()
     with CallRecorder(engine.resource, clock) as calls:
         lock = acquire_fast(client, clock, 'abandoned', retry_period=seconds(seconds=retry_period),
@@ -121,7 +120,7 @@ def test_abandoned_lock_is_taken_over_after_its_lease_within_one_retry_period(
     assert [call.operation for call in calls.writes()] == ['PutItem', 'PutItem']
     assert dead['record_version_number'] in takeover.expression_values().values()
     assert all(call.operation == 'GetItem' for call in calls.calls[1:-1])
-    row = read_item(engine, 'abandoned')
+    row = engine.read_item('abandoned')
     assert row['owner_name'] == client._owner_name
     assert row['record_version_number'] == lock.record_version_number
     assert lock.status == DynamoDBLock.LOCKED
@@ -129,7 +128,7 @@ def test_abandoned_lock_is_taken_over_after_its_lease_within_one_retry_period(
 
 def test_lock_of_a_client_that_died_is_taken_over(engine: Any, clients: LockClients) -> None:
     clock = clients.clock
-    dead_client = clients.make(another_resource(engine), owner_name='crashes')
+    dead_client = clients.make(engine.new_resource(), owner_name='crashes')
     dead_client.acquire_lock('crash')
     dead_client.close()           # does not release: the row stays, nobody renews it
     waiter = clients.make(owner_name='survivor')
@@ -137,14 +136,14 @@ def test_lock_of_a_client_that_died_is_taken_over(engine: Any, clients: LockClie
     lock = acquire_fast(waiter, clock, 'crash', retry_timeout=seconds(minutes=2))
     assert lock.owner_name == 'survivor'
     assert 30 <= clock.monotonic() - start <= 35
-    assert read_item(engine, 'crash')['owner_name'] == 'survivor'
+    assert engine.read_item('crash')['owner_name'] == 'survivor'
 
 
 def test_takeover_uses_the_lease_stored_in_the_row_not_the_waiters(engine: Any, clients: LockClients) -> None:
     clock = clients.clock
     client = clients.make(lease_duration=seconds(seconds=300), heartbeat_period=seconds(seconds=5),
                           safe_period=seconds(seconds=20))
-    put_lock_row(engine, 'short-lease', lease_duration=2)
+    engine.put_lock_row('short-lease', lease_duration=2)
     start = clock.monotonic()
     acquire_fast(client, clock, 'short-lease', retry_period=seconds(seconds=1), retry_timeout=seconds(seconds=60))
     assert 2 <= clock.monotonic() - start <= 3
@@ -155,7 +154,7 @@ def test_takeover_ignores_wall_clock_skew(engine: Any, clients: LockClients, ske
     """Only the waiter's monotonic clock decides; its wall clock may be off by minutes."""
     clock = clients.clock
     client = clients.make()
-    put_lock_row(engine, 'skewed', lease_duration=30)
+    engine.put_lock_row('skewed', lease_duration=30)
     clock.shift_wall_clock(skew)
     start = clock.monotonic()
     acquire_fast(client, clock, 'skewed', retry_period=seconds(seconds=5), retry_timeout=seconds(seconds=120))
@@ -165,25 +164,25 @@ def test_takeover_ignores_wall_clock_skew(engine: Any, clients: LockClients, ske
 def test_lock_whose_ttl_has_passed_is_taken_at_once(engine: Any, clients: LockClients) -> None:
     clock = clients.clock
     client = clients.make()
-    put_lock_row(engine, 'expired', lease_duration=30, expiry_time=int(clock.time()) - 60)
+    engine.put_lock_row('expired', lease_duration=30, expiry_time=int(clock.time()) - 60)
     start = clock.monotonic()
     lock = acquire_fast(client, clock, 'expired', retry_period=seconds(seconds=5), retry_timeout=seconds(seconds=60))
     assert clock.monotonic() == start, 'waited before taking over a lock whose TTL had passed'
-    assert read_item(engine, 'expired')['record_version_number'] == lock.record_version_number
+    assert engine.read_item('expired')['record_version_number'] == lock.record_version_number
 
 
 def test_live_lock_is_never_taken_over(engine: Any, clients: LockClients) -> None:
     """A holder whose heartbeats keep changing the version keeps its lock, however long we wait."""
     clock = clients.clock
     client = clients.make()
-    put_lock_row(engine, 'live', lease_duration=30, owner_name='alive')
+    engine.put_lock_row('live', lease_duration=30, owner_name='alive')
     with FaultInjector(engine.resource) as faults, CallRecorder(engine.resource) as calls:
         faults.before_call('GetItem', lambda params: bump_version(engine, 'live'), times=None)
         with pytest.raises(DynamoDBLockError) as raised:
             acquire_fast(client, clock, 'live', retry_period=seconds(seconds=5), retry_timeout=seconds(seconds=120))
     assert raised.value.code == DynamoDBLockError.ACQUIRE_TIMEOUT
     assert [call.operation for call in calls.writes()] == ['PutItem']
-    assert read_item(engine, 'live')['owner_name'] == 'alive'
+    assert engine.read_item('live')['owner_name'] == 'alive'
 
 
 # --- waiting, timeouts, retry parameters (corrections 2 and 8) -------------------------------
@@ -191,7 +190,7 @@ def test_live_lock_is_never_taken_over(engine: Any, clients: LockClients) -> Non
 def test_waiting_polls_with_consistent_reads_and_never_writes(engine: Any, clients: LockClients) -> None:
     clock = clients.clock
     client = clients.make()
-    put_lock_row(engine, 'held', lease_duration=30)
+    engine.put_lock_row('held', lease_duration=30)
     start = clock.monotonic()
     with CallRecorder(engine.resource) as calls:
         with pytest.raises(DynamoDBLockError) as raised:
@@ -207,7 +206,7 @@ def test_waiting_polls_with_consistent_reads_and_never_writes(engine: Any, clien
 def test_timeout_error_names_the_lock_and_its_holder(engine: Any, clients: LockClients) -> None:
     clock = clients.clock
     client = clients.make()
-    put_lock_row(engine, 'named', owner_name='the-holder')
+    engine.put_lock_row('named', owner_name='the-holder')
     with pytest.raises(DynamoDBLockError) as raised:
         acquire_fast(client, clock, 'named', retry_timeout=seconds(seconds=10))
     assert raised.value.code == DynamoDBLockError.ACQUIRE_TIMEOUT
@@ -216,7 +215,7 @@ def test_timeout_error_names_the_lock_and_its_holder(engine: Any, clients: LockC
 
 def test_zero_retry_timeout_makes_exactly_one_call_when_the_lock_is_held(engine: Any, clients: LockClients) -> None:
     client = clients.make()
-    put_lock_row(engine, 'once')
+    engine.put_lock_row('once')
     with CallRecorder(engine.resource) as calls:
         with pytest.raises(DynamoDBLockError) as raised:
             client.acquire_lock('once', retry_timeout=seconds(0))
@@ -226,20 +225,20 @@ def test_zero_retry_timeout_makes_exactly_one_call_when_the_lock_is_held(engine:
 
 def test_try_acquire_lock_makes_one_call_and_returns_none_when_held(engine: Any, clients: LockClients) -> None:
     client = clients.make()
-    put_lock_row(engine, 'try-held')
+    engine.put_lock_row('try-held')
     with CallRecorder(engine.resource) as calls:
         assert client.try_acquire_lock('try-held') is None
     assert calls.operations() == ['PutItem']
     lock = client.try_acquire_lock('try-free', 'x', additional_attributes={'a': 'b'})
     assert lock is not None and lock.status == DynamoDBLock.LOCKED and is_registered(client, lock)
-    assert read_item(engine, 'try-free', 'x')['a'] == 'b'
+    assert engine.read_item('try-free', 'x')['a'] == 'b'
 
 
 def test_default_retry_timeout_is_lease_plus_heartbeat_period(engine: Any, clients: LockClients) -> None:
     clock = clients.clock
     client = clients.make(heartbeat_period=seconds(seconds=4), lease_duration=seconds(seconds=30),
                           safe_period=seconds(seconds=20))
-    put_lock_row(engine, 'default-timeout')
+    engine.put_lock_row('default-timeout')
     start = clock.monotonic()
     with FaultInjector(engine.resource) as faults:
         faults.before_call('GetItem', lambda params: bump_version(engine, 'default-timeout'), times=None)
@@ -254,7 +253,7 @@ def test_default_retry_period_is_the_heartbeat_period(engine: Any, clients: Lock
     clock = clients.clock
     client = clients.make(heartbeat_period=seconds(seconds=3), lease_duration=seconds(seconds=30),
                           safe_period=seconds(seconds=20))
-    put_lock_row(engine, 'default-period')
+    engine.put_lock_row('default-period')
     with pytest.raises(DynamoDBLockError):
         acquire_fast(client, clock, 'default-period', retry_period=None, retry_timeout=seconds(seconds=10))
     sleeps = clock.sleeps_of(threading.current_thread().name)
@@ -266,7 +265,7 @@ def test_zero_retry_period_polls_without_sleeping(engine: Any, clients: LockClie
     import threading
     clock = clients.clock
     client = clients.make()
-    put_lock_row(engine, 'no-pause')
+    engine.put_lock_row('no-pause')
 
     def poll_takes_a_second(params: Dict[str, Any]) -> None:
         bump_version(engine, 'no-pause')
@@ -288,7 +287,7 @@ def test_losing_the_race_for_a_free_lock_is_a_retry_not_an_error(engine: Any, cl
     client = clients.make()
 
     def rival_wins(params: Dict[str, Any]) -> None:
-        put_lock_row(engine, 'race', owner_name='rival')
+        engine.put_lock_row('race', owner_name='rival')
 
     def rival_releases(params: Dict[str, Any]) -> None:
         engine.client.delete_item(TableName=engine.table_name,
@@ -299,30 +298,30 @@ def test_losing_the_race_for_a_free_lock_is_a_retry_not_an_error(engine: Any, cl
         faults.before_call('GetItem', rival_releases, times=1)
         lock = acquire_fast(client, clock, 'race', retry_period=seconds(seconds=1), retry_timeout=seconds(seconds=10))
     assert lock.status == DynamoDBLock.LOCKED
-    assert read_item(engine, 'race')['owner_name'] == client._owner_name
+    assert engine.read_item('race')['owner_name'] == client._owner_name
 
 
 def test_losing_the_race_with_zero_timeout_is_a_timeout_not_an_error(engine: Any, clients: LockClients) -> None:
     client = clients.make()
     with FaultInjector(engine.resource) as faults:
-        faults.before_call('PutItem', lambda params: put_lock_row(engine, 'race-once', owner_name='rival'))
+        faults.before_call('PutItem', lambda params: engine.put_lock_row('race-once', owner_name='rival'))
         assert client.try_acquire_lock('race-once') is None
         with pytest.raises(DynamoDBLockError) as raised:
             client.acquire_lock('race-once', retry_timeout=seconds(0))
     assert raised.value.code == DynamoDBLockError.ACQUIRE_TIMEOUT
-    assert read_item(engine, 'race-once')['owner_name'] == 'rival'
+    assert engine.read_item('race-once')['owner_name'] == 'rival'
 
 
 def test_losing_a_takeover_race_waits_a_full_lease_for_the_winner(engine: Any, clients: LockClients) -> None:
     """Another waiter took the abandoned lock first: its fresh row gets a fresh lease."""
     clock = clients.clock
     client = clients.make()
-    put_lock_row(engine, 'takeover-race', lease_duration=10, owner_name='dead')
+    engine.put_lock_row('takeover-race', lease_duration=10, owner_name='dead')
     winner_at: list = []
 
     def rival_takes_over(params: Dict[str, Any]) -> None:
         winner_at.append(clock.monotonic())
-        put_lock_row(engine, 'takeover-race', lease_duration=10, owner_name='rival')
+        engine.put_lock_row('takeover-race', lease_duration=10, owner_name='rival')
 
     with FaultInjector(engine.resource) as faults, CallRecorder(engine.resource, clock) as calls:
         faults.before_call('PutItem', rival_takes_over, times=1, when=is_takeover)
@@ -332,7 +331,7 @@ def test_losing_a_takeover_race_waits_a_full_lease_for_the_winner(engine: Any, c
     takeovers = [call for call in calls.writes() if is_takeover(call.params)]
     assert len(takeovers) == 2            # the one that lost, then the one that won
     assert takeovers[1].clock_time - winner_at[0] >= 10
-    assert read_item(engine, 'takeover-race')['owner_name'] == client._owner_name
+    assert engine.read_item('takeover-race')['owner_name'] == client._owner_name
 
 
 def test_a_waiter_is_woken_as_soon_as_the_same_client_releases(engine: Any, clients: LockClients) -> None:
@@ -348,7 +347,7 @@ def test_a_waiter_is_woken_as_soon_as_the_same_client_releases(engine: Any, clie
     second = waiter.result()
     assert second.status == DynamoDBLock.LOCKED
     assert second is not held
-    assert read_item(engine, 'handoff')['record_version_number'] == second.record_version_number
+    assert engine.read_item('handoff')['record_version_number'] == second.record_version_number
 
 
 
@@ -373,7 +372,7 @@ def test_a_release_wakes_only_the_longest_waiting_thread(engine: Any, clients: L
     first_lock.release()
     second_lock = second.result()
     assert second_lock.status == DynamoDBLock.LOCKED
-    assert read_item(engine, 'queue')['record_version_number'] == second_lock.record_version_number
+    assert engine.read_item('queue')['record_version_number'] == second_lock.record_version_number
 
 
 # --- lost answers ---------------------------------------------------------------------------
@@ -386,23 +385,23 @@ def test_put_whose_answer_was_lost_still_acquires(engine: Any, clients: LockClie
         lock = client.acquire_lock('lost-put', retry_timeout=seconds(0))
     assert lost.hits == 1
     assert lock.status == DynamoDBLock.LOCKED
-    assert read_item(engine, 'lost-put')['record_version_number'] == lock.record_version_number
+    assert engine.read_item('lost-put')['record_version_number'] == lock.record_version_number
     client.send_heartbeats([lock])                     # and the lock works afterwards
     assert lock.status == DynamoDBLock.LOCKED
     lock.release(best_effort=False)
-    assert read_item(engine, 'lost-put') is None
+    assert engine.read_item('lost-put') is None
 
 
 def test_takeover_whose_answer_was_lost_still_acquires(engine: Any, clients: LockClients) -> None:
     clock = clients.clock
     client = clients.make()
-    put_lock_row(engine, 'lost-takeover', lease_duration=10)
+    engine.put_lock_row('lost-takeover', lease_duration=10)
     with FaultInjector(engine.resource) as faults:
         lost = faults.lose_answers('PutItem', retry=True, when=is_takeover)
         lock = acquire_fast(client, clock, 'lost-takeover', retry_period=seconds(seconds=2),
                             retry_timeout=seconds(seconds=30))
     assert lost.hits == 1
-    assert read_item(engine, 'lost-takeover')['record_version_number'] == lock.record_version_number
+    assert engine.read_item('lost-takeover')['record_version_number'] == lock.record_version_number
 
 
 # --- errors ---------------------------------------------------------------------------------
@@ -417,7 +416,7 @@ def test_dynamodb_error_on_put_is_unknown_with_the_cause_chained(engine: Any, cl
     cause = raised.value.__cause__
     assert isinstance(cause, ClientError)
     assert cause.response['Error']['Code'] == 'ProvisionedThroughputExceededException'
-    assert read_item(engine, 'throttled') is None
+    assert engine.read_item('throttled') is None
     assert client.held_locks() == []
 
 
@@ -435,7 +434,7 @@ def test_server_error_on_put_that_did_not_land_is_unknown(engine: Any, clients: 
 def test_dynamodb_error_while_polling_is_unknown(engine: Any, clients: LockClients) -> None:
     clock = clients.clock
     client = clients.make()
-    put_lock_row(engine, 'poll-error')
+    engine.put_lock_row('poll-error')
     with FaultInjector(engine.resource) as faults:
         faults.fail_calls('GetItem', code='InternalServerError', status=500)
         with pytest.raises(DynamoDBLockError) as raised:
@@ -500,10 +499,11 @@ BAD_ACQUIRE_ARGUMENTS = [
 ]
 
 
-@pytest.fixture(scope='module')
-def offline_client() -> Iterator[DynamoDBLockClient]:
-    """A client whose resource points at a closed local port: any call would show in a recorder."""
-    factory = LockClients()
+@pytest.fixture(scope='module', params=[THREADED, ASYNCIO])
+def offline_client(request: pytest.FixtureRequest) -> Iterator[DynamoDBLockClient]:
+    """A client (of each kind) whose resource points at a closed local port: any call would
+    show in a recorder."""
+    factory = LockClients(kind=request.param)
     yield factory.make(offline_resource(), table_name='offline')
     factory.close_all()
 
@@ -530,11 +530,11 @@ def test_keys_at_the_size_limits_are_accepted(engine: Any, clients: LockClients)
     partition_key = 'é' * 1024                      # 2048 bytes in UTF-8
     sort_key = '😀' * 256                           # 1024 bytes in UTF-8
     lock = client.acquire_lock(partition_key, sort_key)
-    assert read_item(engine, partition_key, sort_key)['record_version_number'] == lock.record_version_number
+    assert engine.read_item(partition_key, sort_key)['record_version_number'] == lock.record_version_number
 
 
-def test_additional_attributes_with_custom_key_names_are_checked() -> None:
-    factory = LockClients()
+def test_additional_attributes_with_custom_key_names_are_checked(client_kind: str) -> None:
+    factory = LockClients(kind=client_kind)
     client = factory.make(offline_resource(), table_name='offline', partition_key_name='pk', sort_key_name='sk',
                           ttl_attribute_name='ttl')
     with CallRecorder(client._dynamodb_resource) as calls:

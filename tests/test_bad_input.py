@@ -28,8 +28,10 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Type
 
 import pytest
 
-from _torture.support import heartbeat_threads, scan_table
-from helpers import CallbackRecorder, wait_until
+from _torture.support import scan_table
+from helpers import ASYNCIO, THREADED, CallbackRecorder, LockClients, background_threads, wait_until
+from python_dynamodb_lock._clock import SystemClock
+from python_dynamodb_lock.aio import AsyncDynamoDBLockClient
 from python_dynamodb_lock.python_dynamodb_lock import (
     BaseDynamoDBLock,
     DynamoDBLock,
@@ -47,11 +49,13 @@ LEASE = td(seconds=3)
 
 class Context:
     """What a case can use: the engine, a lock table with one (static) row of someone else's
-    lock, a table with the wrong key schema, and a factory of lock clients."""
+    lock, a table with the wrong key schema, and a factory of lock clients of the test's kind."""
 
-    def __init__(self, engine: Any, table: Any) -> None:
+    def __init__(self, engine: Any, table: Any, client_kind: str) -> None:
         self.engine = engine
         self.table = table
+        self.kind = client_kind
+        self.factory = LockClients(kind=client_kind)
         self.table_name = table.table_name
         self.reader = table.client
         self.clients: List[DynamoDBLockClient] = []
@@ -82,16 +86,20 @@ class Context:
         })
 
     def client(self, **overrides: Any) -> DynamoDBLockClient:
-        """A lock client on the lock table (``overrides`` replace any constructor argument)."""
+        """A lock client of the test's kind on the lock table (``overrides`` replace any
+        constructor argument), with background heartbeats, the real clock and, unless given, the
+        default callback executor."""
         arguments: Dict[str, Any] = {
             'table_name': self.table_name,
             'heartbeat_period': HEARTBEAT,
             'safe_period': SAFE_PERIOD,
             'lease_duration': LEASE,
+            'app_callback_executor': None,
+            'clock': SystemClock(),
         }
         arguments.update(overrides)
         resource = arguments.pop('dynamodb_resource', self.engine.resource())
-        client = DynamoDBLockClient(resource, **arguments)
+        client: DynamoDBLockClient = self.factory.make(resource, hand_driven=False, **arguments)
         self.clients.append(client)
         return client
 
@@ -100,6 +108,23 @@ class Context:
         owner = self.client(heartbeat_period=td(seconds=300), safe_period=td(seconds=400),
                             lease_duration=td(seconds=900))
         return owner.acquire_lock(key)
+
+    def create_table(self, **arguments: Any) -> Any:
+        """``create_dynamodb_table`` of the test's kind: on a boto3 client, or (asyncio) on an
+        aiobotocore client."""
+        if self.kind == THREADED:
+            return DynamoDBLockClient.create_dynamodb_table(self.reader, **arguments)
+
+        async def create() -> Any:
+            async with self.table.new_async_client() as dynamodb:
+                return await AsyncDynamoDBLockClient.create_dynamodb_table(dynamodb, **arguments)
+
+        return self.factory.runner.run(create())
+
+    def live_senders(self) -> int:
+        """How many of the clients' heartbeat senders (threads or tasks) are alive."""
+        return sum(1 for client in self.clients
+                   if any(worker.is_alive() and 'sender' in worker.name for worker in background_threads(client)))
 
     def snapshot(self) -> Dict[str, Any]:
         return {
@@ -110,8 +135,7 @@ class Context:
         }
 
     def close(self) -> None:
-        for client in self.clients:
-            client.close()
+        self.factory.close_all()
         for table in (self.wrong_schema_table, self.number_sort_key_table):
             self.reader.delete_table(TableName=table)
 
@@ -121,8 +145,10 @@ class Case:
     """One bad input: ``action(context)`` must raise ``error`` (with ``code``), or log a warning.
 
     ``words``: a regular expression the error message (or the warning) must match, so that
-    the user is told what is wrong. ``prepare`` runs before the snapshot (to set up state the
-    action needs, e.g. a lock held by another client).
+    the user is told what is wrong; ``async_words`` replaces it for the asyncio client where
+    that client's argument differs (it takes an aiobotocore client, not a boto3 resource).
+    ``prepare`` runs before the snapshot (to set up state the action needs, e.g. a lock held by
+    another client).
     """
 
     id: str
@@ -132,6 +158,10 @@ class Case:
     words: str = ''
     warning: bool = False
     prepare: Callable[[Context], Any] = lambda context: None
+    async_words: Optional[str] = None
+
+    def words_for(self, kind: str) -> str:
+        return self.async_words if kind == ASYNCIO and self.async_words is not None else self.words
 
 
 def constructor(**overrides: Any) -> Callable[[Context, Any], Any]:
@@ -180,11 +210,13 @@ TWO_BYTE = '\u00e9'   # one character, two bytes in UTF-8
 
 CASES = [
     # -- the constructor ----------------------------------------------------------------
-    Case('resource-none', constructor(dynamodb_resource=None), TypeError, words='dynamodb_resource'),
+    Case('resource-none', constructor(dynamodb_resource=None), TypeError, words='dynamodb_resource',
+         async_words='dynamodb_client must be an aiobotocore'),
     Case('resource-is-a-low-level-client',
          lambda context, _: context.client(dynamodb_resource=context.engine.client()),
-         TypeError, words=r'boto3\.resource'),
-    Case('resource-is-a-string', constructor(dynamodb_resource='dynamodb'), TypeError, words='resource'),
+         TypeError, words=r'boto3\.resource', async_words='dynamodb_client must be an aiobotocore'),
+    Case('resource-is-a-string', constructor(dynamodb_resource='dynamodb'), TypeError, words='resource',
+         async_words='dynamodb_client must be an aiobotocore'),
     Case('table-name-empty', constructor(table_name=''), ValueError, words='table_name'),
     Case('table-name-not-str', constructor(table_name=42), TypeError, words='table_name'),
     Case('partition-key-name-empty', constructor(partition_key_name=''), ValueError, words='partition_key_name'),
@@ -294,19 +326,19 @@ CASES = [
     Case('number-sort-key-acquire', on_table('numsort', 'acquire'), DynamoDBLockError, code='UNKNOWN',
          words='expected key schema'),
     Case('create-table-over-wrong-schema',
-         lambda context, _: DynamoDBLockClient.create_dynamodb_table(
-             context.reader, table_name=context.wrong_schema_table, exist_ok=True),
+         lambda context, _: context.create_table(
+             table_name=context.wrong_schema_table, exist_ok=True),
          DynamoDBLockError, code='UNKNOWN', words='already exists with key schema'),
     Case('create-table-that-exists',
-         lambda context, _: DynamoDBLockClient.create_dynamodb_table(context.reader, table_name=context.table_name),
+         lambda context, _: context.create_table(table_name=context.table_name),
          DynamoDBLockError, code='UNKNOWN', words='exist_ok'),
     Case('create-table-bad-billing-mode',
-         lambda context, _: DynamoDBLockClient.create_dynamodb_table(
-             context.reader, table_name=f'{context.table_name}-new', billing_mode='FREE'),
+         lambda context, _: context.create_table(
+             table_name=f'{context.table_name}-new', billing_mode='FREE'),
          ValueError, words='billing_mode'),
     Case('create-table-zero-capacity',
-         lambda context, _: DynamoDBLockClient.create_dynamodb_table(
-             context.reader, table_name=f'{context.table_name}-new', read_capacity=0),
+         lambda context, _: context.create_table(
+             table_name=f'{context.table_name}-new', read_capacity=0),
          ValueError, words='read_capacity'),
     # -- a closed client -----------------------------------------------------------------
     Case('closed-client-acquire', closed_client_call('acquire'), DynamoDBLockError, code='CLIENT_SHUTDOWN',
@@ -317,8 +349,8 @@ CASES = [
 
 
 @pytest.fixture
-def context(dynamodb_local: Any, local_engine: Any) -> Iterator[Context]:
-    context = Context(dynamodb_local, local_engine)
+def context(dynamodb_local: Any, local_engine: Any, client_kind: str) -> Iterator[Context]:
+    context = Context(dynamodb_local, local_engine, client_kind)
     try:
         yield context
     finally:
@@ -339,14 +371,14 @@ def test_bad_input_is_refused_and_changes_nothing(
     if case.warning:
         case.action(context, prepared)
         warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
-        assert any(re.search(case.words, message) for message in warnings), warnings
+        assert any(re.search(case.words_for(context.kind), message) for message in warnings), warnings
     else:
         assert case.error is not None
         with pytest.raises(case.error) as raised:
             case.action(context, prepared)
         if case.code is not None:
             assert raised.value.code == case.code
-        assert re.search(case.words, str(raised.value)), str(raised.value)
+        assert re.search(case.words_for(context.kind), str(raised.value)), str(raised.value)
     assert context.snapshot() == before
     assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
 
@@ -360,6 +392,14 @@ def test_boundary_keys_are_accepted(context: Context) -> None:
     assert [row['lock_key'] for row in scan_table(context.reader, context.table_name)] == ['held']
 
 
+def remove_the_row(context: Context, holder: DynamoDBLockClient, key: str) -> None:
+    """An operator force-releases the holder's lock. The holder renews every HEARTBEAT, and a
+    renewal between the operator's read and its delete makes the delete refuse (as it must):
+    the operator reads and tries again, as a person would."""
+    operator = context.client()
+    wait_until(lambda: operator.force_release_lock(holder.get_lock(key)), timeout=LEASE.total_seconds())
+
+
 def test_a_raising_callback_is_logged_and_changes_nothing_else(
     context: Context, caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -368,7 +408,7 @@ def test_a_raising_callback_is_logged_and_changes_nothing_else(
     callbacks = CallbackRecorder(raise_on=[DynamoDBLockError.LOCK_STOLEN])
     lock = client.acquire_lock('job', app_callback=callbacks)
     # An operator removes the row and another process takes the lock: the next heartbeat sees it.
-    assert context.client().force_release_lock(client.get_lock('job'))
+    remove_the_row(context, client, 'job')
     thief = context.client(heartbeat_period=td(seconds=300), safe_period=td(seconds=400),
                            lease_duration=td(seconds=900))
     thief_lock = thief.acquire_lock('job', retry_timeout=td(0))
@@ -376,7 +416,7 @@ def test_a_raising_callback_is_logged_and_changes_nothing_else(
     wait_until(lambda: any('raised' in record.getMessage() and record.exc_info
                            for record in caplog.records if record.levelno >= logging.ERROR), timeout=2.0)
     assert lock.status == DynamoDBLock.INVALID
-    assert heartbeat_threads()['DynamoDBLockClient-heartbeat-sender'] >= 2
+    assert context.live_senders() >= 2
     # The client still works, and the thief's row was left alone.
     other = client.acquire_lock('other', retry_timeout=td(0))
     other.release(best_effort=False)
@@ -404,10 +444,10 @@ def test_a_callback_executor_that_refuses_work_is_logged(
     client = context.client(app_callback_executor=executor)
     callbacks = CallbackRecorder()
     lock = client.acquire_lock('job', app_callback=callbacks)
-    assert context.client().force_release_lock(client.get_lock('job'))
+    remove_the_row(context, client, 'job')
     wait_until(lambda: lock.status == DynamoDBLock.INVALID, timeout=LEASE.total_seconds())
     wait_until(lambda: any('submit' in record.getMessage() for record in caplog.records
                            if record.levelno >= logging.ERROR), timeout=2.0)
     assert callbacks.codes == []
-    assert heartbeat_threads()['DynamoDBLockClient-heartbeat-sender'] >= 1
+    assert context.live_senders() >= 1
     client.acquire_lock('other', retry_timeout=td(0)).release(best_effort=False)

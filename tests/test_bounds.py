@@ -24,7 +24,7 @@ from typing import Any, Dict, Iterator, List, Tuple, Type
 import pytest
 from boto3.dynamodb.types import Binary
 
-from conftest import EngineTable, moto_table
+from conftest import moto_table
 from helpers import CallRecorder, offline_resource
 from python_dynamodb_lock._clock import SystemClock
 from python_dynamodb_lock._validation import (
@@ -36,6 +36,7 @@ from python_dynamodb_lock._validation import (
     require_storable,
 )
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient
+from python_dynamodb_lock.testing import LockTable
 
 td = datetime.timedelta
 TOO_LONG = [
@@ -52,19 +53,19 @@ def lock_client_threads() -> List[threading.Thread]:
 
 
 @pytest.fixture
-def moto_engine(request: pytest.FixtureRequest) -> Iterator[EngineTable]:
+def moto_engine(request: pytest.FixtureRequest) -> Iterator[LockTable]:
     with moto_table(f'locks-bounds-{uuid.uuid4().hex[:8]}') as table:
         yield table
 
 
 @pytest.fixture
-def moto_client(moto_engine: EngineTable) -> Iterator[DynamoDBLockClient]:
+def moto_client(moto_engine: LockTable) -> Iterator[DynamoDBLockClient]:
     client = DynamoDBLockClient(moto_engine.resource, table_name=moto_engine.table_name)
     yield client
     client.close()
 
 
-def table_rows(engine: EngineTable) -> List[Any]:
+def table_rows(engine: LockTable) -> List[Any]:
     return engine.client.scan(TableName=engine.table_name, ConsistentRead=True)['Items']
 
 
@@ -89,7 +90,7 @@ def test_the_constructor_refuses_a_duration_beyond_the_maximum(argument: str, to
 @pytest.mark.parametrize('too_long', TOO_LONG)
 @pytest.mark.parametrize('argument', ['retry_period', 'retry_timeout'])
 def test_acquire_refuses_a_duration_beyond_the_maximum_before_any_call(
-        moto_engine: EngineTable, moto_client: DynamoDBLockClient, argument: str, too_long: td) -> None:
+        moto_engine: LockTable, moto_client: DynamoDBLockClient, argument: str, too_long: td) -> None:
     with CallRecorder(moto_engine.resource) as calls:
         with pytest.raises(ValueError) as refused:
             moto_client.acquire_lock('bounded', **{argument: too_long})
@@ -99,7 +100,7 @@ def test_acquire_refuses_a_duration_beyond_the_maximum_before_any_call(
 
 
 def test_try_acquire_refuses_attributes_it_cannot_store_before_any_call(
-        moto_engine: EngineTable, moto_client: DynamoDBLockClient) -> None:
+        moto_engine: LockTable, moto_client: DynamoDBLockClient) -> None:
     """try_acquire_lock takes no durations; its one bad-input path shares acquire's checks."""
     with CallRecorder(moto_engine.resource) as calls:
         with pytest.raises(TypeError):
@@ -130,7 +131,7 @@ class RecordingSystemClock(SystemClock):
         return super().sleep(seconds, wake)
 
 
-def test_durations_of_exactly_the_maximum_work(moto_engine: EngineTable) -> None:
+def test_durations_of_exactly_the_maximum_work(moto_engine: LockTable) -> None:
     """Every duration at its longest: the client starts, acquires and releases, and its loops
     only ever ask for waits that ``Event.wait`` can do, so they stay alive until close."""
     clock = RecordingSystemClock()
@@ -326,7 +327,7 @@ def test_require_storable_does_no_io(monkeypatch: pytest.MonkeyPatch) -> None:
         require_storable(NAME, Decimal('1E+38'))
 
 
-def test_good_values_round_trip_on_dynamodb_local(local_engine: EngineTable) -> None:
+def test_good_values_round_trip_on_dynamodb_local(local_engine: LockTable) -> None:
     """What require_storable passes, DynamoDB stores and boto3 reads back unchanged."""
     table = local_engine.resource.Table(local_engine.table_name)
     item = {'lock_key': 'round-trip', 'sort_key': '-'}
@@ -351,7 +352,7 @@ def test_good_values_round_trip_on_dynamodb_local(local_engine: EngineTable) -> 
     pytest.param({'m': {'': 1}}, id='empty-map-key'),
     pytest.param(10 ** 38 + 1, id='39-digits'),
 ])
-def test_refused_values_really_fail_on_dynamodb_local(local_engine: EngineTable, value: Any) -> None:
+def test_refused_values_really_fail_on_dynamodb_local(local_engine: LockTable, value: Any) -> None:
     """Guards the table above: these values fail for real, on the write or on the read back."""
     with pytest.raises(ValueError):
         require_storable(NAME, value)
@@ -375,7 +376,7 @@ def test_an_attribute_name_with_a_lone_surrogate_gets_a_clear_error(argument: st
     pytest.param({'partition_key': 'lock', 'sort_key': '\udcff'}, 'sort_key', id='sort-key'),
 ])
 def test_a_key_with_a_lone_surrogate_is_refused_before_any_call(
-        moto_engine: EngineTable, moto_client: DynamoDBLockClient, key: Dict[str, str], argument: str) -> None:
+        moto_engine: LockTable, moto_client: DynamoDBLockClient, key: Dict[str, str], argument: str) -> None:
     """Such a key cannot be encoded in UTF-8, nor quoted into the lock's unique_identifier."""
     with CallRecorder(moto_engine.resource) as calls:
         for attempt in (moto_client.acquire_lock, moto_client.try_acquire_lock, moto_client.get_lock):

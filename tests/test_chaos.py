@@ -34,10 +34,11 @@ import botocore.config
 import pytest
 
 from chaos_proxy import ChaosProxy
-from conftest import EngineTable, dynamodb_local_table
-from helpers import no_retry_backoff, read_item, wait_until
+from conftest import dynamodb_local_table
+from helpers import no_retry_backoff, wait_until
 from python_dynamodb_lock._embedded import EmbeddedEngine, dummy_boto3_session
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
+from python_dynamodb_lock.testing import LockTable
 
 HEARTBEAT = 0.2
 SAFE = 1.2
@@ -89,12 +90,12 @@ def lock_client(resource: Any, table: str, owner: str, *, heartbeat: float = HEA
                               lease_duration=timedelta(seconds=lease))
 
 
-def row_version(engine: EngineTable, key: str) -> Optional[str]:
-    row = read_item(engine, key)
+def row_version(engine: LockTable, key: str) -> Optional[str]:
+    row = engine.read_item(key)
     return None if row is None else row['record_version_number']
 
 
-def wait_until_row_is(engine: EngineTable, lock: DynamoDBLock) -> None:
+def wait_until_row_is(engine: LockTable, lock: DynamoDBLock) -> None:
     """Until the row carries the lock's current version (both move at every heartbeat)."""
     wait_until(lambda: row_version(engine, lock.partition_key) == lock.record_version_number, WAIT,
                lambda: f'row {row_version(engine, lock.partition_key)} != lock {lock.record_version_number}')
@@ -114,13 +115,13 @@ def wait_for_renewals(lock: DynamoDBLock, count: int) -> None:
 
 @dataclasses.dataclass
 class Setup:
-    engine: EngineTable
+    engine: LockTable
     proxy: ChaosProxy
     a: DynamoDBLockClient
 
 
 @pytest.fixture
-def setup(local_engine: EngineTable, monkeypatch: pytest.MonkeyPatch) -> Iterator[Setup]:
+def setup(local_engine: LockTable, monkeypatch: pytest.MonkeyPatch) -> Iterator[Setup]:
     """A proxy to the test's DynamoDB Local, and client A behind it; B-clients are made by tests."""
     no_retry_backoff(monkeypatch)
     with ChaosProxy(local_engine_port(local_engine)) as proxy:
@@ -132,7 +133,7 @@ def setup(local_engine: EngineTable, monkeypatch: pytest.MonkeyPatch) -> Iterato
             a.close()
 
 
-def local_engine_port(engine: EngineTable) -> int:
+def local_engine_port(engine: LockTable) -> int:
     assert engine.endpoint_url is not None
     return int(engine.endpoint_url.rsplit(':', 1)[1])
 
@@ -157,7 +158,7 @@ def test_the_proxy_does_what_each_mode_says(setup: Setup) -> None:
             return type(error).__name__
 
     def stored() -> Optional[str]:
-        row = read_item(engine, 'probe')
+        row = engine.read_item('probe')
         return None if row is None else row['v']
 
     assert (put('passed'), stored()) == ('answered', 'passed')
@@ -198,11 +199,11 @@ def test_a_partition_shorter_than_the_safe_period_goes_unnoticed(setup: Setup) -
     assert callbacks.codes == []
     assert lock.status == DynamoDBLock.LOCKED
     wait_until_row_is(setup.engine, lock)
-    assert read_item(setup.engine, 'a')['owner_name'] == 'client-a'
+    assert setup.engine.read_item('a')['owner_name'] == 'client-a'
     # d. A strict release of a lock we still hold succeeds.
     lock.release(best_effort=False)
     assert lock.status == DynamoDBLock.RELEASED
-    assert read_item(setup.engine, 'a') is None
+    assert setup.engine.read_item('a') is None
     assert callbacks.codes == []
 
 
@@ -214,7 +215,7 @@ def test_a_partition_shorter_than_the_safe_period_goes_unnoticed(setup: Setup) -
 class TakeoverStory:
     """What happened in scenario (b); examined by the tests below."""
 
-    engine: EngineTable
+    engine: LockTable
     lock: DynamoDBLock
     callbacks: Callbacks
     codes_when_taken_over: List[str]
@@ -261,7 +262,7 @@ def test_b_a_long_partition_is_in_danger_first_and_stolen_only_after_the_takeove
     assert story.callbacks.time_of(DynamoDBLockError.LOCK_STOLEN) > story.taken_over_at
     assert story.lock.status == DynamoDBLock.INVALID
     # B's row is B's, untouched by A's late heartbeats.
-    row = read_item(story.engine, 'b')
+    row = story.engine.read_item('b')
     assert row is not None and row['owner_name'] == 'client-b'
     assert story.thief_lock.status == DynamoDBLock.LOCKED
 
@@ -272,7 +273,7 @@ def test_d_a_strict_release_after_the_takeover_raises_lock_stolen(takeover_story
     with pytest.raises(DynamoDBLockError) as refused:
         story.lock.release(best_effort=False)
     assert refused.value.code == DynamoDBLockError.LOCK_STOLEN
-    row = read_item(story.engine, 'b')
+    row = story.engine.read_item('b')
     assert row is not None and row['owner_name'] == 'client-b'
 
 
@@ -299,11 +300,11 @@ def test_c_lost_answers_are_not_taken_for_a_theft(setup: Setup) -> None:
     wait_until(lambda: lock.status == DynamoDBLock.LOCKED and lock.record_version_number not in landed, WAIT,
                lambda: f'status {lock.status}')
     wait_until_row_is(setup.engine, lock)
-    assert read_item(setup.engine, 'c')['owner_name'] == 'client-a'
+    assert setup.engine.read_item('c')['owner_name'] == 'client-a'
     assert DynamoDBLockError.LOCK_STOLEN not in callbacks.codes
     # d. A strict release succeeds: the lock is ours.
     lock.release(best_effort=False)
-    assert read_item(setup.engine, 'c') is None
+    assert setup.engine.read_item('c') is None
     assert DynamoDBLockError.LOCK_STOLEN not in callbacks.codes
 
 
@@ -316,7 +317,7 @@ def test_latency_below_the_read_timeout_changes_nothing(setup: Setup) -> None:
     setup.proxy.heal()
     assert callbacks.codes == [] and lock.status == DynamoDBLock.LOCKED
     lock.release(best_effort=False)
-    assert read_item(setup.engine, 'latency') is None
+    assert setup.engine.read_item('latency') is None
 
 
 # --------------------------------------------------------------------------------------------
@@ -354,7 +355,7 @@ def test_e_resets_during_acquire_leave_an_exact_outcome(setup: Setup, quiet_a: D
         assert error.code == DynamoDBLockError.UNKNOWN
         lock = None
     setup.proxy.heal()
-    row = read_item(setup.engine, 'e')
+    row = setup.engine.read_item('e')
     if lock is None:
         assert row is None, f'a row was left behind: {row}'
     else:
@@ -362,7 +363,7 @@ def test_e_resets_during_acquire_leave_an_exact_outcome(setup: Setup, quiet_a: D
         assert row is not None and row['record_version_number'] == lock.record_version_number
         assert row['owner_name'] == 'client-a-quiet'
         lock.release(best_effort=False)
-        assert read_item(setup.engine, 'e') is None
+        assert setup.engine.read_item('e') is None
     assert callbacks.codes == []
 
 
@@ -386,7 +387,7 @@ def test_e_resets_during_release_leave_an_exact_outcome(setup: Setup, quiet_a: D
         assert lock.status in (DynamoDBLock.LOCKED, DynamoDBLock.IN_DANGER)
         lock.release(best_effort=False)
         assert lock.status == DynamoDBLock.RELEASED
-    assert read_item(setup.engine, 'e') is None
+    assert setup.engine.read_item('e') is None
     assert callbacks.codes == []
 
 
@@ -398,4 +399,4 @@ def test_e_the_resets_were_really_spent(setup: Setup, quiet_a: DynamoDBLockClien
     setup.proxy.reset_next_requests(1)
     lock.release(best_effort=False)
     assert setup.proxy.pending_resets == 0 and setup.proxy.stats.resets == 2
-    assert read_item(setup.engine, 'spent') is None
+    assert setup.engine.read_item('spent') is None

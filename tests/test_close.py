@@ -19,10 +19,9 @@ from helpers import (
     LockClients,
     ManualClock,
     background_threads,
-    read_item,
     step,
 )
-from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
+from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockError
 
 MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
 seconds = datetime.timedelta
@@ -68,7 +67,7 @@ def test_close_while_the_put_is_in_flight_reports_shutdown_and_leaves_no_row(eng
         with pytest.raises(DynamoDBLockError) as raised:
             client.acquire_lock('closing-race')
     assert raised.value.code == DynamoDBLockError.CLIENT_SHUTDOWN
-    assert read_item(engine, 'closing-race') is None
+    assert engine.read_item('closing-race') is None
     assert client.held_locks() == []
 
 
@@ -88,7 +87,7 @@ def test_concurrent_closes_all_return(engine: Any, clients: LockClients) -> None
     closers = [BackgroundCall(client.close, True, name=f'closer-{index}') for index in range(4)]
     for closer in closers:
         closer.result()
-    assert read_item(engine, 'concurrent-close') is None
+    assert engine.read_item('concurrent-close') is None
 
 
 def test_close_does_not_release_by_default(engine: Any, clients: LockClients) -> None:
@@ -97,9 +96,9 @@ def test_close_does_not_release_by_default(engine: Any, clients: LockClients) ->
     with CallRecorder(engine.resource) as calls:
         client.close()
     assert calls.calls == []
-    assert read_item(engine, 'kept')['record_version_number'] == lock.record_version_number
+    assert engine.read_item('kept')['record_version_number'] == lock.record_version_number
     step(clients.clock, 20)                       # and it is no longer renewed
-    assert read_item(engine, 'kept')['record_version_number'] == lock.record_version_number
+    assert engine.read_item('kept')['record_version_number'] == lock.record_version_number
 
 
 def test_close_with_release_locks_deletes_every_row(engine: Any, clients: LockClients) -> None:
@@ -109,7 +108,7 @@ def test_close_with_release_locks_deletes_every_row(engine: Any, clients: LockCl
         client.close(release_locks=True)
     assert calls.operations() == ['DeleteItem'] * 3
     assert all(lock.status == DynamoDBLock.RELEASED for lock in locks)
-    assert all(read_item(engine, f'release-all-{index}') is None for index in range(3))
+    assert all(engine.read_item(f'release-all-{index}') is None for index in range(3))
 
 
 def test_close_with_release_locks_leaves_a_stolen_row_alone(engine: Any, clients: LockClients) -> None:
@@ -121,7 +120,7 @@ def test_close_with_release_locks_leaves_a_stolen_row_alone(engine: Any, clients
         UpdateExpression='SET record_version_number = :v', ExpressionAttributeValues={':v': {'S': 'thief'}})
     client.close(release_locks=True)
     assert mine.status == DynamoDBLock.RELEASED and lost.status == DynamoDBLock.INVALID
-    assert read_item(engine, 'lost-at-close')['record_version_number'] == 'thief'
+    assert engine.read_item('lost-at-close')['record_version_number'] == 'thief'
 
 
 def test_close_shuts_down_the_executor_it_created(engine: Any, clients: LockClients) -> None:
@@ -141,7 +140,7 @@ def test_close_never_shuts_down_a_callers_executor(engine: Any, clients: LockCli
 
 
 def test_client_context_manager_closes(engine: Any, clients: LockClients) -> None:
-    with DynamoDBLockClient(engine.resource, table_name=engine.table_name, clock=ManualClock()) as client:
+    with clients.make(hand_driven=False, clock=ManualClock()) as client:
         client.acquire_lock('client-context')
         threads = background_threads(client)
     assert not any(thread.is_alive() for thread in threads)
@@ -171,7 +170,7 @@ def test_close_from_inside_a_stolen_callback(engine: Any, clients: LockClients, 
     for thread in background_threads(client):
         thread.join(30)
         assert not thread.is_alive()
-    assert (read_item(engine, 'other-lock') is None) == release_locks
+    assert (engine.read_item('other-lock') is None) == release_locks
     assert other.status == (DynamoDBLock.RELEASED if release_locks else DynamoDBLock.LOCKED)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import python_dynamodb_lock
-from helpers import CallRecorder, LockClients, read_typed_item
+from helpers import CallRecorder, LockClients
 from python_dynamodb_lock._embedded import dummy_boto3_session
 from python_dynamodb_lock.python_dynamodb_lock import (
     BaseDynamoDBLock,
@@ -291,7 +291,7 @@ def test_item_layout_on_the_wire(engine: Any, clients: LockClients, lease: datet
     key = f'layout-{uuid.uuid4().hex}'
     before = int(clients.clock.time())
     lock = client.acquire_lock(key, additional_attributes={'job': 'nightly', 'attempt': 3, 'tags': {'a', 'b'}})
-    typed = read_typed_item(engine, key)
+    typed = engine.read_typed_item(key)
     assert typed is not None
     assert set(typed) == {'lock_key', 'sort_key', 'owner_name', 'lease_duration', 'record_version_number',
                           'expiry_time', 'job', 'attempt', 'tags'}
@@ -307,11 +307,11 @@ def test_item_layout_on_the_wire(engine: Any, clients: LockClients, lease: datet
     assert sorted(typed['tags']['SS']) == ['a', 'b']
 
 
-def test_item_layout_with_custom_attribute_names(engine: Any) -> None:
+def test_item_layout_with_custom_attribute_names(engine: Any, client_kind: str) -> None:
     table_name = f'custom-{uuid.uuid4().hex[:8]}'
     DynamoDBLockClient.create_dynamodb_table(engine.client, table_name=table_name, partition_key_name='pk',
                                              sort_key_name='sk', ttl_attribute_name='ttl')
-    factory = LockClients(engine)
+    factory = LockClients(engine, kind=client_kind)
     try:
         client = factory.make(table_name=table_name, partition_key_name='pk', sort_key_name='sk',
                               ttl_attribute_name='ttl')

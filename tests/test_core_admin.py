@@ -13,8 +13,6 @@ from helpers import (
     CallbackRecorder,
     FaultInjector,
     LockClients,
-    put_lock_row,
-    read_item,
 )
 from python_dynamodb_lock.python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLock, DynamoDBLockError
 
@@ -56,7 +54,7 @@ def test_get_lock_error_is_unknown(engine: Any, clients: LockClients) -> None:
 def test_list_locks_returns_every_lock_and_skips_other_rows(engine: Any, clients: LockClients) -> None:
     client = clients.make()
     mine = client.acquire_lock('listed-a')
-    theirs = put_lock_row(engine, 'listed-b', 'x', owner_name='other', lease_duration=Decimal('1.1'))
+    theirs = engine.put_lock_row('listed-b', 'x', owner_name='other', lease_duration=Decimal('1.1'))
     engine.client.put_item(TableName=engine.table_name,
                            Item={'lock_key': {'S': 'not-a-lock'}, 'sort_key': {'S': '-'}, 'note': {'S': 'hi'}})
     found = {lock.unique_identifier: lock for lock in client.list_locks()}
@@ -72,7 +70,7 @@ def test_list_locks_pages_through_a_large_table(engine: Any, clients: LockClient
     client = clients.make()
     padding = 'x' * 50_000               # ~50 kB per row: a 1 MB scan page holds about 20
     for index in range(45):
-        put_lock_row(engine, f'big-{index:02d}', extra={'padding': padding})
+        engine.put_lock_row(f'big-{index:02d}', extra={'padding': padding})
     with CallRecorder(engine.resource) as calls:
         keys = sorted(lock.partition_key for lock in client.list_locks())
     assert keys == [f'big-{index:02d}' for index in range(45)]
@@ -88,7 +86,7 @@ def test_force_release_deletes_the_version_it_was_given(engine: Any, clients: Lo
     with CallRecorder(engine.resource) as calls:
         assert operator.force_release_lock(seen) is True
     assert calls.operations() == ['DeleteItem']
-    assert read_item(engine, 'forced') is None
+    assert engine.read_item('forced') is None
     holder.send_heartbeats([lock])                    # the holder learns it lost the lock
     assert lock.status == DynamoDBLock.INVALID
     assert callback.codes == [DynamoDBLockError.LOCK_STOLEN]
@@ -101,7 +99,7 @@ def test_force_release_of_a_renewed_lock_deletes_nothing(engine: Any, clients: L
     seen = operator.get_lock('renewed-meanwhile')
     holder.send_heartbeats([lock])
     assert operator.force_release_lock(seen) is False
-    assert read_item(engine, 'renewed-meanwhile')['record_version_number'] == lock.record_version_number
+    assert engine.read_item('renewed-meanwhile')['record_version_number'] == lock.record_version_number
     lock.release(best_effort=False)
     assert operator.force_release_lock(seen) is False         # gone: nothing to delete
 
@@ -114,9 +112,9 @@ def test_force_release_rejects_other_types(clients: LockClients, engine: Any) ->
 def test_force_release_wakes_a_waiter_of_the_same_client(engine: Any, clients: LockClients) -> None:
     clock = clients.clock
     client = clients.make()
-    put_lock_row(engine, 'stuck', owner_name='gone-for-good', lease_duration=3600)
+    engine.put_lock_row('stuck', owner_name='gone-for-good', lease_duration=3600)
     waiter = BackgroundCall(client.acquire_lock, 'stuck', retry_timeout=seconds(hours=2), name='stuck-waiter')
     clock.wait_until_idle([waiter.thread])
     assert client.force_release_lock(client.get_lock('stuck')) is True
     lock = waiter.result()                           # fake time never moved
-    assert read_item(engine, 'stuck')['record_version_number'] == lock.record_version_number
+    assert engine.read_item('stuck')['record_version_number'] == lock.record_version_number

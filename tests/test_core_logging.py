@@ -8,7 +8,7 @@ from typing import Any, Callable, Set
 
 import pytest
 
-from helpers import CallbackRecorder, FaultInjector, LockClients, ManualClock, put_lock_row, run_checker_round
+from helpers import CallbackRecorder, FaultInjector, LockClients, ManualClock, run_checker_round
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockError
 
 MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
@@ -47,7 +47,7 @@ def test_successful_heartbeat_is_debug_only(engine: Any, clients: LockClients,
 def test_waiting_polls_are_debug_only(engine: Any, clients: LockClients, caplog: pytest.LogCaptureFixture) -> None:
     clock: ManualClock = clients.clock
     client = clients.make()
-    put_lock_row(engine, 'polled', lease_duration=300)
+    engine.put_lock_row('polled', lease_duration=300)
     lock = client.acquire_lock('other')     # keep INFO from the first acquire out of the measurement
     lock.release()
 

@@ -13,7 +13,6 @@ from helpers import (
     FaultInjector,
     LockClients,
     is_registered,
-    read_item,
     step,
 )
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockError
@@ -40,7 +39,7 @@ def test_reacquiring_a_force_released_key_invalidates_the_older_lock_object(engi
     assert callback.codes == [STOLEN]
     client.send_heartbeats([second])
     assert second.status == DynamoDBLock.LOCKED
-    assert read_item(engine, 'reacquired')['record_version_number'] == second.record_version_number
+    assert engine.read_item('reacquired')['record_version_number'] == second.record_version_number
 
 
 def test_a_thread_of_the_same_client_taking_over_a_stalled_lock_tells_the_old_holder(
@@ -62,7 +61,7 @@ def test_a_thread_of_the_same_client_taking_over_a_stalled_lock_tells_the_old_ho
     assert second.status == DynamoDBLock.LOCKED
     assert first.status == DynamoDBLock.INVALID, 'the stalled lock object never learnt it lost the key'
     assert callback.codes == [DynamoDBLockError.LOCK_IN_DANGER, STOLEN]
-    assert read_item(engine, 'same-client-takeover')['record_version_number'] == second.record_version_number
+    assert engine.read_item('same-client-takeover')['record_version_number'] == second.record_version_number
 
 
 def test_registry_under_concurrent_acquire_and_release(local_engine: Any, local_clients: LockClients) -> None:
@@ -112,4 +111,4 @@ def test_threads_of_one_client_take_turns_on_one_key(local_engine: Any, local_cl
         call.result(timeout=120)
     assert overlaps == []
     assert len(turns) == 20
-    assert read_item(local_engine, 'one-key') is None
+    assert local_engine.read_item('one-key') is None

@@ -19,8 +19,6 @@ from helpers import (
     CallRecorder,
     FaultInjector,
     LockClients,
-    another_resource,
-    read_item,
     step,
 )
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockError
@@ -30,7 +28,7 @@ seconds = datetime.timedelta
 
 def test_a_live_holder_is_never_taken_over(engine: Any, clients: LockClients) -> None:
     clock = clients.clock
-    holder = clients.make(another_resource(engine), hand_driven=False, owner_name='holder')
+    holder = clients.make(engine.new_resource(), hand_driven=False, owner_name='holder')
     callback = CallbackRecorder()
     lock = holder.acquire_lock('contended', app_callback=callback)
     waiter = clients.make(owner_name='waiter')
@@ -43,19 +41,19 @@ def test_a_live_holder_is_never_taken_over(engine: Any, clients: LockClients) ->
     assert [call.operation for call in waiter_calls.writes()] == ['PutItem']
     assert lock.status == DynamoDBLock.LOCKED
     assert callback.calls == []
-    assert read_item(engine, 'contended')['owner_name'] == 'holder'
+    assert engine.read_item('contended')['owner_name'] == 'holder'
 
 
 def test_a_holder_that_dies_is_taken_over_a_lease_after_its_last_heartbeat(engine: Any, clients: LockClients) -> None:
     clock = clients.clock
-    holder = clients.make(another_resource(engine), hand_driven=False, owner_name='holder')
+    holder = clients.make(engine.new_resource(), hand_driven=False, owner_name='holder')
     holder.acquire_lock('dies')
     waiter = clients.make(owner_name='waiter')
     with CallRecorder(engine.resource, clock) as waiter_calls:
         attempt = BackgroundCall(waiter.acquire_lock, 'dies', retry_period=seconds(seconds=1),
                                  retry_timeout=seconds(seconds=200), name='waiter')
         step(clock, 12, holder, threads=[attempt.thread])      # two heartbeats seen (at +5 and +10)
-        last_version = read_item(engine, 'dies')['record_version_number']
+        last_version = engine.read_item('dies')['record_version_number']
         died_at = clock.monotonic()
         holder.close()                                          # crash: no release, no more heartbeats
         while not attempt.done:
@@ -65,18 +63,18 @@ def test_a_holder_that_dies_is_taken_over_a_lease_after_its_last_heartbeat(engin
     takeover = waiter_calls.writes()[-1]
     assert last_version in takeover.expression_values().values()
     assert 30 <= takeover.clock_time - (died_at - 2) <= 30 + 1 + 2   # last heartbeat was at died_at - 2
-    assert read_item(engine, 'dies')['record_version_number'] == lock.record_version_number
+    assert engine.read_item('dies')['record_version_number'] == lock.record_version_number
 
 
 @pytest.mark.parametrize('lease', [0.1, 1.1])
 def test_fractional_leases_are_stored_exactly_and_taken_over_after_them(engine: Any, clients: LockClients,
                                                                         lease: float) -> None:
     clock = clients.clock
-    short = clients.make(another_resource(engine), owner_name='short-lease',
+    short = clients.make(engine.new_resource(), owner_name='short-lease',
                          lease_duration=seconds(seconds=lease), heartbeat_period=seconds(seconds=lease / 4),
                          safe_period=seconds(seconds=lease / 2))
     short.acquire_lock('fraction')
-    assert read_item(engine, 'fraction')['lease_duration'] == Decimal(str(lease))
+    assert engine.read_item('fraction')['lease_duration'] == Decimal(str(lease))
     short.close()
     waiter = clients.make()
     start = clock.monotonic()
@@ -84,13 +82,13 @@ def test_fractional_leases_are_stored_exactly_and_taken_over_after_them(engine: 
         lock = waiter.acquire_lock('fraction', retry_period=seconds(seconds=lease / 10),
                                    retry_timeout=seconds(seconds=10))
     assert lease - 1e-6 <= clock.monotonic() - start <= lease * 1.1 + 1e-6
-    assert read_item(engine, 'fraction')['record_version_number'] == lock.record_version_number
+    assert engine.read_item('fraction')['record_version_number'] == lock.record_version_number
 
 
 def test_a_stalled_holder_goes_in_danger_then_learns_it_was_stolen(engine: Any, clients: LockClients) -> None:
     """The holder cannot reach DynamoDB for longer than its lease: warned, then told it lost."""
     clock = clients.clock
-    holder_resource = another_resource(engine)
+    holder_resource = engine.new_resource()
     holder = clients.make(holder_resource, hand_driven=False, owner_name='stalled')
     callback = CallbackRecorder()
     lock = holder.acquire_lock('stalled', app_callback=callback)
@@ -107,4 +105,4 @@ def test_a_stalled_holder_goes_in_danger_then_learns_it_was_stolen(engine: Any, 
     step(clock, 5, holder)                                 # DynamoDB is back: the next renewal fails its condition
     assert lock.status == DynamoDBLock.INVALID
     assert callback.codes == [DynamoDBLockError.LOCK_IN_DANGER, DynamoDBLockError.LOCK_STOLEN]
-    assert read_item(engine, 'stalled')['record_version_number'] == taken.record_version_number
+    assert engine.read_item('stalled')['record_version_number'] == taken.record_version_number

@@ -1,7 +1,9 @@
 """Constructor checks (corrections 4 and 12): settings that cannot work are refused before any
-thread starts; settings that work but are unsafe are logged as warnings."""
+thread (or, for the asyncio client, task) starts; settings that work but are unsafe are logged
+as warnings. Every test runs with both kinds of client."""
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import threading
@@ -10,6 +12,8 @@ from typing import Any, Dict, Iterator
 import botocore.config
 import pytest
 
+from helpers import THREADED, LockClients, is_asyncio
+from python_dynamodb_lock._clock import SystemClock
 from python_dynamodb_lock._embedded import default_client_config, dummy_boto3_session
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient
 
@@ -25,21 +29,35 @@ def offline_resource() -> Any:
 
 
 @pytest.fixture
-def make(offline_resource: Any) -> Iterator[Any]:
-    made = []
-
-    def factory(**kwargs: Any) -> DynamoDBLockClient:
-        client = DynamoDBLockClient(offline_resource, **kwargs)
-        made.append(client)
-        return client
-
+def lock_clients(client_kind: str) -> Iterator[LockClients]:
+    factory = LockClients(kind=client_kind)
     yield factory
-    for client in made:
-        client.close()
+    factory.close_all()
 
 
-def lock_client_threads() -> int:
-    return sum(1 for thread in threading.enumerate() if thread.name.startswith('DynamoDBLockClient-heartbeat-'))
+@pytest.fixture
+def make(offline_resource: Any, lock_clients: LockClients) -> Any:
+    """Makes clients of the test's kind as an application would: background heartbeats, the
+    real clock, the default callback executor."""
+    def factory(resource: Any = offline_resource, **kwargs: Any) -> DynamoDBLockClient:
+        kwargs.setdefault('clock', SystemClock())
+        kwargs.setdefault('app_callback_executor', None)
+        return lock_clients.make(resource, hand_driven=False, **kwargs)
+
+    return factory
+
+
+def background_workers(lock_clients: LockClients) -> int:
+    """The threaded clients' heartbeat threads, or the asyncio clients' heartbeat tasks."""
+    if lock_clients.kind == THREADED:
+        return sum(1 for thread in threading.enumerate() if thread.name.startswith('DynamoDBLockClient-heartbeat-'))
+
+    async def count() -> int:
+        return sum(1 for task in asyncio.all_tasks()
+                   if task.get_name().startswith('AsyncDynamoDBLockClient-heartbeat-') and not task.done())
+
+    counted: int = lock_clients.runner.run(count())
+    return counted
 
 
 BAD_SETTINGS = [
@@ -74,19 +92,19 @@ BAD_SETTINGS = [
 
 
 @pytest.mark.parametrize('settings, error', BAD_SETTINGS)
-def test_settings_that_cannot_work_are_refused_before_threads_start(offline_resource: Any,
+def test_settings_that_cannot_work_are_refused_before_threads_start(make: Any, lock_clients: LockClients,
                                                                    settings: Dict[str, Any], error: type) -> None:
-    before = lock_client_threads()
+    before = background_workers(lock_clients)
     with pytest.raises(error):
-        DynamoDBLockClient(offline_resource, **settings)
-    assert lock_client_threads() == before
+        make(**settings)
+    assert background_workers(lock_clients) == before
 
 
-def test_a_resource_is_required() -> None:
+def test_a_resource_is_required(make: Any) -> None:
     with pytest.raises(TypeError):
-        DynamoDBLockClient(None)
+        make(None)
     with pytest.raises(TypeError):
-        DynamoDBLockClient('dynamodb')
+        make('dynamodb')
 
 
 @pytest.mark.parametrize('settings, warns', [
@@ -117,13 +135,14 @@ def test_the_defaults_log_no_warning(make: Any, caplog: pytest.LogCaptureFixture
     (5, 16, 20, True),
     (1, 3, 2, True),
 ])
-def test_a_client_whose_timeouts_outlast_the_safe_period_warns(caplog: pytest.LogCaptureFixture, connect: float,
-                                                               read: float, safe: float, warns: bool) -> None:
+def test_a_client_whose_timeouts_outlast_the_safe_period_warns(make: Any, caplog: pytest.LogCaptureFixture,
+                                                               connect: float, read: float, safe: float,
+                                                               warns: bool) -> None:
     caplog.set_level(logging.DEBUG, logger=MODULE)
     config = botocore.config.Config(connect_timeout=connect, read_timeout=read)
     resource = dummy_boto3_session().resource('dynamodb', endpoint_url='http://127.0.0.1:9', config=config)
-    client = DynamoDBLockClient(resource, safe_period=seconds(seconds=safe), heartbeat_period=seconds(seconds=1),
-                                lease_duration=seconds(seconds=max(30, 2 * safe)))
+    client = make(resource, safe_period=seconds(seconds=safe), heartbeat_period=seconds(seconds=1),
+                  lease_duration=seconds(seconds=max(30, 2 * safe)))
     client.close()
     warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
     assert any('read_timeout' in message and f'{float(safe)}' in message for message in warnings) == warns, warnings
@@ -132,5 +151,7 @@ def test_a_client_whose_timeouts_outlast_the_safe_period_warns(caplog: pytest.Lo
 def test_fractional_periods_are_accepted(make: Any) -> None:
     client = make(heartbeat_period=seconds(seconds=0.03), safe_period=seconds(seconds=0.06),
                   lease_duration=seconds(seconds=0.1))
-    assert client._lease_duration_s == 0.1
+    assert client._settings.lease_duration == 0.1
+    if not is_asyncio(client):
+        assert client._lease_duration_s == 0.1      # the threaded client's published private attribute
 

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import pytest
 from botocore.exceptions import ClientError
 
-from conftest import EngineTable, dynamodb_local_table, require_dynamodb_local, skip_or_fail
+from conftest import dynamodb_local_table, require_dynamodb_local, skip_or_fail
 from python_dynamodb_lock import _embedded
 from python_dynamodb_lock._embedded import (
     EmbeddedEngine,
@@ -26,6 +26,7 @@ from python_dynamodb_lock._embedded import (
     start_embedded_engine,
     start_moto_server,
 )
+from python_dynamodb_lock.testing import LockTable
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith('linux'),
                                 reason='relies on the whole 127.0.0.0/8 range reaching loopback')
@@ -117,15 +118,15 @@ def test_dynamodb_local_listens_on_loopback_only(dynamodb_local: EmbeddedEngine)
     assert connection_refused('127.0.0.2', dynamodb_local.port)
 
 
-def test_engine_fixture_gives_a_lock_table_with_conditional_writes(engine: EngineTable) -> None:
+def test_engine_fixture_gives_a_lock_table_with_conditional_writes(engine: LockTable) -> None:
     description = engine.client.describe_table(TableName=engine.table_name)['Table']
     assert description['TableStatus'] == 'ACTIVE'
     assert {key['AttributeName'] for key in description['KeySchema']} == {'lock_key', 'sort_key'}
     assert engine.resource.Table(engine.table_name).table_status == 'ACTIVE'
     assert_second_conditional_put_fails_with_old_item(
         engine.client, engine.table_name, {'lock_key': {'S': 'a'}, 'sort_key': {'S': '-'}})
-    assert (engine.endpoint_url is None) == (engine.name == 'moto')
-    assert engine.is_atomic == (engine.name == 'local')
+    assert (engine.endpoint_url is None) == (engine.name == 'moto')     # moto in-process
+    assert engine.is_atomic == (engine.name == 'dynamodb-local')       # the threaded kind's engines
 
 
 def test_dynamodb_local_table_is_deleted_after_use(dynamodb_local: EmbeddedEngine) -> None:

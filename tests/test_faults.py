@@ -33,8 +33,9 @@ from botocore.config import Config
 
 from _torture.faults import FAULT_KINDS, FaultInjector, FaultRates
 from _torture.runner import TortureConfig, env_int, run_torture, torture_size
-from _torture.support import heartbeat_threads, scan_table, seconds
-from helpers import CallbackRecorder, wait_until
+from _torture.support import scan_table, seconds
+from helpers import CallbackRecorder, LockClients, background_threads, wait_until
+from python_dynamodb_lock._clock import SystemClock
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
 
 pytestmark = pytest.mark.local
@@ -57,11 +58,13 @@ def retries(total_attempts: int) -> Config:
 
 
 class Harness:
-    """Lock clients on one table, each on its own boto3 resource, and a hook-free reader."""
+    """Lock clients of the test's kind on one table, each on its own boto3 resource (the asyncio
+    client on an aiobotocore client linked to it), and a hook-free reader."""
 
-    def __init__(self, dynamodb_local: Any, local_engine: Any) -> None:
+    def __init__(self, dynamodb_local: Any, local_engine: Any, client_kind: str) -> None:
         self.engine = dynamodb_local
         self.table = local_engine
+        self.factory = LockClients(kind=client_kind)
         self.clients: List[DynamoDBLockClient] = []
 
     def lock_client(
@@ -71,20 +74,32 @@ class Harness:
         heartbeat: float = HEARTBEAT,
         safe_period: float = SAFE_PERIOD,
         lease: float = LEASE,
+        background_heartbeats: bool = True,
     ) -> DynamoDBLockClient:
+        """A lock client; ``background_heartbeats=False`` for a waiter whose lock must keep the
+        version it was acquired with while the test compares it with the table."""
         resource = self.engine.resource(retries(total_attempts))
         if injector is not None:
             injector.install(resource)
-        client = DynamoDBLockClient(
+        client = self.factory.make(
             resource,
+            hand_driven=False,
+            clock=SystemClock(),
+            app_callback_executor=None,
             table_name=self.table.table_name,
             owner_name=f'fault-test-{len(self.clients)}-{uuid.uuid4().hex[:6]}',
             heartbeat_period=seconds(heartbeat),
             safe_period=seconds(safe_period),
             lease_duration=seconds(lease),
+            background_heartbeats=background_heartbeats,
         )
         self.clients.append(client)
         return client
+
+    def live_senders(self) -> int:
+        """How many of the clients' heartbeat senders (threads or tasks) are alive."""
+        return sum(1 for client in self.clients
+                   if any(worker.is_alive() and 'sender' in worker.name for worker in background_threads(client)))
 
     def rows(self) -> List[dict]:
         return scan_table(self.table.client, self.table.table_name)
@@ -94,13 +109,12 @@ class Harness:
         return rows[0]['record_version_number'] if rows else None
 
     def close(self) -> None:
-        for client in self.clients:
-            client.close()
+        self.factory.close_all()
 
 
 @pytest.fixture
-def harness(dynamodb_local: Any, local_engine: Any) -> Iterator[Harness]:
-    harness = Harness(dynamodb_local, local_engine)
+def harness(dynamodb_local: Any, local_engine: Any, client_kind: str) -> Iterator[Harness]:
+    harness = Harness(dynamodb_local, local_engine, client_kind)
     try:
         yield harness
     finally:
@@ -237,7 +251,7 @@ def test_lost_release_answer_then_next_holder_is_not_a_theft(
     """
     injector = FaultInjector(FaultRates(latency_range=(1.0, 1.0)))
     holder = harness.lock_client(injector, total_attempts=2)
-    waiter = harness.lock_client()
+    waiter = harness.lock_client(background_heartbeats=False)   # its version stays what it acquired
     lock = holder.acquire_lock('job')
     acquired: List[DynamoDBLock] = []
     waiting = threading.Thread(target=lambda: acquired.append(
@@ -347,7 +361,7 @@ def test_slow_answer_to_an_acquire_still_warns_before_the_lease_ends(harness: Ha
     lease, safe_period, answer_delay = 5.0, 2.0, 4.0
     injector = FaultInjector(FaultRates(latency_range=(answer_delay, answer_delay)))
     holder = harness.lock_client(injector, total_attempts=2, safe_period=safe_period, lease=lease)
-    waiter = harness.lock_client(lease=lease, safe_period=safe_period)
+    waiter = harness.lock_client(lease=lease, safe_period=safe_period, background_heartbeats=False)
     events: List[str] = []
     warned = threading.Event()
 
@@ -435,7 +449,7 @@ def test_outage_shorter_than_lease_is_in_danger_never_stolen(harness: Harness, k
     assert lock.record_version_number != version_before
     assert set(callbacks.codes) == {DynamoDBLockError.LOCK_IN_DANGER}
     assert harness.row_version('job') == lock.record_version_number
-    assert heartbeat_threads()['DynamoDBLockClient-heartbeat-sender'] >= 2
+    assert harness.live_senders() >= 2
     lock.release(best_effort=False)
     assert harness.rows() == []
 
@@ -450,7 +464,7 @@ def test_outage_longer_than_lease_warns_first_then_reports_the_theft(harness: Ha
     lease, safe_period = 3.0, 1.0
     injector = FaultInjector()
     holder = harness.lock_client(injector, total_attempts=1, safe_period=safe_period, lease=lease)
-    waiter = harness.lock_client(lease=lease, safe_period=safe_period)
+    waiter = harness.lock_client(lease=lease, safe_period=safe_period, background_heartbeats=False)
     events: List[str] = []
     stolen = threading.Event()
 
@@ -511,7 +525,8 @@ TORTURE_FAULTS = FaultRates(
 
 @pytest.mark.slow
 def test_mutual_exclusion_torture_with_faults(dynamodb_local: Any, tmp_path: pathlib.Path) -> None:
-    """The multi-process torture of test_torture.py, with random faults on every lock client.
+    """The multi-process torture of test_torture.py (a mixed fleet of threaded and asyncio lock
+    clients), with random faults on every lock client.
 
     About one call attempt in ten meets a fault. One lock client of each process gets a single
     attempt per call, so faults reach the library directly; the other gets three, so the
@@ -535,6 +550,9 @@ def test_mutual_exclusion_torture_with_faults(dynamodb_local: Any, tmp_path: pat
     print(f'\ntorture with faults: {summary}')
     assert result.problems() == [], summary
     assert len(result.holds) == config.acquisitions, summary
+    # A mixed fleet: threaded and asyncio lock clients both held locks, both under faults.
+    assert set(result.holds_by_kind()) == {'threaded', 'asyncio'}, summary
+    assert all(result.faults_by_client_kind().get(kind, 0) > 0 for kind in ('threaded', 'asyncio')), summary
     # A genuine theft needs renewals to fail for a whole lease: not with these fault rates.
     assert result.stolen_callbacks() == [], summary
     # Every kind of fault was injected, and some reached the library after botocore's retries.

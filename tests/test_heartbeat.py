@@ -20,12 +20,12 @@ from helpers import (
     CallbackRecorder,
     CallRecorder,
     FaultInjector,
-    steal_row,
     LockClients,
     RecordingExecutor,
     background_threads,
+    callback_thread_prefix,
+    current_actor_name,
     is_registered,
-    read_item,
     run_checker_round,
     step,
 )
@@ -54,7 +54,7 @@ def test_heartbeat_renews_version_and_ttl_with_one_conditional_update(engine: An
     assert uuid.UUID(lock.record_version_number).version == 4
     assert lock.expiry_time == int(clock.time() + 600)
     assert lock.last_updated_time == clock.monotonic()
-    row = read_item(engine, 'renewed')
+    row = engine.read_item('renewed')
     assert row['record_version_number'] == lock.record_version_number
     assert row['expiry_time'] == lock.expiry_time
     assert row['owner_name'] == client._owner_name
@@ -65,12 +65,12 @@ def test_heartbeat_of_a_stolen_lock(engine: Any, clients: LockClients, caplog: p
     client = clients.make()
     callback = CallbackRecorder()
     lock = client.acquire_lock('taken', app_callback=callback)
-    thief_version = steal_row(engine, 'taken')
+    thief_version = engine.steal_row('taken')
     client.send_heartbeats([lock])
     assert lock.status == DynamoDBLock.INVALID
     assert not is_registered(client, lock)
     assert [(call.code, call.lock) for call in callback.calls] == [(STOLEN, lock)]
-    assert read_item(engine, 'taken')['record_version_number'] == thief_version
+    assert engine.read_item('taken')['record_version_number'] == thief_version
     assert any(record.levelno == logging.WARNING and 'taken' in record.getMessage() for record in caplog.records)
     with CallRecorder(engine.resource) as calls:
         client.send_heartbeats([lock])          # a forgotten lock is not heartbeated again
@@ -87,7 +87,7 @@ def test_heartbeat_of_a_lock_whose_row_was_deleted_reports_it_stolen(engine: Any
     client.send_heartbeats([lock])
     assert lock.status == DynamoDBLock.INVALID
     assert callback.codes == [STOLEN]
-    assert read_item(engine, 'deleted-under-us') is None     # the update did not recreate the row
+    assert engine.read_item('deleted-under-us') is None     # the update did not recreate the row
 
 
 def test_dynamodb_error_keeps_the_lock_then_in_danger_then_locked_again(
@@ -122,7 +122,7 @@ def test_dynamodb_error_keeps_the_lock_then_in_danger_then_locked_again(
     client.send_heartbeats([lock])                              # the first success
     assert lock.status == DynamoDBLock.LOCKED
     assert lock.record_version_number != version
-    assert read_item(engine, 'shaky')['record_version_number'] == lock.record_version_number
+    assert engine.read_item('shaky')['record_version_number'] == lock.record_version_number
     run_checker_round(client, clock)
     assert lock.status == DynamoDBLock.LOCKED
     assert callback.codes == [IN_DANGER]
@@ -162,7 +162,7 @@ def test_in_danger_lock_that_was_stolen_becomes_invalid(engine: Any, clients: Lo
     clock.advance(21)
     run_checker_round(client, clock)
     assert lock.status == DynamoDBLock.IN_DANGER
-    steal_row(engine, 'danger-then-stolen')
+    engine.steal_row('danger-then-stolen')
     client.send_heartbeats([lock])
     assert lock.status == DynamoDBLock.INVALID
     assert callback.codes == [IN_DANGER, STOLEN]
@@ -196,7 +196,7 @@ def test_lost_heartbeat_answer_is_not_a_stolen_lock(engine: Any, clients: LockCl
     client.send_heartbeats([lock])                      # the next one goes through as well
     assert lock.status == DynamoDBLock.LOCKED
     assert callback.calls == []
-    assert read_item(engine, 'lost-answer')['record_version_number'] == lock.record_version_number
+    assert engine.read_item('lost-answer')['record_version_number'] == lock.record_version_number
 
 
 def test_several_lost_answers_in_a_row_then_success(engine: Any, clients: LockClients) -> None:
@@ -209,7 +209,7 @@ def test_several_lost_answers_in_a_row_then_success(engine: Any, clients: LockCl
             client.send_heartbeats([lock])
     client.send_heartbeats([lock])
     assert lock.status == DynamoDBLock.LOCKED and callback.calls == []
-    assert read_item(engine, 'many-lost')['record_version_number'] == lock.record_version_number
+    assert engine.read_item('many-lost')['record_version_number'] == lock.record_version_number
 
 
 def lost_then_many_unknown_outcomes(engine: Any, client: Any, lock: Any, failures: int = 25) -> str:
@@ -218,12 +218,12 @@ def lost_then_many_unknown_outcomes(engine: Any, client: Any, lock: Any, failure
     with FaultInjector(engine.resource) as faults:
         faults.lose_answers('UpdateItem', retry=False)
         client.send_heartbeats([lock])
-    landed = read_item(engine, lock.partition_key)['record_version_number']
+    landed = engine.read_item(lock.partition_key)['record_version_number']
     with FaultInjector(engine.resource) as faults:
         faults.fail_calls('UpdateItem', code='InternalServerError', status=500, times=failures)
         for _ in range(failures):
             client.send_heartbeats([lock])
-    assert read_item(engine, lock.partition_key)['record_version_number'] == landed
+    assert engine.read_item(lock.partition_key)['record_version_number'] == landed
     return landed
 
 
@@ -236,7 +236,7 @@ def test_an_old_unconfirmed_renewal_in_the_row_is_recognised_as_ours(engine: Any
     client.send_heartbeats([lock])
     assert lock.status == DynamoDBLock.LOCKED
     assert callback.calls == []
-    assert read_item(engine, 'old-unconfirmed')['record_version_number'] == lock.record_version_number
+    assert engine.read_item('old-unconfirmed')['record_version_number'] == lock.record_version_number
 
 
 def test_theft_after_a_lost_answer_is_still_detected(engine: Any, clients: LockClients) -> None:
@@ -246,7 +246,7 @@ def test_theft_after_a_lost_answer_is_still_detected(engine: Any, clients: LockC
     with FaultInjector(engine.resource) as faults:
         faults.lose_answers('UpdateItem', retry=False)
         client.send_heartbeats([lock])
-    steal_row(engine, 'lost-then-stolen')
+    engine.steal_row('lost-then-stolen')
     client.send_heartbeats([lock])
     assert lock.status == DynamoDBLock.INVALID
     assert callback.codes == [STOLEN]
@@ -287,7 +287,7 @@ def test_no_callback_means_nothing_is_submitted(engine: Any, clients: LockClient
     stolen = client.acquire_lock('no-callback-stolen')
     clock.advance(21)
     run_checker_round(client, clock)
-    steal_row(engine, 'no-callback-stolen')
+    engine.steal_row('no-callback-stolen')
     client.send_heartbeats([stolen])
     assert (danger.status, stolen.status) == (DynamoDBLock.IN_DANGER, DynamoDBLock.INVALID)
     assert executor.submission_count == 0
@@ -298,7 +298,7 @@ def test_callbacks_run_on_the_executor_not_on_the_heartbeat_thread(engine: Any, 
     client = clients.make(app_callback_executor=executor)
     callback = CallbackRecorder()
     lock = client.acquire_lock('deferred', app_callback=callback)
-    steal_row(engine, 'deferred')
+    engine.steal_row('deferred')
     client.send_heartbeats([lock])
     assert executor.submission_count == 1
     assert callback.calls == []                 # not run by the heartbeat itself
@@ -310,11 +310,11 @@ def test_callbacks_run_on_the_default_executor_threads(engine: Any, clients: Loc
     client = clients.make(app_callback_executor=None)
     callback = CallbackRecorder()
     lock = client.acquire_lock('default-executor', app_callback=callback)
-    steal_row(engine, 'default-executor')
+    engine.steal_row('default-executor')
     client.send_heartbeats([lock])
     assert callback.called.wait(10)
     assert callback.calls[0].thread != threading.current_thread().name
-    assert callback.calls[0].thread.startswith('DynamoDBLockClient-callback')
+    assert callback.calls[0].thread.startswith(callback_thread_prefix(client))
 
 
 def test_a_raising_callback_is_logged_and_later_callbacks_still_run(
@@ -325,7 +325,7 @@ def test_a_raising_callback_is_logged_and_later_callbacks_still_run(
     callback = CallbackRecorder(raise_on=[STOLEN, IN_DANGER])
     first = client.acquire_lock('raising-1', app_callback=callback)
     second = client.acquire_lock('raising-2', app_callback=callback)
-    steal_row(engine, 'raising-1')
+    engine.steal_row('raising-1')
     client.send_heartbeats([first])
     clock.advance(21)
     run_checker_round(client, clock)
@@ -344,7 +344,7 @@ def test_a_failing_executor_does_not_break_the_heartbeat(engine: Any, clients: L
     executor.shutdown()                          # submit now raises RuntimeError
     callback = CallbackRecorder()
     lock = client.acquire_lock('no-executor', app_callback=callback)
-    steal_row(engine, 'no-executor')
+    engine.steal_row('no-executor')
     client.send_heartbeats([lock])
     assert lock.status == DynamoDBLock.INVALID
     assert callback.calls == []
@@ -364,7 +364,7 @@ def test_sender_renews_each_lock_once_per_period(engine: Any, clients: LockClien
     with CallRecorder(engine.resource, clock) as calls:
         step(clock, 20, client)
     assert [time - start for time in update_times(calls)] == [5, 10, 15, 20]
-    assert read_item(engine, 'periodic')['record_version_number'] == lock.record_version_number
+    assert engine.read_item('periodic')['record_version_number'] == lock.record_version_number
     lock.release()
     with CallRecorder(engine.resource, clock) as calls:
         step(clock, 10, client)
@@ -417,7 +417,7 @@ def test_in_danger_via_the_threads_keeps_being_renewed_and_recovers(engine: Any,
     step(clock, 30, client)
     assert lock.status == DynamoDBLock.LOCKED
     assert callback.codes == [IN_DANGER]
-    assert read_item(engine, 'recovers')['record_version_number'] == lock.record_version_number
+    assert engine.read_item('recovers')['record_version_number'] == lock.record_version_number
 
 
 def test_stolen_via_the_threads(engine: Any, clients: LockClients) -> None:
@@ -425,13 +425,13 @@ def test_stolen_via_the_threads(engine: Any, clients: LockClients) -> None:
     client = clients.make(hand_driven=False)
     callback = CallbackRecorder()
     lock = client.acquire_lock('stolen-live', app_callback=callback)
-    steal_row(engine, 'stolen-live')
+    engine.steal_row('stolen-live')
     step(clock, 5, client)
     assert lock.status == DynamoDBLock.INVALID
     assert callback.codes == [STOLEN]
     step(clock, 30, client)
     assert callback.codes == [STOLEN]
-    assert read_item(engine, 'stolen-live')['owner_name'] == 'thief'
+    assert engine.read_item('stolen-live')['owner_name'] == 'thief'
 
 
 @pytest.mark.parametrize('failure', ['runtime-error', 'client-error'])
@@ -452,7 +452,7 @@ def test_threads_survive_errors_and_later_rounds_still_run(
     assert all(thread.is_alive() for thread in background_threads(client))
     step(clock, 5, client)
     assert lock.status == DynamoDBLock.LOCKED
-    assert read_item(engine, 'survivor')['record_version_number'] == lock.record_version_number
+    assert engine.read_item('survivor')['record_version_number'] == lock.record_version_number
 
 
 def test_loops_survive_an_error_in_a_round(engine: Any, clients: LockClients, monkeypatch: pytest.MonkeyPatch,
@@ -466,7 +466,7 @@ def test_loops_survive_an_error_in_a_round(engine: Any, clients: LockClients, mo
     loop_names = {thread.name for thread in background_threads(client)}
 
     def fails_once_per_loop() -> float:
-        name = threading.current_thread().name
+        name = current_actor_name()      # the loop's thread, or the asyncio client's task
         if name in loop_names and name not in failures:
             failures.append(name)
             raise RuntimeError('clock trouble')

@@ -19,15 +19,16 @@ from helpers import (
     CallRecorder,
     FaultInjector,
     LockClients,
+    holding_lock_mutex,
     is_registered,
-    read_item,
+    offline_resource,
+    rewrite_batch_answers,
     run_checker_round,
     step,
-    steal_row,
     wait_until,
 )
 from python_dynamodb_lock._core.answers import Applied, Failed, Refused, judge_batch
-from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
+from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockError
 
 MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
 seconds = datetime.timedelta
@@ -35,37 +36,21 @@ STOLEN = DynamoDBLockError.LOCK_STOLEN
 IN_DANGER = DynamoDBLockError.LOCK_IN_DANGER
 
 
-def rewrite_batch_answers(client: DynamoDBLockClient, monkeypatch: pytest.MonkeyPatch,
-                          rewrite: Callable[[List[Dict[str, Any]], Dict[str, Any]], Dict[str, Any]]) -> None:
-    """Route the lock client's BatchExecuteStatement calls through ``rewrite(statements, send)``.
-
-    ``rewrite`` gets the statements and a function sending a (possibly changed) list of
-    statements to the engine; it returns the response the lock client should see.
-    """
-    low_level = client._dynamodb_resource.meta.client
-    real_call = low_level.batch_execute_statement
-
-    def call(Statements: List[Dict[str, Any]]) -> Dict[str, Any]:
-        return rewrite(Statements, lambda statements: real_call(Statements=statements))
-
-    monkeypatch.setattr(low_level, 'batch_execute_statement', call)
-
-
 def assert_held_and_current(engine: Any, locks: List[DynamoDBLock]) -> None:
     """Every lock is LOCKED and its row carries the version the lock object holds."""
     for lock in locks:
         assert lock.status == DynamoDBLock.LOCKED, lock
-        assert read_item(engine, lock.partition_key)['record_version_number'] == lock.record_version_number, lock
+        assert engine.read_item(lock.partition_key)['record_version_number'] == lock.record_version_number, lock
 
 
 @pytest.mark.parametrize('size', [0, 26, -1, 2.0, True, '5', None])
-def test_batch_size_must_be_an_int_from_1_to_25(size: Any) -> None:
-    import boto3
-
-    resource = boto3.resource('dynamodb', region_name='us-east-1',
-                              aws_access_key_id='unused', aws_secret_access_key='unused')
-    with pytest.raises(ValueError, match='heartbeat_batch_size'):
-        DynamoDBLockClient(resource, heartbeat_batch_size=size)
+def test_batch_size_must_be_an_int_from_1_to_25(size: Any, client_kind: str) -> None:
+    factory = LockClients(kind=client_kind)
+    try:
+        with pytest.raises(ValueError, match='heartbeat_batch_size'):
+            factory.make(offline_resource(), heartbeat_batch_size=size)
+    finally:
+        factory.close_all()
 
 
 def test_one_call_renews_up_to_25_locks(local_engine: Any, local_clients: LockClients) -> None:
@@ -78,7 +63,7 @@ def test_one_call_renews_up_to_25_locks(local_engine: Any, local_clients: LockCl
     assert calls.operations() == ['BatchExecuteStatement', 'BatchExecuteStatement']
     assert [len(call.params['Statements']) for call in calls.calls] == [25, 5]
     for lock, old_version in zip(locks, old_versions):
-        row = read_item(local_engine, lock.partition_key)
+        row = local_engine.read_item(lock.partition_key)
         assert lock.status == DynamoDBLock.LOCKED
         assert lock.record_version_number != old_version
         assert row['record_version_number'] == lock.record_version_number
@@ -91,7 +76,7 @@ def test_stolen_and_vanished_locks_in_a_batch_are_reported_and_the_rest_renewed(
     client = local_clients.make(heartbeat_batch_size=10)
     callbacks = {name: CallbackRecorder() for name in ('kept-1', 'stolen', 'kept-2', 'vanished', 'kept-3')}
     locks = {name: client.acquire_lock(name, app_callback=callback) for name, callback in callbacks.items()}
-    thief_version = steal_row(local_engine, 'stolen')
+    thief_version = local_engine.steal_row('stolen')
     local_engine.client.delete_item(TableName=local_engine.table_name,
                                     Key={'lock_key': {'S': 'vanished'}, 'sort_key': {'S': '-'}})
     client.send_heartbeats(list(locks.values()))
@@ -103,10 +88,10 @@ def test_stolen_and_vanished_locks_in_a_batch_are_reported_and_the_rest_renewed(
     for name in ('kept-1', 'kept-2', 'kept-3'):
         assert locks[name].status == DynamoDBLock.LOCKED
         assert callbacks[name].codes == []
-        assert read_item(local_engine, name)['record_version_number'] == locks[name].record_version_number
+        assert local_engine.read_item(name)['record_version_number'] == locks[name].record_version_number
     # The new holder's row is left alone, and nothing was recreated.
-    assert read_item(local_engine, 'stolen')['record_version_number'] == thief_version
-    assert read_item(local_engine, 'vanished') is None
+    assert local_engine.read_item('stolen')['record_version_number'] == thief_version
+    assert local_engine.read_item('vanished') is None
 
 
 def test_background_rounds_send_groups_and_keep_locks_alive(local_engine: Any,
@@ -154,7 +139,7 @@ def test_a_statement_with_an_unknown_outcome_is_remembered_and_the_next_heartbea
 
     rewrite_batch_answers(client, monkeypatch, report_an_internal_error_for_the_second)
     client.send_heartbeats(locks)
-    landed = read_item(local_engine, 'unknown-1')['record_version_number']
+    landed = local_engine.read_item('unknown-1')['record_version_number']
     assert landed != held_version                       # applied, though reported as failed
     assert locks[1].record_version_number == held_version
     assert locks[1]._state.unconfirmed == [landed]
@@ -215,7 +200,7 @@ def test_a_statement_throttled_every_time_is_not_applied_and_the_lock_goes_in_da
         for _ in range(5):                              # 25 s of refused renewals of the first lock
             clock.advance(5)
             client.send_heartbeats(locks)
-    assert read_item(local_engine, 'throttled-0')['record_version_number'] == held_version
+    assert local_engine.read_item('throttled-0')['record_version_number'] == held_version
     assert locks[0]._state.unconfirmed == []         # a refusal: nothing to remember
     assert any('ThrottlingError' in record.getMessage() for record in caplog.records)
     run_checker_round(client, clock)
@@ -224,7 +209,7 @@ def test_a_statement_throttled_every_time_is_not_applied_and_the_lock_goes_in_da
     monkeypatch.undo()
     client.send_heartbeats(locks)
     assert locks[0].status == DynamoDBLock.LOCKED
-    assert read_item(local_engine, 'throttled-0')['record_version_number'] == locks[0].record_version_number
+    assert local_engine.read_item('throttled-0')['record_version_number'] == locks[0].record_version_number
 
 
 def test_closing_stops_the_retries_of_a_batch(local_engine: Any, local_clients: LockClients,
@@ -238,7 +223,7 @@ def test_closing_stops_the_retries_of_a_batch(local_engine: Any, local_clients: 
     client.send_heartbeats(locks)                 # the ManualClock never moves: no sleep may block
     assert asked == [2]
     assert locks[0].record_version_number == held_version
-    assert read_item(local_engine, 'closing-1')['record_version_number'] == locks[1].record_version_number
+    assert local_engine.read_item('closing-1')['record_version_number'] == locks[1].record_version_number
 
 
 @pytest.mark.parametrize('code', ['AccessDeniedException', 'UnknownOperationException'])
@@ -265,26 +250,24 @@ def test_without_partiql_the_client_falls_back_to_one_update_per_lock_and_says_w
 
 def test_a_lock_being_released_is_not_waited_for_by_the_batch(local_engine: Any,
                                                               local_clients: LockClients) -> None:
-    """A lock whose thread_lock is taken (its release is under way) is renewed on its own later."""
+    """A lock whose mutex is taken (``thread_lock`` of the threaded lock, the asyncio lock's
+    ``asyncio.Lock``: its release is under way) is renewed on its own later."""
     client = local_clients.make(heartbeat_batch_size=5)
     locks = [client.acquire_lock(f'busy-{index}') for index in range(3)]
     with CallRecorder(local_engine.resource) as calls:
-        assert locks[1].thread_lock.acquire(timeout=5)
         released = False
-        try:
+        with holding_lock_mutex(locks[1]):
             sender = threading.Thread(target=client.send_heartbeats, args=(locks,))
             sender.start()
             # The batch of the two free locks goes out while lock 1 is busy.
             wait_until(lambda: calls.count('BatchExecuteStatement') == 1)
             assert [len(call.params['Statements']) for call in calls.of('BatchExecuteStatement')] == [2]
-        finally:
-            locks[1].thread_lock.release()
             released = True
         sender.join(10)
         assert released and not sender.is_alive()
     assert calls.operations() == ['BatchExecuteStatement', 'UpdateItem']
     for lock in locks:
-        assert read_item(local_engine, lock.partition_key)['record_version_number'] == lock.record_version_number
+        assert local_engine.read_item(lock.partition_key)['record_version_number'] == lock.record_version_number
 
 
 def batch_answer(error: Optional[Dict[str, Any]], retry_attempts: int = 0) -> Any:
@@ -325,14 +308,14 @@ def test_a_failure_settling_one_lock_does_not_leave_the_others_of_the_batch_unse
     client.send_heartbeats(locks)
     assert any(record.exc_info and isinstance(record.exc_info[1], RuntimeError) for record in caplog.records)
     for lock in locks[1:]:
-        assert read_item(local_engine, lock.partition_key)['record_version_number'] == lock.record_version_number
-    written = read_item(local_engine, 'settle-0')['record_version_number']
+        assert local_engine.read_item(lock.partition_key)['record_version_number'] == lock.record_version_number
+    written = local_engine.read_item('settle-0')['record_version_number']
     assert locks[0]._state.unconfirmed == [written]
     monkeypatch.undo()
     client.send_heartbeats(locks)                 # the unsettled renewal is no theft
     assert callback.codes == []
     assert all(lock.status == DynamoDBLock.LOCKED for lock in locks)
-    assert read_item(local_engine, 'settle-0')['record_version_number'] == locks[0].record_version_number
+    assert local_engine.read_item('settle-0')['record_version_number'] == locks[0].record_version_number
 
 
 def test_attribute_names_are_quoted_in_the_statements(local_engine: Any, local_clients: LockClients) -> None:
@@ -343,7 +326,7 @@ def test_attribute_names_are_quoted_in_the_statements(local_engine: Any, local_c
     local_clients.clock.advance(60)
     client.send_heartbeats(locks)
     for lock, expiry in zip(locks, old_expiry):
-        row = read_item(local_engine, lock.partition_key)
+        row = local_engine.read_item(lock.partition_key)
         assert lock.status == DynamoDBLock.LOCKED and lock.expiry_time > expiry
         assert row[ttl_name] == lock.expiry_time
         assert row['record_version_number'] == lock.record_version_number

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from helpers import CallRecorder, LockClients, is_registered, read_item
+from helpers import CallRecorder, LockClients, is_registered
 from python_dynamodb_lock._embedded import dummy_boto3_session
 from python_dynamodb_lock.python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLock, DynamoDBLockClient
 
@@ -18,7 +18,10 @@ MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
 
 @pytest.fixture(scope='module')
 def offline_client() -> Iterator[DynamoDBLockClient]:
-    """A client that is never asked to call DynamoDB (its endpoint is a closed local port)."""
+    """A client that is never asked to call DynamoDB (its endpoint is a closed local port).
+
+    The conversion helpers (``_get_item_from_lock``, ``_get_lock_from_item``) are published
+    private methods of the threaded client only: their tests are ``threaded_only``."""
     resource = dummy_boto3_session().resource('dynamodb', endpoint_url='http://127.0.0.1:9')
     client = DynamoDBLockClient(resource, partition_key_name='pk', sort_key_name='sk', ttl_attribute_name='ttl')
     yield client
@@ -27,6 +30,7 @@ def offline_client() -> Iterator[DynamoDBLockClient]:
 
 # --- item conversion ------------------------------------------------------------------------
 
+@pytest.mark.threaded_only
 @pytest.mark.parametrize('lease, stored', [(30, Decimal('30')), (0.1, Decimal('0.1')), (1.1, Decimal('1.1')),
                                            (2.5, Decimal('2.5'))])
 def test_item_from_lock_has_the_exact_layout(offline_client: DynamoDBLockClient, lease: float,
@@ -41,6 +45,7 @@ def test_item_from_lock_has_the_exact_layout(offline_client: DynamoDBLockClient,
     assert isinstance(item['ttl'], int)
 
 
+@pytest.mark.threaded_only
 def test_item_from_lock_never_lets_additional_attributes_override_lock_attributes(
         offline_client: DynamoDBLockClient) -> None:
     lock = BaseDynamoDBLock('p', 's', 'owner', 30, 'version', 17, {'owner_name': 'forged', 'pk': 'other'})
@@ -48,6 +53,7 @@ def test_item_from_lock_never_lets_additional_attributes_override_lock_attribute
     assert item['owner_name'] == 'owner' and item['pk'] == 'p'
 
 
+@pytest.mark.threaded_only
 def test_lock_from_item_reads_every_attribute(offline_client: DynamoDBLockClient) -> None:
     item = {'pk': 'p', 'sk': 's', 'owner_name': 'owner', 'lease_duration': Decimal('1.1'),
             'record_version_number': 'v', 'ttl': Decimal('1700000123'), 'color': 'blue', 'count': Decimal(2)}
@@ -59,6 +65,7 @@ def test_lock_from_item_reads_every_attribute(offline_client: DynamoDBLockClient
     assert lock.additional_attributes == {'color': 'blue', 'count': Decimal(2)}
 
 
+@pytest.mark.threaded_only
 @pytest.mark.parametrize('lease', [0.1, 1.1, 30.0, 12.345])
 def test_conversion_round_trip(offline_client: DynamoDBLockClient, lease: float) -> None:
     original = BaseDynamoDBLock('p', 's', 'owner', lease, 'v', 1700000000, {'a': 'b'})
@@ -79,10 +86,10 @@ def test_context_manager_returns_the_lock_and_releases_on_exit(engine: Any, clie
     with CallRecorder(engine.resource) as calls:
         with lock as entered:
             assert entered is lock
-            assert read_item(engine, 'ctx') is not None
+            assert engine.read_item('ctx') is not None
     assert calls.operations() == ['DeleteItem']
     assert lock.status == DynamoDBLock.RELEASED
-    assert read_item(engine, 'ctx') is None
+    assert engine.read_item('ctx') is None
     assert not is_registered(client, lock)
 
 
@@ -93,7 +100,7 @@ def test_context_manager_suppresses_exceptions_by_default_and_logs_them(
     with client.acquire_lock('ctx-suppress') as lock:
         raise ValueError('boom inside the block')
     assert lock.status == DynamoDBLock.RELEASED
-    assert read_item(engine, 'ctx-suppress') is None
+    assert engine.read_item('ctx-suppress') is None
     logged = [record for record in caplog.records
               if record.exc_info and isinstance(record.exc_info[1], ValueError)]
     assert len(logged) == 1
@@ -107,7 +114,7 @@ def test_context_manager_propagates_when_asked(engine: Any, clients: LockClients
         with client.acquire_lock('ctx-raise', raise_context_exception=True) as lock:
             raise ValueError('boom')
     assert lock.status == DynamoDBLock.RELEASED
-    assert read_item(engine, 'ctx-raise') is None
+    assert engine.read_item('ctx-raise') is None
 
 
 @pytest.mark.parametrize('exception', [KeyboardInterrupt, SystemExit, GeneratorExit])
@@ -118,9 +125,10 @@ def test_base_exceptions_always_propagate_and_still_release(engine: Any, clients
         with client.acquire_lock(f'ctx-{exception.__name__}') as lock:
             raise exception()
     assert lock.status == DynamoDBLock.RELEASED
-    assert read_item(engine, f'ctx-{exception.__name__}') is None
+    assert engine.read_item(f'ctx-{exception.__name__}') is None
 
 
+@pytest.mark.threaded_only
 def test_context_manager_with_a_stand_in_client_releases_best_effort() -> None:
     """The published contract for ``__exit__``: release(best_effort=True), then suppress."""
     calls: list = []
@@ -143,7 +151,7 @@ def test_context_manager_exit_on_a_lock_stolen_meanwhile_does_not_raise(engine: 
             UpdateExpression='SET record_version_number = :v, owner_name = :o',
             ExpressionAttributeValues={':v': {'S': str(uuid.uuid4())}, ':o': {'S': 'thief'}})
     assert lock.status == DynamoDBLock.INVALID
-    assert read_item(engine, 'ctx-stolen')['owner_name'] == 'thief'
+    assert engine.read_item('ctx-stolen')['owner_name'] == 'thief'
 
 
 def test_context_manager_with_fractional_lease(engine: Any, clients: LockClients) -> None:
@@ -151,5 +159,5 @@ def test_context_manager_with_fractional_lease(engine: Any, clients: LockClients
                           heartbeat_period=datetime.timedelta(seconds=0.3),
                           safe_period=datetime.timedelta(seconds=0.6))
     with client.acquire_lock('ctx-fraction') as lock:
-        assert read_item(engine, 'ctx-fraction')['lease_duration'] == Decimal('1.1')
+        assert engine.read_item('ctx-fraction')['lease_duration'] == Decimal('1.1')
     assert lock.status == DynamoDBLock.RELEASED

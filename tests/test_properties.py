@@ -40,8 +40,8 @@ from boto3.dynamodb.types import Binary, TypeSerializer
 from hypothesis import HealthCheck, assume, event, example, given, settings
 from hypothesis import strategies as st
 
-from conftest import EngineTable, moto_table
-from helpers import put_lock_row, read_item, steal_row, wait_until
+from conftest import moto_table
+from helpers import wait_until
 from python_dynamodb_lock import _cli
 from python_dynamodb_lock._validation import MAX_DURATION
 from python_dynamodb_lock.python_dynamodb_lock import (
@@ -50,6 +50,7 @@ from python_dynamodb_lock.python_dynamodb_lock import (
     DynamoDBLockClient,
     DynamoDBLockError,
 )
+from python_dynamodb_lock.testing import LockTable
 
 td = datetime.timedelta
 
@@ -287,7 +288,7 @@ def attributes_moto_cannot_take(attributes: Any) -> bool:
 # --------------------------------------------------------------------------------------------
 
 @pytest.fixture
-def moto_engine() -> Iterator[EngineTable]:
+def moto_engine() -> Iterator[LockTable]:
     with moto_table(f'locks-properties-{uuid.uuid4().hex[:8]}') as table:
         yield table
 
@@ -295,7 +296,7 @@ def moto_engine() -> Iterator[EngineTable]:
 class Clients:
     """Two lock clients on one table: ``mine`` (under test) and ``other`` (another process)."""
 
-    def __init__(self, engine: EngineTable) -> None:
+    def __init__(self, engine: LockTable) -> None:
         self.engine = engine
         before = loop_threads()
         # Periods far longer than a test: no heartbeat runs while an example looks at a lock.
@@ -319,7 +320,7 @@ class Clients:
 
 
 @pytest.fixture
-def clients(moto_engine: EngineTable) -> Iterator[Clients]:
+def clients(moto_engine: LockTable) -> Iterator[Clients]:
     made = Clients(moto_engine)
     yield made
     made.close()
@@ -339,7 +340,7 @@ def assert_no_row(clients: Clients, partition_key: Any, sort_key: Any) -> None:
     """After a failure: no row for the key (checked when the key is one DynamoDB can hold), and
     the table as a whole is empty (every example releases what it acquired)."""
     if is_usable_key(partition_key, 2048) and is_usable_key(sort_key, 1024):
-        assert read_item(clients.engine, partition_key, sort_key) is None
+        assert clients.engine.read_item(partition_key, sort_key) is None
     assert clients.rows() == []
 
 
@@ -425,7 +426,7 @@ def constructor_arguments(draw: Callable[..., Any]) -> Dict[str, Any]:
 @example(arguments={'expiry_period': MAX_DURATION + td(microseconds=1)})
 # Found: an attribute name with a lone surrogate raised a bare UnicodeEncodeError.
 @example(arguments={'partition_key_name': 'x\ud800'})
-def test_the_constructor_works_or_refuses_clearly(moto_engine: EngineTable, arguments: Dict[str, Any]) -> None:
+def test_the_constructor_works_or_refuses_clearly(moto_engine: LockTable, arguments: Dict[str, Any]) -> None:
     before = loop_threads()
     clock = RecordingClock()
     outcome = call_bounded(DynamoDBLockClient, moto_engine.resource, clock=clock, **arguments)
@@ -480,7 +481,7 @@ def check_acquire_outcome(clients: Clients, outcome: Outcome, arguments: Dict[st
     if outcome.worked and outcome.value is not None:
         lock = outcome.value
         assert isinstance(lock, DynamoDBLock) and lock.status == DynamoDBLock.LOCKED
-        row = read_item(clients.engine, partition_key, sort_key)
+        row = clients.engine.read_item(partition_key, sort_key)
         assert row is not None and row['record_version_number'] == lock.record_version_number
         call_bounded(clients.mine.release_lock, lock, best_effort=False)
         assert clients.rows() == []
@@ -529,7 +530,7 @@ def test_try_acquire_lock_works_or_refuses_clearly(clients: Clients, arguments: 
     if theirs is not None:
         # Held by another client: never ours. None, or a refusal of a bad argument.
         assert outcome.value is None
-        row = read_item(clients.engine, theirs.partition_key, theirs.sort_key)
+        row = clients.engine.read_item(theirs.partition_key, theirs.sort_key)
         assert row is not None and row['record_version_number'] == theirs.record_version_number
         clients.other.release_lock(theirs, best_effort=False)
         assert clients.rows() == []
@@ -541,7 +542,7 @@ def test_try_acquire_lock_works_or_refuses_clearly(clients: Clients, arguments: 
 @settings(PROPERTIES, max_examples=25)
 @given(arguments=acquire_arguments)
 def test_acquire_lock_works_or_refuses_clearly_on_dynamodb_local(
-        local_engine: EngineTable, local_client: DynamoDBLockClient, arguments: Dict[str, Any]) -> None:
+        local_engine: LockTable, local_client: DynamoDBLockClient, arguments: Dict[str, Any]) -> None:
     """The same property where a real engine enforces DynamoDB's own limits."""
     assume(not attributes_known_to_escape(arguments.get('additional_attributes')))
     # Values DynamoDB returns in a form boto3 cannot read back poison the row for every reader
@@ -553,16 +554,16 @@ def test_acquire_lock_works_or_refuses_clearly_on_dynamodb_local(
     partition_key, sort_key = arguments['partition_key'], arguments.get('sort_key', '-')
     if outcome.worked:
         lock = outcome.value
-        row = read_item(local_engine, partition_key, sort_key)
+        row = local_engine.read_item(partition_key, sort_key)
         assert row is not None and row['record_version_number'] == lock.record_version_number
         call_bounded(client.release_lock, lock, best_effort=False)
     if is_usable_key(partition_key, 2048) and is_usable_key(sort_key, 1024):
-        assert read_item(local_engine, partition_key, sort_key) is None
+        assert local_engine.read_item(partition_key, sort_key) is None
     assert_alive({client._heartbeat_sender, client._heartbeat_checker})
 
 
 @pytest.fixture
-def local_client(local_engine: EngineTable) -> Iterator[DynamoDBLockClient]:
+def local_client(local_engine: LockTable) -> Iterator[DynamoDBLockClient]:
     """One client on the test's DynamoDB Local table, shared by its examples."""
     client = DynamoDBLockClient(local_engine.resource, table_name=local_engine.table_name)
     yield client
@@ -600,7 +601,7 @@ def test_get_lock_reads_or_refuses_clearly_and_writes_nothing(
     partition_key, sort_key = arguments['partition_key'], arguments.get('sort_key', '-')
     usable = is_usable_key(partition_key, 2048) and is_usable_key(sort_key, 1024)
     if put_first and usable:
-        put_lock_row(clients.engine, partition_key, sort_key, owner_name='someone-else')
+        clients.engine.put_lock_row(partition_key, sort_key, owner_name='someone-else')
     before = clients.rows()
     outcome = call_bounded(clients.mine.get_lock, **arguments)
     label(outcome)
@@ -636,18 +637,18 @@ def test_release_lock_releases_or_refuses_clearly(clients: Clients, kind: str, b
         clients.mine.release_lock(lock, best_effort=False)
     elif kind == 'stolen':
         lock = clients.mine.acquire_lock(key)
-        thief_version = steal_row(clients.engine, key)
+        thief_version = clients.engine.steal_row(key)
     elif kind == 'held-by-other-client':
         lock = clients.other.acquire_lock(key)
     elif kind == 'plain-record':
-        put_lock_row(clients.engine, key)
+        clients.engine.put_lock_row(key)
         lock = clients.mine.get_lock(key)
     else:
         lock = junk_lock
     outcome = call_bounded(clients.mine.release_lock, lock, best_effort)
     label(outcome)
     strict = not best_effort
-    row = read_item(clients.engine, key)
+    row = clients.engine.read_item(key)
     if kind == 'held':
         assert outcome.worked and row is None and lock.status == DynamoDBLock.RELEASED
     elif kind == 'released':
@@ -695,7 +696,7 @@ create_arguments = arguments_with_some_bad(
 
 @settings(PROPERTIES, max_examples=60)
 @given(arguments=create_arguments)
-def test_create_dynamodb_table_creates_or_refuses_clearly(moto_engine: EngineTable,
+def test_create_dynamodb_table_creates_or_refuses_clearly(moto_engine: LockTable,
                                                           arguments: Dict[str, Any]) -> None:
     client = moto_engine.client
     existing = set(client.list_tables()['TableNames'])
@@ -879,9 +880,9 @@ def test_an_endpoint_url_is_usable_or_a_usage_error(monkeypatch: pytest.MonkeyPa
 @settings(PROPERTIES, max_examples=60)
 @given(command_line=command_lines())
 def test_cli_commands_on_moto_exit_0_1_or_2_with_one_line_errors(
-        moto_engine: EngineTable, aws_env: None, command_line: List[str]) -> None:
+        moto_engine: LockTable, aws_env: None, command_line: List[str]) -> None:
     """The real commands (no demo), on moto: success, or a one-line error, never a traceback."""
-    put_lock_row(moto_engine, 'held')
+    moto_engine.put_lock_row('held')
     argv = ['--region', 'us-east-1', *[moto_engine.table_name if token == 'TABLE' else token
                                        for token in command_line]]
     outcome = call_bounded(_run_cli, argv)
@@ -929,7 +930,7 @@ def test_a_recursive_additional_attribute_is_refused_clearly(clients: Clients) -
 
 @settings(PROPERTIES, max_examples=10)
 @given(not_a_client=st.one_of(st.sampled_from(['dynamodb', None, 42]), st.just('RESOURCE')))
-def test_create_dynamodb_table_refuses_what_is_not_a_client(moto_engine: EngineTable, not_a_client: Any) -> None:
+def test_create_dynamodb_table_refuses_what_is_not_a_client(moto_engine: LockTable, not_a_client: Any) -> None:
     if not_a_client == 'RESOURCE':
         not_a_client = moto_engine.resource
     existing = set(moto_engine.client.list_tables()['TableNames'])
@@ -938,7 +939,7 @@ def test_create_dynamodb_table_refuses_what_is_not_a_client(moto_engine: EngineT
     assert set(moto_engine.client.list_tables()['TableNames']) == existing
 
 
-def test_a_tiny_heartbeat_tps_is_refused_or_renews_every_lock(moto_engine: EngineTable) -> None:
+def test_a_tiny_heartbeat_tps_is_refused_or_renews_every_lock(moto_engine: LockTable) -> None:
     try:
         client = DynamoDBLockClient(moto_engine.resource, table_name=moto_engine.table_name, heartbeat_tps=1e-300,
                                     heartbeat_period=td(seconds=0.05), safe_period=td(seconds=0.5),
@@ -956,7 +957,7 @@ def test_a_tiny_heartbeat_tps_is_refused_or_renews_every_lock(moto_engine: Engin
 
 
 def test_a_row_with_a_number_boto3_cannot_read_back_does_not_break_other_clients(
-        local_engine: EngineTable) -> None:
+        local_engine: LockTable) -> None:
     local_engine.client.put_item(TableName=local_engine.table_name, Item={
         'lock_key': {'S': 'poisoned'}, 'sort_key': {'S': '-'}, 'owner_name': {'S': 'another-sdk'},
         'lease_duration': {'N': '30'}, 'record_version_number': {'S': str(uuid.uuid4())},

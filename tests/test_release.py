@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from helpers import CallRecorder, FaultInjector, LockClients, another_resource, is_registered, read_item, steal_row
+from helpers import CallRecorder, FaultInjector, LockClients, is_asyncio, is_registered
+from python_dynamodb_lock.aio import AsyncDynamoDBLock
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockError
 
 MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
@@ -29,13 +30,13 @@ def test_release_is_one_conditional_delete(engine: Any, clients: LockClients, be
     assert lock.record_version_number in calls.calls[0].expression_values().values()
     assert lock.status == DynamoDBLock.RELEASED
     assert not is_registered(client, lock)
-    assert read_item(engine, 'release-me') is None
+    assert engine.read_item('release-me') is None
 
 
 def test_release_defaults_to_best_effort(engine: Any, clients: LockClients) -> None:
     client = clients.make()
     lock = client.acquire_lock('default-best-effort')
-    steal_row(engine, 'default-best-effort')
+    engine.steal_row('default-best-effort')
     client.release_lock(lock)          # would raise LOCK_STOLEN if strict
     lock.release()                     # and so would the lock's own method
     assert lock.status == DynamoDBLock.INVALID
@@ -54,7 +55,7 @@ def test_releasing_twice_is_a_no_op(engine: Any, clients: LockClients, best_effo
 
 def test_release_of_a_lock_held_by_another_client(engine: Any, clients: LockClients) -> None:
     mine = clients.make()
-    theirs = clients.make(another_resource(engine))
+    theirs = clients.make(engine.new_resource())
     their_lock = theirs.acquire_lock('not-mine')
     with CallRecorder(engine.resource) as calls:
         with pytest.raises(DynamoDBLockError) as raised:
@@ -64,14 +65,14 @@ def test_release_of_a_lock_held_by_another_client(engine: Any, clients: LockClie
     assert calls.calls == []
     assert their_lock.status == DynamoDBLock.LOCKED
     assert is_registered(theirs, their_lock)
-    assert read_item(engine, 'not-mine')['record_version_number'] == their_lock.record_version_number
+    assert engine.read_item('not-mine')['record_version_number'] == their_lock.record_version_number
 
 
 def test_strict_release_of_a_stolen_lock_raises_lock_stolen_and_leaves_the_thief_alone(
         engine: Any, clients: LockClients) -> None:
     client = clients.make()
     lock = client.acquire_lock('stolen')
-    thief_version = steal_row(engine, 'stolen')
+    thief_version = engine.steal_row('stolen')
     with CallRecorder(engine.resource) as calls:
         with pytest.raises(DynamoDBLockError) as raised:
             client.release_lock(lock, best_effort=False)
@@ -79,7 +80,7 @@ def test_strict_release_of_a_stolen_lock_raises_lock_stolen_and_leaves_the_thief
     assert calls.operations() == ['DeleteItem']
     assert lock.status == DynamoDBLock.INVALID
     assert not is_registered(client, lock)
-    row = read_item(engine, 'stolen')
+    row = engine.read_item('stolen')
     assert (row['owner_name'], row['record_version_number']) == ('thief', thief_version)
 
 
@@ -88,11 +89,11 @@ def test_best_effort_release_of_a_stolen_lock_is_silent(engine: Any, clients: Lo
     caplog.set_level(logging.DEBUG, logger=MODULE)
     client = clients.make()
     lock = client.acquire_lock('stolen-quietly')
-    steal_row(engine, 'stolen-quietly')
+    engine.steal_row('stolen-quietly')
     client.release_lock(lock, best_effort=True)
     assert lock.status == DynamoDBLock.INVALID
     assert not is_registered(client, lock)
-    assert read_item(engine, 'stolen-quietly')['owner_name'] == 'thief'
+    assert engine.read_item('stolen-quietly')['owner_name'] == 'thief'
     assert any(record.levelno == logging.WARNING for record in caplog.records)
 
 
@@ -118,13 +119,13 @@ def test_strict_release_error_is_unknown_and_keeps_the_lock_held(engine: Any, cl
     assert raised.value.__cause__ is not None
     assert lock.status == DynamoDBLock.LOCKED
     assert is_registered(client, lock)
-    assert read_item(engine, 'sticky')['record_version_number'] == lock.record_version_number
+    assert engine.read_item('sticky')['record_version_number'] == lock.record_version_number
     with CallRecorder(engine.resource) as calls:
         client.send_heartbeats([lock])          # still kept alive
     assert calls.operations() == ['UpdateItem']
     assert lock.status == DynamoDBLock.LOCKED
     client.release_lock(lock, best_effort=False)   # and the release can be retried
-    assert read_item(engine, 'sticky') is None
+    assert engine.read_item('sticky') is None
     assert lock.status == DynamoDBLock.RELEASED
 
 
@@ -139,7 +140,7 @@ def test_best_effort_release_error_forgets_the_lock(engine: Any, clients: LockCl
         client.release_lock(lock, best_effort=True)
     assert lock.status not in (DynamoDBLock.LOCKED, DynamoDBLock.IN_DANGER)
     assert not is_registered(client, lock)
-    assert read_item(engine, 'forgotten') is not None      # left to expire or be taken over
+    assert engine.read_item('forgotten') is not None      # left to expire or be taken over
     assert any(record.levelno == logging.WARNING for record in caplog.records)
     with CallRecorder(engine.resource) as calls:
         client.send_heartbeats([lock])
@@ -156,7 +157,7 @@ def test_delete_whose_answer_was_lost_is_a_successful_release(engine: Any, clien
         client.release_lock(lock, best_effort=False)
     assert lost.hits == 1
     assert lock.status == DynamoDBLock.RELEASED
-    assert read_item(engine, 'lost-delete') is None
+    assert engine.read_item('lost-delete') is None
 
 
 def test_lost_delete_answer_then_the_next_holder_is_still_a_successful_release(engine: Any,
@@ -165,14 +166,14 @@ def test_lost_delete_answer_then_the_next_holder_is_still_a_successful_release(e
     botocore's retry met that client's row: the release worked, nothing was stolen."""
     client = clients.make()
     lock = client.acquire_lock('handed-on')
-    next_holder = clients.make(another_resource(engine), owner_name='next-holder')
+    next_holder = clients.make(engine.new_resource(), owner_name='next-holder')
     taken: list = []
     with FaultInjector(engine.resource) as faults:
         faults.lose_answers('DeleteItem', retry=True,
                             between=lambda: taken.append(next_holder.acquire_lock('handed-on', retry_timeout=seconds0)))
         client.release_lock(lock, best_effort=False)
     assert lock.status == DynamoDBLock.RELEASED
-    assert read_item(engine, 'handed-on')['record_version_number'] == taken[0].record_version_number
+    assert engine.read_item('handed-on')['record_version_number'] == taken[0].record_version_number
 
 
 def test_release_after_a_lost_heartbeat_answer(engine: Any, clients: LockClients) -> None:
@@ -182,9 +183,9 @@ def test_release_after_a_lost_heartbeat_answer(engine: Any, clients: LockClients
     with FaultInjector(engine.resource) as faults:
         faults.lose_answers('UpdateItem', retry=False)
         client.send_heartbeats([lock])
-    assert read_item(engine, 'unconfirmed')['record_version_number'] != lock.record_version_number
+    assert engine.read_item('unconfirmed')['record_version_number'] != lock.record_version_number
     client.release_lock(lock, best_effort=False)
-    assert read_item(engine, 'unconfirmed') is None
+    assert engine.read_item('unconfirmed') is None
     assert lock.status == DynamoDBLock.RELEASED
 
 
@@ -199,16 +200,16 @@ def test_release_when_the_row_holds_an_old_unconfirmed_renewal(engine: Any, clie
             client.send_heartbeats([lock])
     client.release_lock(lock, best_effort=False)
     assert lock.status == DynamoDBLock.RELEASED
-    assert read_item(engine, 'old-unconfirmed-release') is None
+    assert engine.read_item('old-unconfirmed-release') is None
 
 
 def test_release_after_close_still_deletes(engine: Any, clients: LockClients) -> None:
     client = clients.make()
     lock = client.acquire_lock('after-close')
     client.close()
-    assert read_item(engine, 'after-close') is not None      # close does not release by default
+    assert engine.read_item('after-close') is not None      # close does not release by default
     client.release_lock(lock, best_effort=False)
-    assert read_item(engine, 'after-close') is None
+    assert engine.read_item('after-close') is None
 
 
 def test_release_rejects_what_is_not_a_held_lock_type(clients: LockClients) -> None:
@@ -220,10 +221,18 @@ def test_release_rejects_what_is_not_a_held_lock_type(clients: LockClients) -> N
 # --- identity-checked registry (correction 6) ----------------------------------------------
 
 def stale_copy(lock: DynamoDBLock) -> DynamoDBLock:
-    """An object for the same key and client that claims LOCKED but is not the held lock."""
-    copy = DynamoDBLock(lock.partition_key, lock.sort_key, lock.owner_name, lock.lease_duration,
-                        lock.record_version_number, lock.expiry_time, lock.additional_attributes,
-                        None, lock.lock_client)
+    """An object for the same key and client that claims LOCKED but is not the held lock (a lock
+    object of the client's own kind)."""
+    fields = (lock.partition_key, lock.sort_key, lock.owner_name, lock.lease_duration, lock.record_version_number,
+              lock.expiry_time, lock.additional_attributes, None)
+    client = lock.lock_client
+    if is_asyncio(client):
+        async def make() -> AsyncDynamoDBLock:      # on the loop: its asyncio.Lock belongs there (3.9)
+            return AsyncDynamoDBLock(*fields, client.async_client)
+
+        copy = client._proxy(client._runner.run(make()))
+    else:
+        copy = DynamoDBLock(*fields, client)
     copy.status = DynamoDBLock.LOCKED
     return copy
 
@@ -244,18 +253,18 @@ def test_an_older_lock_object_cannot_release_or_stop_a_newer_lock(engine: Any, c
     assert raised.value.code == DynamoDBLockError.LOCK_NOT_OWNED
     assert calls.calls == []
     assert is_registered(client, new)
-    assert read_item(engine, 'reused-key')['record_version_number'] == new.record_version_number
+    assert engine.read_item('reused-key')['record_version_number'] == new.record_version_number
     previous_version = new.record_version_number
     client.send_heartbeats([new])                                 # the new lock is still heartbeated
     assert new.status == DynamoDBLock.LOCKED
     assert new.record_version_number != previous_version
-    assert read_item(engine, 'reused-key')['record_version_number'] == new.record_version_number
+    assert engine.read_item('reused-key')['record_version_number'] == new.record_version_number
 
 
 def test_a_stolen_lock_object_does_not_disturb_the_reacquired_lock(engine: Any, clients: LockClients) -> None:
     client = clients.make()
     old = client.acquire_lock('stolen-then-back')
-    steal_row(engine, 'stolen-then-back')
+    engine.steal_row('stolen-then-back')
     client.send_heartbeats([old])
     assert old.status == DynamoDBLock.INVALID
     delete_row(engine, 'stolen-then-back')                     # the thief releases
@@ -267,4 +276,4 @@ def test_a_stolen_lock_object_does_not_disturb_the_reacquired_lock(engine: Any, 
     assert raised.value.holder.owner_name == 'thief'
     client.send_heartbeats([old])
     assert is_registered(client, new) and new.status == DynamoDBLock.LOCKED
-    assert read_item(engine, 'stolen-then-back')['record_version_number'] == new.record_version_number
+    assert engine.read_item('stolen-then-back')['record_version_number'] == new.record_version_number

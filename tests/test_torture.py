@@ -1,7 +1,9 @@
 """Mutual-exclusion torture on DynamoDB Local: several processes, threads and clients, few keys.
 
-Each worker process (:mod:`_torture.worker`, started with ``subprocess``) runs several threads
-over two lock clients of its own; all of them contend for four keys. Inside every hold a
+Each worker process (:mod:`_torture.worker`, started with ``subprocess``) runs several workers
+over two lock clients of its own, one threaded (its workers are threads) and one asyncio (its
+workers are tasks on an event loop of the process): a mixed fleet. All of them contend for
+four keys. Inside every hold a
 thread does a non-atomic read-modify-write of a per-key counter in a second table (consistent
 read, pause, unconditional put) and records its tenure as an interval of ``time.monotonic()``,
 a clock every process on the machine shares. Most holds are short; a few last several
@@ -13,8 +15,10 @@ What must hold at the end (:class:`_torture.runner.TortureResult`):
 * no two recorded intervals of one key overlap;
 * no ``LOCK_STOLEN`` callback was reported and no lock was taken over;
 * every lock was released (the lock table is empty), every release was clean;
-* the heartbeat sender and checker threads of every client were alive until ``close()`` and
-  gone after it; the library logged no ERROR and no thread died with an exception.
+* the heartbeat sender and checker threads (or tasks) of every client were alive until
+  ``close()`` and gone after it; the library logged no ERROR and no thread or task died with an
+  exception;
+* both kinds of lock client held locks.
 
 These checks are :meth:`_torture.runner.TortureResult.problems`; the figures of each run are
 printed (``pytest -s``) as one JSON line.
@@ -55,6 +59,9 @@ def test_mutual_exclusion_torture(dynamodb_local: Any, tmp_path: pathlib.Path) -
     assert result.problems() == [], summary
     # Without faults: every hold committed and was released cleanly, and nothing was left over.
     assert len(result.holds) == config.acquisitions
+    # A mixed fleet: the threaded and the asyncio clients both held locks, and contended with each other.
+    by_kind = result.holds_by_kind()
+    assert set(by_kind) == {'threaded', 'asyncio'} and min(by_kind.values()) > config.acquisitions // 10, summary
     assert all(hold.committed for hold in result.holds)
     assert {hold.release_outcome for hold in result.holds} == {'released'}
     assert result.stolen_callbacks() == []

@@ -24,19 +24,27 @@ Faults (the names used in scripts and statistics):
 
 "Applied" requests are sent, exactly as signed, through a separate HTTP session that has no
 hooks, to the same endpoint.
+
+The injector works on boto3 clients and on aiobotocore clients (the asyncio lock client's): on
+an aiobotocore client the hook is a coroutine, latency is ``asyncio.sleep`` and an applied
+request is sent from a worker thread, so the event loop goes on meanwhile. Installed on a boto3
+resource, it also reaches the aiobotocore clients linked to it
+(:func:`python_dynamodb_lock.testing.link_clients`).
 """
 from __future__ import annotations
 
+import asyncio
 import collections
-import json
 import random
 import threading
 import time
-from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 from botocore.httpsession import URLLib3Session
+
+from python_dynamodb_lock.testing._faults import _attach, canned_response
 
 __all__ = [
     'FAULT_KINDS',
@@ -50,28 +58,9 @@ FAULT_KINDS = (
 )
 WRITE_OPERATIONS = frozenset({'PutItem', 'UpdateItem', 'DeleteItem', 'BatchExecuteStatement'})
 
-_ERROR_TYPE_PREFIX = 'com.amazonaws.dynamodb.v20120810#'
-
-
-class _CannedBody:
-    """The ``raw`` of a canned :class:`AWSResponse`: botocore reads it through ``stream()``."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-
-    def stream(self, **_: Any) -> Iterable[bytes]:
-        yield self._data
-
-
-def canned_error(url: str, status: int, error_type: str, message: str) -> AWSResponse:
-    """An error answer in DynamoDB's JSON protocol, as botocore would have received it."""
-    body = json.dumps({'__type': _ERROR_TYPE_PREFIX + error_type, 'message': message}).encode()
-    headers = {
-        'Content-Type': 'application/x-amz-json-1.0',
-        'Content-Length': str(len(body)),
-        'x-amzn-RequestId': 'fault-injection',
-    }
-    return AWSResponse(url, status, headers, _CannedBody(body))
+def canned_error(url: str, status: int, error_type: str, message: str, is_async: bool = False) -> AWSResponse:
+    """An error answer in DynamoDB's JSON protocol, as botocore (or aiobotocore) would have received it."""
+    return canned_response(url, status, error_type, message, is_async)
 
 
 class FaultRates:
@@ -148,10 +137,11 @@ class FaultInjector:
 
     # -- control --------------------------------------------------------------------------
 
-    def install(self, boto3_object: Any) -> 'FaultInjector':
-        """Hook into a boto3 DynamoDB client or resource (its ``meta.client``)."""
-        client = getattr(boto3_object.meta, 'client', boto3_object)
-        client.meta.events.register('before-send.dynamodb', self._before_send)
+    def install(self, client_or_resource: Any) -> 'FaultInjector':
+        """Hook into a boto3 DynamoDB client or resource (and the aiobotocore clients linked to
+        it), or into an aiobotocore client."""
+        _attach(client_or_resource, 'before-send.dynamodb',
+                lambda is_async: self._before_send_async if is_async else self._before_send)
         return self
 
     def script(self, operation: str, faults: Sequence[str]) -> None:
@@ -219,37 +209,71 @@ class FaultInjector:
                 draw -= probability
             return None
 
-    def _before_send(self, request: AWSPreparedRequest, event_name: str = '', **_: Any) -> Optional[AWSResponse]:
+    def _fault_for(self, event_name: str) -> Tuple[str, Optional[str]]:
+        """The operation of a ``before-send`` event and the fault for this attempt (counted)."""
         operation = event_name.rsplit('.', 1)[-1]
         fault = self._choose(operation)
         if fault is None:
-            return None
-        is_write = operation in WRITE_OPERATIONS
-        if not is_write and fault == 'applied_server_error':
+            return operation, None
+        if operation not in WRITE_OPERATIONS and fault == 'applied_server_error':
             fault = 'server_error'
         with self._guard:
             self.counts[operation][fault] += 1
-        url = request.url
-        if fault == 'latency':
-            with self._guard:
-                low, high = self.rates.latency_range
-                delay = self._random.uniform(low, high)
-                self.latency_seconds += delay
-            time.sleep(delay)
-            return None
+        return operation, fault
+
+    def _latency(self) -> float:
+        with self._guard:
+            low, high = self.rates.latency_range
+            delay = self._random.uniform(low, high)
+            self.latency_seconds += delay
+        return delay
+
+    @staticmethod
+    def _refusal(fault: str, url: str, is_async: bool) -> Optional[AWSResponse]:
+        """The answer for a fault that sends nothing (raises for a connection error)."""
         if fault == 'throttle':
             return canned_error(url, 400, 'ProvisionedThroughputExceededException',
-                                'Injected fault: throughput exceeded')
+                                'Injected fault: throughput exceeded', is_async)
         if fault == 'server_error':
-            return canned_error(url, 500, 'InternalServerError', 'Injected fault: internal server error')
+            return canned_error(url, 500, 'InternalServerError', 'Injected fault: internal server error', is_async)
         if fault == 'connection_error':
             raise EndpointConnectionError(endpoint_url=url)
-        # The request reaches DynamoDB, but its answer does not reach the caller.
-        if is_write:
-            self._apply(operation, request)
+        return None
+
+    def _after_applying(self, fault: str, url: str, is_async: bool) -> AWSResponse:
+        """The request reached DynamoDB, but its answer does not reach the caller."""
         if fault == 'applied_server_error':
-            return canned_error(url, 500, 'InternalServerError', 'Injected fault: failed after applying')
+            return canned_error(url, 500, 'InternalServerError', 'Injected fault: failed after applying', is_async)
         raise ReadTimeoutError(endpoint_url=url)
+
+    def _before_send(self, request: AWSPreparedRequest, event_name: str = '', **_: Any) -> Optional[AWSResponse]:
+        operation, fault = self._fault_for(event_name)
+        if fault is None:
+            return None
+        if fault == 'latency':
+            time.sleep(self._latency())
+            return None
+        refusal = self._refusal(fault, request.url, False)
+        if refusal is not None:
+            return refusal
+        if operation in WRITE_OPERATIONS:
+            self._apply(operation, request)
+        return self._after_applying(fault, request.url, False)
+
+    async def _before_send_async(self, request: AWSPreparedRequest, event_name: str = '',
+                                 **_: Any) -> Optional[AWSResponse]:
+        operation, fault = self._fault_for(event_name)
+        if fault is None:
+            return None
+        if fault == 'latency':
+            await asyncio.sleep(self._latency())
+            return None
+        refusal = self._refusal(fault, request.url, True)
+        if refusal is not None:
+            return refusal
+        if operation in WRITE_OPERATIONS:
+            await asyncio.to_thread(self._apply, operation, request)
+        return self._after_applying(fault, request.url, True)
 
     def _apply(self, operation: str, request: AWSPreparedRequest) -> None:
         """Send ``request`` as it is, without hooks, and record what DynamoDB answered."""

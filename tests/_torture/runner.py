@@ -70,6 +70,10 @@ class TortureConfig:
     # heartbeat_batch_size of the lock clients of a process, cycled: 1 sends UpdateItem, more
     # sends BatchExecuteStatement, so a mixed fleet renews both ways at once
     heartbeat_batch_sizes: Tuple[int, ...] = (1, 4)
+    # the kind of each lock client of a process, cycled (shifted by the worker's id, so that
+    # every kind meets every batch size and attempt count): a mixed fleet of threaded clients
+    # and asyncio clients, whose workers are tasks on an event loop of the process
+    client_kinds: Tuple[str, ...] = ('threaded', 'asyncio')
     seed: int = 1
 
     def time_limit(self) -> float:
@@ -90,6 +94,7 @@ class Hold:
     final_status: str
     committed: bool
     hold_seconds: float
+    kind: str = 'threaded'        # of the lock client that held it
 
 
 @dataclasses.dataclass
@@ -153,6 +158,13 @@ class TortureResult:
         return [hold for hold in self.holds
                 if hold.release_outcome == 'LOCK_STOLEN' and hold.version_at_acquire not in overlapped]
 
+    def holds_by_kind(self) -> Dict[str, int]:
+        """How many holds each kind of lock client had."""
+        counts: Dict[str, int] = {}
+        for hold in self.holds:
+            counts[hold.kind] = counts.get(hold.kind, 0) + 1
+        return counts
+
     def total(self, field: str) -> int:
         return sum(int(worker.get(field, 0)) for worker in self.workers)
 
@@ -181,8 +193,17 @@ class TortureResult:
                     counts[kind] = counts.get(kind, 0) + count
         return counts
 
+    def faults_by_client_kind(self) -> Dict[str, int]:
+        """How many faults the lock clients of each kind met."""
+        counts: Dict[str, int] = {}
+        for worker in self.workers:
+            for kind, count in worker.get('faults_by_client_kind', {}).items():
+                counts[kind] = counts.get(kind, 0) + count
+        return counts
+
     def dead_heartbeat_threads(self) -> List[str]:
-        """Workers whose sender or checker threads were not all alive before close, or alive after."""
+        """Workers whose senders or checkers (threads, or the asyncio clients' tasks) were not all
+        alive before close, or alive after."""
         problems = []
         for worker in self.workers:
             before, after = worker['heartbeat_threads_before_close'], worker['heartbeat_threads_after_close']
@@ -238,6 +259,7 @@ class TortureResult:
             'processes': self.config.processes,
             'threads_per_process': self.config.threads,
             'lock_clients_per_process': self.config.clients,
+            'holds_by_kind': self.holds_by_kind(),
             'keys': len(self.config.keys),
             'elapsed_s': round(max(worker['elapsed'] for worker in self.workers), 1),
             'acquisitions_per_s': round(self.acquisitions_per_second(), 1),
@@ -251,6 +273,7 @@ class TortureResult:
             'library_errors': self.total('library_error_count'),
             'outcomes': self.outcome_counts(),
             'faults': self.fault_counts(),
+            'faults_by_client_kind': self.faults_by_client_kind(),
             'calls': self.call_counts(),
             'rows_left': len(self.rows_left),
             'rows_reclaimed': sum(1 for outcome in self.reclaimed.values() if outcome == 'reclaimed'),
@@ -394,6 +417,7 @@ def run_torture(engine: Any, workdir: pathlib.Path, config: TortureConfig) -> To
                 'faults': config.faults.to_json() if config.faults else None,
                 'total_attempts': list(config.total_attempts) if config.total_attempts else None,
                 'heartbeat_batch_sizes': list(config.heartbeat_batch_sizes),
+                'client_kinds': list(config.client_kinds),
                 'seed': config.seed * 100 + worker_id,
                 'time_limit': config.time_limit(),
                 'result_path': str(result_path),

@@ -8,10 +8,13 @@ with an ``event`` key; everything else (logging) goes to standard error or a log
 Modes:
 
 ``contend``
-    Several lock clients, several threads, a few keys. Each thread acquires a random key
+    Several lock clients, several workers, a few keys. Each worker acquires a random key
     (``acquire_lock`` or ``try_acquire_lock``), and while holding it does a deliberately
     non-atomic read-modify-write of a counter item in a second table (consistent read, pause,
-    unconditional put), then releases it strictly. Every hold is recorded as an interval of
+    unconditional put), then releases it strictly. A lock client is threaded
+    (``DynamoDBLockClient``, its workers are threads) or asyncio (``AsyncDynamoDBLockClient`` on
+    an event loop in a thread of the process, its workers are tasks with an aiobotocore counter
+    client), as ``client_kinds`` says: the fleet is mixed. Every hold is recorded as an interval of
     ``time.monotonic()`` (one clock for every process on the machine), from just after the
     acquire returned to just before the release was called, so the real tenure of the lock
     contains the recorded interval. Optional random faults on the lock clients' calls
@@ -23,6 +26,7 @@ Modes:
 """
 from __future__ import annotations
 
+import asyncio
 import collections
 import faulthandler
 import json
@@ -49,7 +53,13 @@ from botocore.config import Config  # noqa: E402
 
 from _torture.faults import FaultInjector, FaultRates  # noqa: E402
 from _torture.support import LIBRARY_LOGGER, heartbeat_threads, seconds  # noqa: E402
-from python_dynamodb_lock._embedded import default_client_config, dummy_boto3_session  # noqa: E402
+from python_dynamodb_lock._embedded import (  # noqa: E402
+    DUMMY_ACCESS_KEY_ID,
+    DUMMY_REGION,
+    DUMMY_SECRET_ACCESS_KEY,
+    default_client_config,
+    dummy_boto3_session,
+)
 from python_dynamodb_lock.python_dynamodb_lock import (  # noqa: E402
     DynamoDBLock,
     DynamoDBLockClient,
@@ -132,12 +142,58 @@ def install_monitors(log_file: Optional[str]) -> tuple:
     return monitor, thread_failures
 
 
-def make_resource(session: Any, endpoint_url: str, total_attempts: Optional[int] = None) -> Any:
-    """A DynamoDB resource with the engines' botocore settings (optionally fewer attempts per call)."""
+def client_config(total_attempts: Optional[int] = None) -> Config:
+    """The engines' botocore settings (optionally fewer attempts per call)."""
     config = default_client_config()
     if total_attempts is not None:
         config = config.merge(Config(retries={'mode': 'standard', 'total_max_attempts': total_attempts}))
-    return session.resource('dynamodb', endpoint_url=endpoint_url, config=config)
+    return config
+
+
+def make_resource(session: Any, endpoint_url: str, total_attempts: Optional[int] = None) -> Any:
+    """A DynamoDB resource with the engines' botocore settings (optionally fewer attempts per call)."""
+    return session.resource('dynamodb', endpoint_url=endpoint_url, config=client_config(total_attempts))
+
+
+THREADED = 'threaded'
+ASYNCIO = 'asyncio'
+
+
+class AsyncSide:
+    """The asyncio lock clients of a process: an event loop in a thread, its aiobotocore clients."""
+
+    def __init__(self, endpoint_url: str, failures: List[str]) -> None:
+        from aiobotocore.session import get_session
+
+        self.endpoint_url = endpoint_url
+        self.session = get_session()
+        self.loop = asyncio.new_event_loop()
+        self.loop.set_exception_handler(
+            lambda loop, context: failures.append(f'asyncio: {context.get("message")} {context.get("exception")!r}'))
+        self.thread = threading.Thread(target=self.loop.run_forever, name='asyncio-lock-clients', daemon=True)
+        self.thread.start()
+        self._contexts: List[Any] = []
+
+    def run(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    async def dynamodb_client(self, total_attempts: Optional[int] = None) -> Any:
+        context = self.session.create_client(
+            'dynamodb', endpoint_url=self.endpoint_url, region_name=DUMMY_REGION,
+            aws_access_key_id=DUMMY_ACCESS_KEY_ID, aws_secret_access_key=DUMMY_SECRET_ACCESS_KEY,
+            config=client_config(total_attempts))
+        client = await context.__aenter__()
+        self._contexts.append(context)
+        return client
+
+    def close(self) -> None:
+        async def close_clients() -> None:
+            for context in self._contexts:
+                await context.__aexit__(None, None, None)
+
+        self.run(close_clients())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(30)
 
 
 # -- contend ----------------------------------------------------------------------------------
@@ -146,6 +202,8 @@ class Contender:
     """One process's share of the mutual-exclusion torture."""
 
     def __init__(self, params: Dict[str, Any]) -> None:
+        from python_dynamodb_lock.aio import AsyncDynamoDBLockClient
+
         self.params = params
         self.worker_id = params['worker_id']
         self.monitor, self.thread_failures = install_monitors(params.get('log_path'))
@@ -153,27 +211,47 @@ class Contender:
         endpoint_url = params['endpoint_url']
         self.counter_client = session.client('dynamodb', endpoint_url=endpoint_url, config=default_client_config())
         self.injectors: List[FaultInjector] = []
-        self.lock_clients: List[DynamoDBLockClient] = []
+        self.lock_clients: List[Any] = []
         self.owner_names = [f'torture-w{self.worker_id}-c{index}-{os.getpid()}' for index in range(params['clients'])]
+        kinds = params.get('client_kinds') or [THREADED]
+        # Cycled with the worker's id, so that the kinds meet every batch size and attempt count.
+        self.kinds = [kinds[(self.worker_id + index) % len(kinds)] for index in range(params['clients'])]
+        self.async_side = AsyncSide(endpoint_url, self.thread_failures) if ASYNCIO in self.kinds else None
+        self.async_counter_client: Any = None
         for index in range(params['clients']):
             attempts = params.get('total_attempts') or [None]
             batch_sizes = params.get('heartbeat_batch_sizes') or [1]
-            resource = make_resource(session, endpoint_url, attempts[index % len(attempts)])
-            resource.meta.client.meta.events.register('before-call.dynamodb', self._count_call)
-            if params.get('faults'):
-                self.injectors.append(FaultInjector(
-                    FaultRates.from_json(params['faults']),
-                    seed=params['seed'] * 1000 + index,
-                ).install(resource))
-            self.lock_clients.append(DynamoDBLockClient(
-                resource,
+            total_attempts = attempts[index % len(attempts)]
+            settings = dict(
                 table_name=params['lock_table'],
                 owner_name=self.owner_names[index],
                 heartbeat_period=seconds(params['heartbeat']),
                 safe_period=seconds(params['safe_period']),
                 lease_duration=seconds(params['lease']),
                 heartbeat_batch_size=batch_sizes[index % len(batch_sizes)],
-            ))
+            )
+            if self.kinds[index] == THREADED:
+                dynamodb: Any = make_resource(session, endpoint_url, total_attempts)
+            else:
+                assert self.async_side is not None
+                dynamodb = self.async_side.run(self.async_side.dynamodb_client(total_attempts))
+            low_level = getattr(dynamodb.meta, 'client', dynamodb)
+            low_level.meta.events.register('before-call.dynamodb', self._count_call)
+            if params.get('faults'):
+                self.injectors.append(FaultInjector(
+                    FaultRates.from_json(params['faults']),
+                    seed=params['seed'] * 1000 + index,
+                ).install(dynamodb))
+            if self.kinds[index] == THREADED:
+                self.lock_clients.append(DynamoDBLockClient(dynamodb, **settings))
+            else:
+                async def create(client: Any = dynamodb, arguments: Dict[str, Any] = settings) -> Any:
+                    return AsyncDynamoDBLockClient(client, **arguments)
+
+                assert self.async_side is not None
+                self.lock_clients.append(self.async_side.run(create()))
+        if self.async_side is not None:
+            self.async_counter_client = self.async_side.run(self.async_side.dynamodb_client())
         self.remaining = params['acquisitions']
         self.calls: collections.Counter = collections.Counter()
         self.calls_guard = threading.Lock()
@@ -267,7 +345,7 @@ class Contender:
         version_before_release = lock.record_version_number
         outcome = self.release(lock)
         self.holds.append([key, owner, start, end, version_at_acquire, version_before_release,
-                           status_before_release, outcome, lock.status, committed, round(hold_seconds, 4)])
+                           status_before_release, outcome, lock.status, committed, round(hold_seconds, 4), THREADED])
 
     def release(self, lock: DynamoDBLock) -> str:
         """Strict release, retried on UNKNOWN; falls back to best effort (the row then expires)."""
@@ -284,26 +362,140 @@ class Contender:
         lock.release(best_effort=True)
         return 'abandoned'
 
+    # -- the asyncio workers ------------------------------------------------------------
+
+    async def run_task(self, index: int) -> None:
+        """What :meth:`run_thread` does, as a task using an asyncio lock client."""
+        params = self.params
+        rng = random.Random(params['seed'] * 7919 + index)
+        client = self.lock_clients[index % len(self.lock_clients)]
+        owner = self.owner_names[index % len(self.lock_clients)]
+        while time.monotonic() < self.deadline and self.take_ticket():
+            key = rng.choice(params['keys'])
+            try:
+                if rng.random() < params['try_probability']:
+                    lock = await client.try_acquire_lock(key, app_callback=self.on_callback)
+                    if lock is None:
+                        self.count('try_busy')
+                        self.return_ticket()
+                        await asyncio.sleep(rng.uniform(0, 0.01))
+                        continue
+                else:
+                    lock = await client.acquire_lock(
+                        key,
+                        retry_period=seconds(rng.uniform(*params['retry_period_range'])),
+                        retry_timeout=seconds(params['acquire_timeout']),
+                        app_callback=self.on_callback,
+                    )
+            except DynamoDBLockError as error:
+                self.count(f'acquire_{error.code}')
+                logger.warning('Acquire of %s failed: %s', key, error)
+                self.return_ticket()
+                continue
+            await self.hold_async(lock, key, owner, rng)
+
+    async def hold_async(self, lock: Any, key: str, owner: str, rng: random.Random) -> None:
+        params = self.params
+        start = time.monotonic()
+        version_at_acquire = lock.record_version_number
+        if rng.random() < params['long_hold_probability']:
+            hold_seconds = rng.uniform(*params['long_hold_range'])
+        else:
+            hold_seconds = rng.uniform(*params['short_hold_range'])
+        committed = False
+        counter = self.async_counter_client
+        try:
+            response = await counter.get_item(
+                TableName=params['counter_table'], Key={'counter_key': {'S': key}}, ConsistentRead=True,
+            )
+            value = int(response['Item']['value']['N']) if 'Item' in response else 0
+            await asyncio.sleep(hold_seconds)
+            await counter.put_item(TableName=params['counter_table'], Item={
+                'counter_key': {'S': key},
+                'value': {'N': str(value + 1)},
+                'last_owner': {'S': owner},
+                'last_version': {'S': version_at_acquire},
+            })
+            committed = True
+        except Exception as error:   # the engine itself failed: recorded, not counted
+            self.errors.append(f'critical section on {key}: {error!r}')
+        end = time.monotonic()
+        status_before_release = lock.status
+        version_before_release = lock.record_version_number
+        outcome = await self.release_async(lock)
+        self.holds.append([key, owner, start, end, version_at_acquire, version_before_release,
+                           status_before_release, outcome, lock.status, committed, round(hold_seconds, 4), ASYNCIO])
+
+    async def release_async(self, lock: Any) -> str:
+        for _ in range(3):
+            try:
+                await lock.release(best_effort=False)
+                return 'released' if lock.status == DynamoDBLock.RELEASED else f'noop_{lock.status}'
+            except DynamoDBLockError as error:
+                if error.code != DynamoDBLockError.UNKNOWN:
+                    logger.warning('Strict release of %s raised %s', lock.unique_identifier, error)
+                    return error.code
+                self.count('release_UNKNOWN')
+                await asyncio.sleep(0.05)
+        await lock.release(best_effort=True)
+        return 'abandoned'
+
+    async def run_tasks(self, indexes: List[int]) -> None:
+        results = await asyncio.gather(*(self.run_task(index) for index in indexes), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                self.thread_failures.append(f'asyncio worker: {result!r}')
+
+    def background_alive(self) -> Dict[str, int]:
+        """Live heartbeat senders and checkers: the threaded clients' threads and the asyncio
+        clients' tasks."""
+        alive = heartbeat_threads()
+        counts = {'heartbeat-sender': alive['DynamoDBLockClient-heartbeat-sender'],
+                  'heartbeat-checker': alive['DynamoDBLockClient-heartbeat-checker']}
+        for client, kind in zip(self.lock_clients, self.kinds):
+            if kind == ASYNCIO:
+                for task in client._background:
+                    if not task.done():
+                        counts['heartbeat-' + task.get_name().rsplit('-', 1)[-1]] += 1
+        return counts
+
     def run(self) -> Dict[str, Any]:
+        by_kind: Dict[str, List[int]] = {THREADED: [], ASYNCIO: []}
+        for index in range(self.params['threads']):
+            by_kind[self.kinds[index % len(self.lock_clients)]].append(index)
         threads = [threading.Thread(target=self.run_thread, args=(index,), name=f'contender-{index}')
-                   for index in range(self.params['threads'])]
+                   for index in by_kind[THREADED]]
         started = time.monotonic()
+        tasks = None
+        if by_kind[ASYNCIO]:
+            assert self.async_side is not None
+            tasks = asyncio.run_coroutine_threadsafe(self.run_tasks(by_kind[ASYNCIO]), self.async_side.loop)
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
+        if tasks is not None:
+            tasks.result()
         elapsed = time.monotonic() - started
-        alive_before_close = heartbeat_threads()
+        alive_before_close = self.background_alive()
         for injector in self.injectors:
             injector.pause_random()
-        for client in self.lock_clients:
-            client.close()
-        alive_after_close = heartbeat_threads()
+        for client, kind in zip(self.lock_clients, self.kinds):
+            if kind == THREADED:
+                client.close()
+            else:
+                assert self.async_side is not None
+                self.async_side.run(client.close())
+        alive_after_close = self.background_alive()
+        if self.async_side is not None:
+            self.async_side.close()
         faults: Dict[str, Dict[str, int]] = collections.defaultdict(dict)
-        for injector in self.injectors:
+        faults_by_client_kind: Dict[str, int] = {}
+        for injector, client_kind in zip(self.injectors, self.kinds):
             for operation, kinds in injector.summary()['faults'].items():
                 for kind, count in kinds.items():
                     faults[operation][kind] = faults[operation].get(kind, 0) + count
+                    faults_by_client_kind[client_kind] = faults_by_client_kind.get(client_kind, 0) + count
             injector.close()
         return {
             'worker_id': self.worker_id,
@@ -315,6 +507,7 @@ class Contender:
             'errors': self.errors[:50],
             'error_count': len(self.errors),
             'clients': len(self.lock_clients),
+            'client_kinds': self.kinds,
             'heartbeat_threads_before_close': alive_before_close,
             'heartbeat_threads_after_close': alive_after_close,
             'library_errors': self.monitor.errors[:20],
@@ -326,6 +519,7 @@ class Contender:
             'heartbeat_failures': self.monitor.count('Heartbeat of %s failed'),
             'thread_failures': self.thread_failures,
             'faults': dict(faults),
+            'faults_by_client_kind': faults_by_client_kind,
             'calls': dict(self.calls),
             'remaining': self.remaining,
         }

@@ -1,0 +1,40 @@
+"""Helpers for testing code that uses python_dynamodb_lock, with either lock client.
+
+Everything here is for tests; nothing talks to AWS. See the documentation page "Testing code
+that uses locks" for examples. The pieces:
+
+* :class:`ManualClock`: time that moves only when the test says so (``clock=ManualClock()``
+  for either client), so leases, retries and heartbeats run in milliseconds.
+* :class:`FaultInjector`: throttling, 5xx, latency, lost answers, a stolen lock and arbitrary
+  actions before a call, through botocore hooks on a boto3 or aiobotocore client.
+* :class:`CallRecorder`: which DynamoDB calls a client made, with their requests.
+* :class:`CallbackRecorder`: an ``app_callback`` that records what it is told.
+* :func:`start_engine`, :func:`lock_table`, :func:`moto_lock_table` and :class:`LockTable`: a
+  local DynamoDB (Amazon DynamoDB Local, or a serialised moto server) or moto in-process, and
+  a lock table on it with lock clients of both kinds.
+* a pytest plugin (:mod:`python_dynamodb_lock.testing.pytest_plugin`), active when the
+  ``testing`` extra is installed, with fixtures named ``dynamodb_lock_*``.
+"""
+from .._embedded import EmbeddedEngine, EngineNotInstalledError
+from ._callbacks import CallbackCall, CallbackRecorder
+from ._clock import ManualClock, wait_until
+from ._engines import LockTable, lock_table, moto_lock_table, start_engine
+from ._faults import CallRecorder, Fault, FaultInjector, RecordedCall, link_clients
+
+__all__ = [
+    'CallRecorder',
+    'CallbackCall',
+    'CallbackRecorder',
+    'EmbeddedEngine',
+    'EngineNotInstalledError',
+    'Fault',
+    'FaultInjector',
+    'LockTable',
+    'ManualClock',
+    'RecordedCall',
+    'link_clients',
+    'lock_table',
+    'moto_lock_table',
+    'start_engine',
+    'wait_until',
+]
