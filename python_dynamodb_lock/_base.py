@@ -19,7 +19,7 @@ from ._core.effects import Emit, Protocol
 from ._core.events import Event, Kind
 from ._core.heartbeat import Batching, HeartbeatSettings, Unregister
 from ._core.messages import describe_key
-from ._core.release import ReleaseVerdict
+from ._core.release import ReleaseSettings, ReleaseVerdict
 from ._core.state import Status
 from ._errors import DynamoDBLockError, Reason
 from ._observe import Observer
@@ -58,6 +58,7 @@ class ClientCore(Generic[L]):
         self._observer = observer
         self._registry = Registry()
         self._batching = Batching(settings.heartbeat_batch_size)
+        self._release_settings = ReleaseSettings(settings.schema, settings.expiry_period, settings.keep_released_rows)
         self._heartbeat_settings = HeartbeatSettings(
             settings.schema, settings.heartbeat_period, settings.safe_period, settings.expiry_period,
             settings.heartbeat_tps, settings.heartbeat_batch_size)
@@ -137,7 +138,7 @@ class ClientCore(Generic[L]):
         unique_identifier = unique_identifier_of(partition_key, sort_key)
         return AcquireAttempt(self._schema, partition_key, sort_key, unique_identifier, arguments.item_template,
                               arguments.retry_period, arguments.retry_timeout, self._settings.expiry_period,
-                              self._settings.lease_duration)
+                              self._settings.lease_duration, self._settings.keep_released_rows)
 
     def _adopt(self, written: Written, app_callback: Any, raise_context_exception: bool,
                make_lock: Callable[..., L]) -> Tuple[L, Optional[L]]:
@@ -148,9 +149,11 @@ class ClientCore(Generic[L]):
             holding its mutex, so that a release of it still under way finishes first.
         """
         fields = self._schema.lock_fields(written.item, self._settings.lease_duration)
+        token = fields.pop('fencing_token')
         lock = make_lock(**fields, app_callback=app_callback, raise_context_exception=raise_context_exception)
         state = lock._state  # type: ignore[attr-defined]
-        state.acquired(written.attempt_started)
+        state.acquired(written.attempt_started, token, Schema.acquisition_of(written.item))
+        lock.took_over_from = self._describe_row(written.replaced)  # type: ignore[attr-defined]
         previous = self._registry.register(lock, lock.unique_identifier)  # type: ignore[attr-defined]
         self._emit(Kind.ACQUIRED, lock, version=state.version)
         return lock, previous
@@ -194,9 +197,9 @@ class ClientCore(Generic[L]):
     # -- conversions -------------------------------------------------------------------
 
     def _describe_row(self, row: Optional[Mapping[str, Any]]) -> Any:
-        """A ``BaseDynamoDBLock`` for a row (None for no row); the lock attributes a row lacks
-        (one written by another program) read as empty."""
-        if not row:
+        """A ``BaseDynamoDBLock`` for a row (None for no row, or a released one); the lock
+        attributes a row lacks (one written by another program) read as empty."""
+        if not row or Schema.is_released(row):
             return None
         return self._base_lock_class(**self._schema.lock_fields(row, self._settings.lease_duration))
 

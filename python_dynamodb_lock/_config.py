@@ -31,6 +31,7 @@ class Settings:
     heartbeat_workers: int
     heartbeat_batch_size: int
     warnings: Tuple[str, ...] = ()
+    keep_released_rows: bool = True
 
 
 def make_settings(
@@ -48,6 +49,7 @@ def make_settings(
     heartbeat_tps: Any,
     heartbeat_workers: Any,
     heartbeat_batch_size: Any,
+    keep_released_rows: Any = True,
 ) -> Settings:
     """Check the constructor's arguments; raise for impossible ones, collect warnings for risky ones."""
     validation.require_text('table_name', table_name)
@@ -88,6 +90,8 @@ def make_settings(
         raise ValueError(
             f'heartbeat_batch_size must be an int from 1 to {MAX_BATCH_STATEMENTS}, got {heartbeat_batch_size!r}'
         )
+    if not isinstance(keep_released_rows, bool):
+        raise TypeError(f'keep_released_rows must be a bool, not {type(keep_released_rows).__name__}')
     warnings = _period_warnings(heartbeat, safe, lease, expiry)
     timeout_warning = client_timeout_warning(low_level_client, safe)
     if timeout_warning:
@@ -95,7 +99,7 @@ def make_settings(
     schema = Schema(table_name, attribute_names['partition_key_name'], attribute_names['sort_key_name'],
                     attribute_names['ttl_attribute_name'])
     return Settings(schema, owner_name, heartbeat, safe, lease, expiry, float(heartbeat_tps), heartbeat_workers,
-                    heartbeat_batch_size, tuple(warnings))
+                    heartbeat_batch_size, tuple(warnings), keep_released_rows)
 
 
 def _period_warnings(heartbeat: float, safe: float, lease: float, expiry: float) -> List[str]:

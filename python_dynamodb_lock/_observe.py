@@ -29,6 +29,10 @@ _LINES: Dict[Kind, Tuple[int, str, Tuple[str, ...]]] = {
         ('key', 'version')),
     Kind.TAKING_OVER: (INFO, 'Taking over %s from %s: version %s unchanged for %.3fs',
         ('key', 'owner', 'version', 'unchanged_for')),
+    Kind.UNFENCED_HOLDER: (WARNING,
+        '%s is held by %s, a client that writes no fencing token (a published 0.9.x client?): fencing '
+        'tokens of this key stay increasing only as far as the clocks of the hosts agree',
+        ('key', 'owner')),
     Kind.WAITING: (DEBUG, '%s is held by %s; retrying in %.3fs',
         ('key', 'owner', 'retry_in')),
     Kind.ORPHAN_UNVERIFIED: (INFO,

@@ -176,6 +176,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         heartbeat_workers: Optional[int] = None,
         heartbeat_batch_size: int = 1,
         background_heartbeats: bool = True,
+        keep_released_rows: bool = True,
     ) -> None:
         if not _is_async_dynamodb_client(dynamodb_client):
             raise TypeError(
@@ -188,7 +189,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
             sort_key_name=sort_key_name, ttl_attribute_name=ttl_attribute_name, owner_name=owner_name,
             heartbeat_period=heartbeat_period, safe_period=safe_period, lease_duration=lease_duration,
             expiry_period=expiry_period, heartbeat_tps=heartbeat_tps, heartbeat_workers=heartbeat_workers,
-            heartbeat_batch_size=heartbeat_batch_size,
+            heartbeat_batch_size=heartbeat_batch_size, keep_released_rows=keep_released_rows,
         )
         if app_callback_executor is not None and not callable(getattr(app_callback_executor, 'submit', None)):
             raise TypeError('app_callback_executor must be a concurrent.futures.Executor (or None)')
@@ -281,8 +282,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
             verdict = precheck_release(lock._state, self._owns(lock), best_effort, lock.unique_identifier,
                                        self._owner_name)
             if verdict is None:
-                result = await self._run(release(self._schema, lock._state, lock.partition_key, lock.sort_key,
-                                                 self._clock))
+                result = await self._run(release(self._release_settings, lock, self._clock))
                 verdict = release_verdict(result, best_effort, self._schema, lock.unique_identifier)
             self._apply_release(lock, verdict)
 
@@ -330,7 +330,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         self._check_process()
         if not isinstance(lock, BaseDynamoDBLock):
             raise TypeError(f'force_release_lock takes a BaseDynamoDBLock, not {type(lock).__name__}')
-        deleted: bool = await self._run(force_release(self._schema, lock))
+        deleted: bool = await self._run(force_release(self._release_settings, lock, self._clock))
         if deleted:
             self._emit(Kind.FORCE_RELEASED, lock, version=lock.record_version_number, owner=lock.owner_name)
             self._registry.wake_longest_waiting(lock.unique_identifier)

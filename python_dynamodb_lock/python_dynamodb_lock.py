@@ -67,6 +67,8 @@ class BaseDynamoDBLock:
         record_version_number: str,
         expiry_time: int,
         additional_attributes: Optional[Mapping[str, Any]],
+        *,
+        fencing_token: Optional[int] = None,
     ) -> None:
         self.partition_key = partition_key
         self.sort_key = sort_key
@@ -76,12 +78,16 @@ class BaseDynamoDBLock:
         self.expiry_time = int(expiry_time)
         self.additional_attributes: Dict[str, Any] = dict(additional_attributes or {})
         self.unique_identifier = urllib.parse.quote(partition_key) + '|' + urllib.parse.quote(sort_key)
+        #: The acquisition's fencing token: it grows with every acquisition of the key and stays
+        #: the same while the lock is held (None for a lock written by a published 0.9.x client).
+        self.fencing_token = fencing_token
 
     def __str__(self) -> str:
+        token = '' if self.fencing_token is None else f', fencing_token={self.fencing_token}'
         return (
             f'{self.__class__.__name__}({self.unique_identifier}, owner={self.owner_name}, '
             f'version={self.record_version_number}, lease={self.lease_duration}s, '
-            f'expiry_time={self.expiry_time})'
+            f'expiry_time={self.expiry_time}{token})'
         )
 
     __repr__ = __str__
@@ -123,11 +129,15 @@ class HeldLock(BaseDynamoDBLock):
         self._state = LockState(record_version_number, expiry_time, clock.monotonic(), lease_duration, guard)
         super().__init__(
             partition_key, sort_key, owner_name, lease_duration,
-            record_version_number, expiry_time, additional_attributes,
+            record_version_number, expiry_time, additional_attributes, fencing_token=None,
         )
         self.app_callback = app_callback
         self.lock_client = lock_client
         self.raise_context_exception = raise_context_exception
+        #: When this acquisition took the key over from a holder presumed dead: that holder's
+        #: lock as it was in the table (its owner, version and fencing token), so that the
+        #: application can recover what it left half done. None otherwise.
+        self.took_over_from: Optional[BaseDynamoDBLock] = None
 
     # The published attributes, kept by the lock's state.
 
@@ -146,6 +156,17 @@ class HeldLock(BaseDynamoDBLock):
     @expiry_time.setter
     def expiry_time(self, value: int) -> None:
         self._state.expiry_time = int(value)
+
+    @property  # type: ignore[override]
+    def fencing_token(self) -> Optional[int]:
+        """This acquisition's fencing token (see the Safety and fencing page): larger than the
+        token of every earlier acquisition of the key, the same for as long as this lock is
+        held. None until acquired, or on an engine that did not return it."""
+        return self._state.fencing_token
+
+    @fencing_token.setter
+    def fencing_token(self, value: Optional[int]) -> None:
+        self._state.fencing_token = value
 
     @property
     def last_updated_time(self) -> float:
@@ -343,6 +364,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         heartbeat_workers: Optional[int] = None,
         heartbeat_batch_size: int = 1,
         background_heartbeats: bool = True,
+        keep_released_rows: bool = True,
     ) -> None:
         if dynamodb_resource is None:
             raise TypeError('dynamodb_resource must be a boto3 DynamoDB resource, not None')
@@ -357,7 +379,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
             sort_key_name=sort_key_name, ttl_attribute_name=ttl_attribute_name, owner_name=owner_name,
             heartbeat_period=heartbeat_period, safe_period=safe_period, lease_duration=lease_duration,
             expiry_period=expiry_period, heartbeat_tps=heartbeat_tps, heartbeat_workers=heartbeat_workers,
-            heartbeat_batch_size=heartbeat_batch_size,
+            heartbeat_batch_size=heartbeat_batch_size, keep_released_rows=keep_released_rows,
         )
         if app_callback_executor is not None and not callable(getattr(app_callback_executor, 'submit', None)):
             raise TypeError('app_callback_executor must be a concurrent.futures.Executor (or None)')
@@ -493,8 +515,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
             verdict = precheck_release(lock._state, self._owns(lock), best_effort, lock.unique_identifier,
                                        self._owner_name)
             if verdict is None:
-                result = self._run(release(self._schema, lock._state, lock.partition_key, lock.sort_key,
-                                           self._clock))
+                result = self._run(release(self._release_settings, lock, self._clock))
                 verdict = release_verdict(result, best_effort, self._schema, lock.unique_identifier)
             self._apply_release(lock, verdict)
 
@@ -563,7 +584,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         self._check_process()
         if not isinstance(lock, BaseDynamoDBLock):
             raise TypeError(f'force_release_lock takes a BaseDynamoDBLock, not {type(lock).__name__}')
-        deleted: bool = self._run(force_release(self._schema, lock))
+        deleted: bool = self._run(force_release(self._release_settings, lock, self._clock))
         if deleted:
             self._emit(Kind.FORCE_RELEASED, lock, version=lock.record_version_number, owner=lock.owner_name)
             self._registry.wake_longest_waiting(lock.unique_identifier)
@@ -649,6 +670,8 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
     def _get_lock_from_item(self, item: Mapping[str, Any]) -> BaseDynamoDBLock:
         """A :class:`BaseDynamoDBLock` describing a table item."""
         return BaseDynamoDBLock(**self._schema.lock_fields(item, self._settings.lease_duration))
+
+    _base_lock_class = BaseDynamoDBLock
 
     # -- the driver ----------------------------------------------------------------------
 

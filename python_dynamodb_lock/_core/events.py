@@ -17,6 +17,7 @@ class Kind(enum.Enum):
     # acquiring
     ACQUIRED = 'acquired'
     TAKING_OVER = 'taking_over'
+    UNFENCED_HOLDER = 'unfenced_holder'
     WAITING = 'waiting'
     ORPHAN_CLEANUP_FAILED = 'orphan_cleanup_failed'
     ORPHAN_UNVERIFIED = 'orphan_unverified'

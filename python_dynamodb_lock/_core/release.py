@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, Dict, Optional
+import uuid
+from typing import Any, Dict, Optional, Sequence
 
 from .._errors import DynamoDBLockError, Reason
-from .._requests import delete_if_version, get
+from .._requests import free_row, get
 from .._schema import Schema
 from .answers import Applied, Failed, Refused
 from .effects import Call, Protocol
@@ -19,7 +20,8 @@ from .events import Kind
 from .messages import explain
 from .state import LockState, Loss, Status, loss_from_row
 
-__all__ = ['ReleaseOutcome', 'ReleaseResult', 'ReleaseVerdict', 'precheck_release', 'release', 'release_verdict']
+__all__ = ['ReleaseOutcome', 'ReleaseResult', 'ReleaseSettings', 'ReleaseVerdict', 'precheck_release', 'release',
+           'release_verdict']
 
 
 class ReleaseOutcome(enum.Enum):
@@ -69,39 +71,64 @@ def precheck_release(state: LockState, owned_here: bool, best_effort: bool,
     return None
 
 
-def release(schema: Schema, state: LockState, partition_key: str, sort_key: str, clock: Any) -> Protocol[ReleaseResult]:
-    """Delete the lock's row if it carries one of our versions, and judge the answer."""
+@dataclasses.dataclass(frozen=True)
+class ReleaseSettings:
+    schema: Schema
+    expiry_period: float
+    keep_released_rows: bool = True
+
+
+def release(settings: ReleaseSettings, lock: Any, clock: Any) -> Protocol[ReleaseResult]:
+    """Free the lock's row if it carries one of our versions, and judge the answer.
+
+    The row is kept, marked released, with its fencing token (or deleted, when the client keeps
+    no released rows); either write is conditioned on every version the row may carry.
+    """
+    schema = settings.schema
+    state: LockState = lock._state
+    released_version = str(uuid.uuid4())
+
+    def free(versions: Sequence[str]) -> Call:
+        return Call(free_row(schema, lock.partition_key, lock.sort_key, versions, released_version,
+                             int(clock.time() + settings.expiry_period), int(clock.time()),
+                             lock.additional_attributes, settings.keep_released_rows))
+
     try:
-        answer = yield Call(delete_if_version(schema, partition_key, sort_key, state.our_versions()))
+        answer = yield free(state.our_versions())
     except GeneratorExit:
         raise
     except BaseException:
-        state.note_release_maybe_applied()    # interrupted in flight: the delete may land
+        state.note_release_maybe_applied()    # interrupted in flight: the write may land
         raise
     if isinstance(answer, Refused):
         row_version = Schema.version_of(answer.item)
         if state.is_unconfirmed(row_version):
             # An old renewal of ours that landed unconfirmed, beyond the condition's list.
-            answer = yield Call(delete_if_version(schema, partition_key, sort_key, [row_version]))
+            answer = yield free([str(row_version)])
     if isinstance(answer, Applied):
         return ReleaseResult(ReleaseOutcome.RELEASED)
     if isinstance(answer, Refused):
-        if answer.item is None:
+        row = answer.item
+        if Schema.version_of(row) == released_version:
+            return ReleaseResult(ReleaseOutcome.RELEASED)     # ours landed; botocore's retry met it
+        if row is None or Schema.is_released(row):
             return ReleaseResult(ReleaseOutcome.ROW_GONE)
         if (answer.retried or state.release_maybe_applied) and state.lease_running(clock.monotonic()):
-            return ReleaseResult(ReleaseOutcome.MET_NEXT_HOLDER, answer.item)
-        return ReleaseResult(ReleaseOutcome.STOLEN, answer.item)
+            return ReleaseResult(ReleaseOutcome.MET_NEXT_HOLDER, row)
+        return ReleaseResult(ReleaseOutcome.STOLEN, row)
     assert isinstance(answer, Failed)
     if not answer.maybe_applied:
         return ReleaseResult(ReleaseOutcome.FAILED, failed=answer)
     state.note_release_maybe_applied()
-    read = yield Call(get(schema, partition_key, sort_key))
+    read = yield Call(get(schema, lock.partition_key, lock.sort_key))
     if not isinstance(read, Applied):
         return ReleaseResult(ReleaseOutcome.FAILED, failed=read if isinstance(read, Failed) else answer)
     current = read.response.get('Item') or None
-    if current is not None and state.is_ours(Schema.version_of(current)):
+    if current is None or Schema.is_released(current):
+        return ReleaseResult(ReleaseOutcome.RELEASED)
+    if state.is_ours(Schema.version_of(current)):
         return ReleaseResult(ReleaseOutcome.FAILED, failed=answer)
-    if current is not None and not state.lease_running(clock.monotonic()):
+    if not state.lease_running(clock.monotonic()):
         return ReleaseResult(ReleaseOutcome.STOLEN, dict(current))
     return ReleaseResult(ReleaseOutcome.RELEASED)
 

@@ -88,6 +88,8 @@ class LockState:
         # A release whose write may have landed although it was reported as failed.
         self.release_maybe_applied = False
         self.loss: Optional[Loss] = None
+        self.fencing_token: Optional[int] = None
+        self.acquisition_id: Optional[str] = None
 
     # -- reading -------------------------------------------------------------------------
 
@@ -138,10 +140,12 @@ class LockState:
 
     # -- transitions ---------------------------------------------------------------------
 
-    def acquired(self, at: float) -> None:
+    def acquired(self, at: float, fencing_token: Optional[int], acquisition_id: Optional[str]) -> None:
         with self._guard:
             self.status = Status.LOCKED
             self.last_confirmed = at
+            self.fencing_token = fencing_token
+            self.acquisition_id = acquisition_id
 
     def remember_unconfirmed(self, version: str) -> None:
         """A write that may have landed unanswered: later conditions accept its version too."""
@@ -222,7 +226,8 @@ class LockState:
                 self.version = row_version
                 self.unconfirmed.clear()
                 return RenewalVerdict.ADOPTED_EARLIER
-            if self.release_maybe_applied and (refused.item is None or self.lease_running(now)):
+            if self.release_maybe_applied and (refused.item is None or Schema.is_released(refused.item)
+                                               or self.lease_running(now)):
                 self.status = Status.RELEASED
                 self.unconfirmed.clear()
                 return RenewalVerdict.RELEASED_EARLIER
@@ -249,5 +254,8 @@ class LockState:
 
 
 def loss_from_row(row: Optional[Dict[str, Any]]) -> Loss:
-    """The loss a refused condition reveals: taken over (a foreign row) or gone (no row)."""
-    return Loss(Reason.TAKEN_OVER if row else Reason.ROW_GONE, row)
+    """The loss a refused condition reveals: taken over (a foreign lock row) or gone (no row,
+    or a row marked released, by a force release)."""
+    if not row or Schema.is_released(row):
+        return Loss(Reason.ROW_GONE, None)
+    return Loss(Reason.TAKEN_OVER, row)
