@@ -15,10 +15,11 @@ from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequen
 
 from ._config import AcquireArguments, Settings
 from ._core.acquire import AcquireAttempt, TimedOut, Written
-from ._core.effects import Emit, Protocol
+from ._core.effects import Emit, Protocol, Unregister
 from ._core.events import Event, Kind
-from ._core.heartbeat import Batching, HeartbeatSettings, Unregister
+from ._core.heartbeat import Batching, HeartbeatSettings
 from ._core.messages import describe_key
+from ._core.guard import check_actions, guarded_write
 from ._core.release import ReleaseSettings, ReleaseVerdict
 from ._core.state import Status
 from ._errors import DynamoDBLockError, Reason
@@ -83,6 +84,9 @@ class ClientCore(Generic[L]):
                     effect = protocol.send(value)
             except StopIteration as finished:
                 return Done(finished.value)
+            except DynamoDBLockError as error:
+                self._public_error(error)   # the holder described as a BaseDynamoDBLock
+                raise
             if isinstance(effect, Emit):
                 self._observer.emit(effect.event)
                 value = None
@@ -173,6 +177,26 @@ class ClientCore(Generic[L]):
             f'{attempt.retry_timeout}s: held by {Schema.owner_of(timed_out.blocking)}',
             holder=self._describe_row(timed_out.blocking),
         )
+
+    # -- guarded writes ----------------------------------------------------------------
+
+    def _guard_protocol(self, lock: Any, items: Any, typed: bool, options: Mapping[str, Any],
+                        client_token: Optional[str], wire: Any) -> Protocol[Dict[str, Any]]:
+        """Check a guarded write before anything is sent, and the protocol that sends it."""
+        self._check_process()
+        if lock.lock_client is not self:
+            raise DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED, f'{lock.unique_identifier} is not held by '
+                                    f'this client ({self._settings.owner_name})')
+        if typed:
+            items = wire.to_python('transact_write_items', {'TransactItems': items})['TransactItems']
+        actions = check_actions(self._schema, lock.partition_key, lock.sort_key, items)
+        unknown = sorted(set(options) - {'ReturnConsumedCapacity', 'ReturnItemCollectionMetrics'})
+        if unknown:
+            raise TypeError(f'transact_write_items takes TransactItems, ClientRequestToken, ReturnConsumedCapacity '
+                            f'and ReturnItemCollectionMetrics; not {", ".join(unknown)}')
+        if client_token is not None and not isinstance(client_token, str):
+            raise TypeError(f'ClientRequestToken must be a str, not {type(client_token).__name__}')
+        return guarded_write(self._schema, lock, actions, options, client_token)
 
     # -- releasing ---------------------------------------------------------------------
 

@@ -111,6 +111,8 @@ _LINES: Dict[Kind, Tuple[int, str, Tuple[str, ...]]] = {
         ('owner', 'name')),
     Kind.LOOP_ROUND_FAILED: (ERROR, 'Lock client %s: %s round failed; carrying on',
         ('owner', 'name')),
+    Kind.GUARD_RETRY: (DEBUG, 'Guarded write under %s: %s, attempt %s; trying again',
+        ('key', 'code', 'attempt')),
     Kind.FORCE_RELEASED: (WARNING, 'Force-released %s (version %s, owner %s)',
         ('key', 'version', 'owner')),
 }

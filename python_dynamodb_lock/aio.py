@@ -52,6 +52,7 @@ from ._clock import Clock, SystemClock
 from ._core.acquire import TimedOut, acquire, read_row
 from ._core.effects import Call, Protocol, Sleep, Submit
 from ._core.events import Kind
+from ._core.guard import single_action
 from ._core.heartbeat import background_loop, check_locks, check_round, heartbeat_round, renew_batch, renew_one
 from ._core.release import precheck_release, release, release_verdict
 from ._core.scan import force_release, next_page
@@ -103,6 +104,27 @@ class AsyncDynamoDBLock(HeldLock):
     async def release(self, best_effort: bool = True) -> None:
         """Release this lock: see :meth:`AsyncDynamoDBLockClient.release_lock`."""
         await self.lock_client.release_lock(self, best_effort)
+
+    async def transact_write_items(self, TransactItems: Sequence[Mapping[str, Any]], *, typed: bool = False,
+                                   ClientRequestToken: Optional[str] = None, **options: Any) -> Dict[str, Any]:
+        """Write only while this lock is held; see the threaded lock's
+        :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLock.transact_write_items`."""
+        return await self.lock_client._guarded_write(self, TransactItems, typed, options, ClientRequestToken)
+
+    async def put_item(self, **params: Any) -> Dict[str, Any]:
+        """A ``put_item`` that commits only while this lock is held."""
+        actions, options = single_action('Put', params)
+        return await self.transact_write_items(actions, **options)
+
+    async def update_item(self, **params: Any) -> Dict[str, Any]:
+        """An ``update_item`` that commits only while this lock is held."""
+        actions, options = single_action('Update', params)
+        return await self.transact_write_items(actions, **options)
+
+    async def delete_item(self, **params: Any) -> Dict[str, Any]:
+        """A ``delete_item`` that commits only while this lock is held."""
+        actions, options = single_action('Delete', params)
+        return await self.transact_write_items(actions, **options)
 
     async def __aenter__(self) -> 'AsyncDynamoDBLock':
         return self
@@ -443,6 +465,10 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         result: T = step.value
         return result
 
+    async def _guarded_write(self, lock: AsyncDynamoDBLock, items: Any, typed: bool, options: Mapping[str, Any],
+                             client_token: Optional[str]) -> Dict[str, Any]:
+        return await self._run(self._guard_protocol(lock, items, typed, options, client_token, self._store.wire))
+
     def _new_lock(self, **fields: Any) -> AsyncDynamoDBLock:
         return AsyncDynamoDBLock(lock_client=self, **fields)
 
@@ -454,8 +480,6 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         self._registry.add_waiter(attempt.unique_identifier, wake)
         try:
             outcome = await self._run(acquire(attempt, self._clock, self._shutdown.is_set), wake)
-        except DynamoDBLockError as error:
-            raise self._public_error(error) from error.__cause__
         finally:
             self._registry.remove_waiter(attempt.unique_identifier, wake)
         if isinstance(outcome, TimedOut):

@@ -30,6 +30,7 @@ from ._clock import Clock, SystemClock
 from ._core.acquire import TimedOut, acquire, read_row
 from ._core.effects import Call, Protocol, Sleep, Submit
 from ._core.events import Kind
+from ._core.guard import single_action
 from ._core.heartbeat import background_loop, check_locks, check_round, heartbeat_round, renew_batch, renew_one
 from ._core.release import precheck_release, release, release_verdict
 from ._core.scan import force_release, next_page
@@ -251,6 +252,47 @@ class DynamoDBLock(HeldLock):
     def release(self, best_effort: bool = True) -> None:
         """Release this lock: see :meth:`DynamoDBLockClient.release_lock`."""
         self.lock_client.release_lock(self, best_effort)
+
+    def transact_write_items(self, TransactItems: Sequence[Mapping[str, Any]], *, typed: bool = False,
+                             ClientRequestToken: Optional[str] = None, **options: Any) -> Dict[str, Any]:
+        """Write, only while this lock is still held: one ``TransactWriteItems`` call with the
+        application's actions and a check that the lock row still belongs to this acquisition.
+
+        ``TransactItems`` are the actions as the boto3 client takes them (``Put``, ``Update``,
+        ``Delete``, ``ConditionCheck``), with values as Python values like boto3's resource layer
+        (``typed=True``: as typed DynamoDB JSON). ``ReturnConsumedCapacity`` and
+        ``ReturnItemCollectionMetrics`` pass through; ``ClientRequestToken`` (default: a new
+        uuid) makes a repeated call idempotent for 10 minutes. Conflicts with other writes of
+        the same items (a heartbeat of this very lock, say) are retried; an answer lost on the
+        way is retried with the same token. See the Safety and fencing page.
+
+        :returns: DynamoDB's answer to ``TransactWriteItems``.
+        :raises DynamoDBLockError: ``LOCK_STOLEN`` when the lock is no longer held: nothing was
+            written, and ``holder`` describes who holds the key now; ``LOCK_NOT_OWNED`` after
+            the lock was released; ``UNKNOWN`` for other failures (``reason`` says which).
+        :raises botocore.exceptions.ClientError: ``TransactionCanceledException`` when an
+            application condition refused (nothing was written; ``CancellationReasons`` line up
+            with ``TransactItems``).
+        :raises TypeError, ValueError: for actions DynamoDB would refuse (more than 99, over
+            4 MB, on the lock row itself, ...), before anything is sent.
+        """
+        return self.lock_client._guarded_write(self, TransactItems, typed, options, ClientRequestToken)
+
+    def put_item(self, **params: Any) -> Dict[str, Any]:
+        """A ``put_item`` (boto3's arguments) that commits only while this lock is held; see
+        :meth:`transact_write_items`."""
+        actions, options = single_action('Put', params)
+        return self.transact_write_items(actions, **options)
+
+    def update_item(self, **params: Any) -> Dict[str, Any]:
+        """An ``update_item`` (boto3's arguments) that commits only while this lock is held."""
+        actions, options = single_action('Update', params)
+        return self.transact_write_items(actions, **options)
+
+    def delete_item(self, **params: Any) -> Dict[str, Any]:
+        """A ``delete_item`` (boto3's arguments) that commits only while this lock is held."""
+        actions, options = single_action('Delete', params)
+        return self.transact_write_items(actions, **options)
 
     def __enter__(self) -> 'DynamoDBLock':
         return self
@@ -701,6 +743,10 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         except BaseException as exc:
             return None, exc
 
+    def _guarded_write(self, lock: DynamoDBLock, items: Any, typed: bool, options: Mapping[str, Any],
+                       client_token: Optional[str]) -> Dict[str, Any]:
+        return self._run(self._guard_protocol(lock, items, typed, options, client_token, self._store.wire))
+
     def _new_lock(self, **fields: Any) -> DynamoDBLock:
         return DynamoDBLock(lock_client=self, **fields)
 
@@ -712,8 +758,6 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         self._registry.add_waiter(attempt.unique_identifier, wake)
         try:
             outcome = self._run(acquire(attempt, self._clock, self._shutdown.is_set), wake)
-        except DynamoDBLockError as error:
-            raise self._public_error(error) from error.__cause__
         finally:
             self._registry.remove_waiter(attempt.unique_identifier, wake)
         if isinstance(outcome, TimedOut):

@@ -50,6 +50,8 @@ class Kind(enum.Enum):
     LOOP_STARTED = 'loop_started'
     LOOP_STOPPED = 'loop_stopped'
     LOOP_ROUND_FAILED = 'loop_round_failed'
+    # guarded writes
+    GUARD_RETRY = 'guard_retry'
     # operator
     FORCE_RELEASED = 'force_released'
 

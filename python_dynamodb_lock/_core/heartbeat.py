@@ -10,7 +10,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 from .._requests import MAX_BATCH_STATEMENTS, Renewal, renew, renew_many
 from .._schema import Schema
 from .answers import Answer, Failed, statement_retryable
-from .effects import Call, Emit, Protocol, Sleep, Submit
+from .effects import Call, Emit, Protocol, Sleep, Submit, Unregister
 from .events import Event, Kind
 from .messages import explain
 from .state import LockState, RenewalResult, RenewalVerdict
@@ -32,15 +32,11 @@ __all__ = [
 # it is sent again after 50 ms and then 100 ms, like botocore's own backoff.
 BATCH_STATEMENT_ATTEMPTS = 3
 BATCH_RETRY_BASE_DELAY = 0.05
+# A renewal refused because a guarded write (a transaction) on the lock row was in progress is
+# sent again after 50 and 100 ms before it counts as a failed heartbeat.
+CONFLICT_ATTEMPTS = 3
 # Error codes with which DynamoDB refuses BatchExecuteStatement itself (permission, engine).
 _BATCHING_REFUSED = frozenset({'AccessDeniedException', 'UnknownOperationException'})
-
-
-@dataclasses.dataclass(frozen=True)
-class Unregister:
-    """Effect: drop ``lock`` from the client's registry of held locks and wake its waiters."""
-
-    lock: Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,14 +72,21 @@ def renew_one(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[Op
     renewal = _next_renewal(settings, lock, clock)
     if renewal is None:
         return None
-    attempt_started = clock.monotonic()
-    try:
-        answer = yield Call(renew(settings.schema, renewal))
-    except GeneratorExit:
-        raise
-    except BaseException:
-        lock._state.remember_unconfirmed(renewal.new_version)   # interrupted in flight: it may land
-        raise
+    for attempt in range(CONFLICT_ATTEMPTS):
+        attempt_started = clock.monotonic()
+        try:
+            answer = yield Call(renew(settings.schema, renewal))
+        except GeneratorExit:
+            raise
+        except BaseException:
+            lock._state.remember_unconfirmed(renewal.new_version)   # interrupted in flight: it may land
+            raise
+        # A guarded write of this lock was in progress: DynamoDB refused the renewal untouched.
+        conflict = isinstance(answer, Failed) and answer.code == 'TransactionConflictException'
+        if not conflict or answer.maybe_applied or attempt + 1 == CONFLICT_ATTEMPTS:
+            break
+        if (yield Sleep(BATCH_RETRY_BASE_DELAY * 2 ** attempt)):
+            break
     return (yield from settle(settings, lock, renewal, answer, attempt_started, clock))
 
 

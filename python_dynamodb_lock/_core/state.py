@@ -236,6 +236,23 @@ class LockState:
             self.loss = loss_from_row(refused.item)
             return RenewalVerdict.STOLEN
 
+    def settle_guard_refused(self, row: Optional[Dict[str, Any]], now: float) -> Optional[str]:
+        """A guarded write found the lock row without this acquisition's id.
+
+        :returns: the new final status: RELEASED when our own release (reported as failed)
+            explains it, INVALID otherwise; None when the lock was no longer held anyway.
+        """
+        with self._guard:
+            if self.status not in Status.HELD:
+                return None
+            if self.release_maybe_applied and (row is None or Schema.is_released(row) or self.lease_running(now)):
+                self.status = Status.RELEASED
+            else:
+                self.status = Status.INVALID
+                self.loss = loss_from_row(row)
+            self.unconfirmed.clear()
+            return self.status
+
     def replaced_by_new_acquisition(self) -> Optional[str]:
         """This client acquired the key again with a conditional write, so our row is gone.
 
