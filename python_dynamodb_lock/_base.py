@@ -20,7 +20,7 @@ from ._core.events import Event, Kind
 from ._core.heartbeat import Batching, HeartbeatSettings
 from ._core.messages import describe_key
 from ._core.guard import check_actions, guarded_write
-from ._core.release import ReleaseSettings, ReleaseVerdict
+from ._core.release import ReleaseSettings, ReleaseVerdict, free_handed, release, release_verdict
 from ._core.state import Status
 from ._errors import DynamoDBLockError, Reason
 from ._observe import Observer
@@ -203,20 +203,50 @@ class ClientCore(Generic[L]):
     def _owns(self, lock: Any) -> bool:
         return lock.lock_client is self and self._registry.holds(lock, lock.unique_identifier)
 
-    def _apply_release(self, lock: Any, verdict: ReleaseVerdict) -> None:
-        """Apply a release verdict to ``lock``; raise its error, if any."""
+    def _apply_release(self, lock: Any, verdict: ReleaseVerdict, handed_over: bool = False) -> None:
+        """Apply a release verdict to ``lock``; raise its error, if any. A lock handed over to a
+        waiter wakes nobody else (they would only find it held)."""
         if verdict.final_status is not None:
             lock._state.forget(verdict.final_status, verdict.loss)
-            self._unregister(lock)
+            self._unregister(lock, wake=not handed_over)
         row = verdict.loss.row if verdict.loss else None
         self._emit(verdict.event, lock, status=lock._state.status, owner=Schema.owner_of(row),
                    error=verdict.error.message if verdict.error else '', lease=lock.lease_duration)
         if verdict.error is not None:
             raise self._public_error(verdict.error)
 
-    def _unregister(self, lock: Any) -> None:
+    def _unregister(self, lock: Any, wake: bool = True) -> None:
         self._registry.forget(lock, lock.unique_identifier)
-        self._registry.wake_longest_waiting(lock.unique_identifier)
+        if wake:
+            self._registry.wake_longest_waiting(lock.unique_identifier)
+
+    def _release_protocol(self, lock: Any, best_effort: bool, successor: Any) -> Protocol[ReleaseVerdict]:
+        """Release ``lock`` (handing it to ``successor``, a claimed waiter, if any): the verdict."""
+        result = yield from release(self._release_settings, lock, self._clock,
+                                    successor.attempt if successor is not None else None)
+        if successor is not None and not self._registry.hand_over(lock.unique_identifier, successor, result.handed) \
+                and result.handed is not None:
+            yield from free_handed(self._release_settings, (lock.partition_key, lock.sort_key), result.handed,
+                                   self._clock)
+        verdict = release_verdict(result, best_effort, self._schema, lock.unique_identifier)
+        return dataclasses.replace(verdict, handed_over=result.handed is not None)
+
+    def _left_waiting(self, waiter: Any, outcome: Any) -> Any:
+        """An acquisition stops waiting with ``outcome``: a lock handed over to it meanwhile
+        is its result instead of a timeout."""
+        handed = self._registry.leave(waiter.attempt.unique_identifier, waiter)
+        if handed is None or isinstance(outcome, Written):
+            return outcome
+        return handed
+
+    def _abandon_wait(self, waiter: Any) -> Protocol[None]:
+        """An acquisition stops waiting with an exception: free the row of a lock handed over
+        to it meanwhile, which nobody would hold."""
+        handed = self._registry.leave(waiter.attempt.unique_identifier, waiter)
+        if handed is not None:
+            attempt = waiter.attempt
+            yield from free_handed(self._release_settings, (attempt.partition_key, attempt.sort_key), handed,
+                                   self._clock)
 
     # -- conversions -------------------------------------------------------------------
 

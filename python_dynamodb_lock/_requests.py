@@ -124,12 +124,13 @@ def acquire_free(schema: Schema, item: Item, token_floor: int) -> Request:
     return _conditional(schema, 'update_item', **params)
 
 
-def acquire_over(schema: Schema, item: Item, expected_version: str, token_floor: int,
+def acquire_over(schema: Schema, item: Item, expected_versions: Sequence[str], token_floor: int,
                  remove: Iterable[str] = ()) -> Request:
-    """Take a lock row over; refused unless it still carries ``expected_version``. ``remove``
-    names the attributes of the row being replaced that the new item does not set."""
+    """Take a lock row over (an abandoned one, or our own to hand it to a waiter of this
+    client); refused unless it carries one of ``expected_versions``. ``remove`` names the
+    attributes of the row being replaced that the new item does not set."""
     params = _lock_update(schema, item, token_floor, remove)
-    condition, values = _version_condition([expected_version])
+    condition, values = _version_condition(expected_versions)
     params['ConditionExpression'] = condition
     params['ExpressionAttributeNames']['#version'] = COL_RECORD_VERSION_NUMBER
     params['ExpressionAttributeValues'].update(values)

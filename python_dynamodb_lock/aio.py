@@ -54,11 +54,12 @@ from ._core.effects import Call, Protocol, Sleep, Submit
 from ._core.events import Kind
 from ._core.guard import single_action
 from ._core.heartbeat import background_loop, check_locks, check_round, heartbeat_round, renew_batch, renew_one
-from ._core.release import precheck_release, release, release_verdict
+from ._core.release import precheck_release
 from ._core.scan import force_release, next_page
 from ._core.state import null_guard
 from ._errors import DynamoDBLockError, Reason
 from ._observe import Observer
+from ._registry import WaiterState
 from ._requests import scan
 from ._tables import creation_failed, judge_existing_table, needs_ttl_update, table_request
 from .python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLockClient, HeldLock, _suppress_after_block
@@ -137,6 +138,14 @@ class AsyncDynamoDBLock(HeldLock):
         # the release completes in the background.
         await asyncio.shield(self.release(best_effort=True))
         return _suppress_after_block(self, exc_type, exc_value, traceback)
+
+
+class _AsyncWaiter(WaiterState, asyncio.Event):
+    """An acquisition waiting in this client: woken (and maybe handed the lock) by a release."""
+
+    def __init__(self, attempt: Any) -> None:
+        asyncio.Event.__init__(self)
+        self.init_waiter(attempt)
 
 
 class _Acquisition:
@@ -304,9 +313,9 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
             verdict = precheck_release(lock._state, self._owns(lock), best_effort, lock.unique_identifier,
                                        self._owner_name)
             if verdict is None:
-                result = await self._run(release(self._release_settings, lock, self._clock))
-                verdict = release_verdict(result, best_effort, self._schema, lock.unique_identifier)
-            self._apply_release(lock, verdict)
+                successor = self._registry.claim_successor(lock.unique_identifier)
+                verdict = await self._run(self._release_protocol(lock, best_effort, successor))
+            self._apply_release(lock, verdict, verdict.handed_over)
 
     async def close(self, release_locks: bool = False) -> None:
         """Stop the background tasks, promptly; a second call is a no-op. Held locks are released
@@ -450,7 +459,8 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
                 return answer, None
             if isinstance(effect, Sleep):
                 woken = await self._clock.sleep_async(effect.seconds, wake)
-                return woken, None
+                # A waiter woken by a release that handed it the lock: the row written for it.
+                return (woken and getattr(wake, 'handed', None)) or woken, None
             if isinstance(effect, Submit):
                 return self._submit_heartbeats(effect.locks), None
             raise TypeError(f'unknown effect {effect!r}')
@@ -476,12 +486,14 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
                        app_callback: Optional[AsyncAppCallback], raise_context_exception: bool,
                        timeout_is_error: bool) -> Optional[AsyncDynamoDBLock]:
         attempt = self._attempt(partition_key, sort_key, arguments)
-        wake = asyncio.Event()
-        self._registry.add_waiter(attempt.unique_identifier, wake)
+        waiter = _AsyncWaiter(attempt)
+        self._registry.add_waiter(attempt.unique_identifier, waiter)
         try:
-            outcome = await self._run(acquire(attempt, self._clock, self._shutdown.is_set), wake)
-        finally:
-            self._registry.remove_waiter(attempt.unique_identifier, wake)
+            outcome = await self._run(acquire(attempt, self._clock, self._shutdown.is_set), waiter)
+        except BaseException:
+            await asyncio.shield(self._run(self._abandon_wait(waiter)))
+            raise
+        outcome = self._left_waiting(waiter, outcome)
         if isinstance(outcome, TimedOut):
             if timeout_is_error:
                 raise self._timeout_error(attempt, outcome)

@@ -32,11 +32,12 @@ from ._core.effects import Call, Protocol, Sleep, Submit
 from ._core.events import Kind
 from ._core.guard import single_action
 from ._core.heartbeat import background_loop, check_locks, check_round, heartbeat_round, renew_batch, renew_one
-from ._core.release import precheck_release, release, release_verdict
+from ._core.release import precheck_release
 from ._core.scan import force_release, next_page
 from ._core.state import LockState, Status
 from ._errors import DynamoDBLockError
 from ._observe import Observer
+from ._registry import WaiterState
 from ._requests import scan
 from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, Item
 from ._store import Store
@@ -313,6 +314,14 @@ class DynamoDBLock(HeldLock):
         return _suppress_after_block(self, exc_type, exc_value, traceback)
 
 
+class _Waiter(WaiterState, threading.Event):
+    """An acquisition waiting in this client: woken (and maybe handed the lock) by a release."""
+
+    def __init__(self, attempt: Any) -> None:
+        threading.Event.__init__(self)
+        self.init_waiter(attempt)
+
+
 def _suppress_after_block(lock: HeldLock, exc_type: Optional[Type[BaseException]],
                           exc_value: Optional[BaseException], traceback: Optional[TracebackType]) -> bool:
     """Whether a lock's ``with`` block swallows the exception it raised (the published default)."""
@@ -557,9 +566,9 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
             verdict = precheck_release(lock._state, self._owns(lock), best_effort, lock.unique_identifier,
                                        self._owner_name)
             if verdict is None:
-                result = self._run(release(self._release_settings, lock, self._clock))
-                verdict = release_verdict(result, best_effort, self._schema, lock.unique_identifier)
-            self._apply_release(lock, verdict)
+                successor = self._registry.claim_successor(lock.unique_identifier)
+                verdict = self._run(self._release_protocol(lock, best_effort, successor))
+            self._apply_release(lock, verdict, verdict.handed_over)
 
     def close(self, release_locks: bool = False) -> None:
         """Stop the background threads, promptly; safe to call twice and from any thread.
@@ -736,7 +745,9 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
             if isinstance(effect, Call):
                 return self._store.send(effect.request), None
             if isinstance(effect, Sleep):
-                return self._clock.sleep(effect.seconds, wake), None
+                woken = self._clock.sleep(effect.seconds, wake)
+                # A waiter woken by a release that handed it the lock: the row written for it.
+                return (woken and getattr(wake, 'handed', None)) or woken, None
             if isinstance(effect, Submit):
                 return self._submit_heartbeats(effect.locks), None
             raise TypeError(f'unknown effect {effect!r}')
@@ -754,12 +765,14 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
                  app_callback: Optional[AppCallback], raise_context_exception: bool,
                  timeout_is_error: bool) -> Optional[DynamoDBLock]:
         attempt = self._attempt(partition_key, sort_key, arguments)
-        wake = threading.Event()
-        self._registry.add_waiter(attempt.unique_identifier, wake)
+        waiter = _Waiter(attempt)
+        self._registry.add_waiter(attempt.unique_identifier, waiter)
         try:
-            outcome = self._run(acquire(attempt, self._clock, self._shutdown.is_set), wake)
-        finally:
-            self._registry.remove_waiter(attempt.unique_identifier, wake)
+            outcome = self._run(acquire(attempt, self._clock, self._shutdown.is_set), waiter)
+        except BaseException:
+            self._run(self._abandon_wait(waiter))
+            raise
+        outcome = self._left_waiting(waiter, outcome)
         if isinstance(outcome, TimedOut):
             if timeout_is_error:
                 raise self._timeout_error(attempt, outcome)

@@ -20,7 +20,8 @@ from .effects import Call, Emit, Protocol, Sleep
 from .events import Event, Kind
 from .messages import describe_key, explain
 
-__all__ = ['AcquireAttempt', 'TimedOut', 'Written', 'acquire', 'is_abandoned', 'read_row', 'token_floor']
+__all__ = ['AcquireAttempt', 'TimedOut', 'Written', 'acquire', 'is_abandoned', 'new_lock_item', 'read_row',
+           'token_floor', 'with_token']
 
 # How many refused writes are judged at once, without a wait, before the next poll.
 _IMMEDIATE_RETRIES = 3
@@ -92,8 +93,9 @@ def is_abandoned(schema: Schema, row: Mapping[str, Any], unchanged_for: float, w
 def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) -> Protocol[Union[Written, TimedOut]]:
     """The acquire loop: the item written, or :class:`TimedOut`.
 
-    ``Sleep`` returns True when this client released the key meanwhile: the next step is then a
-    write at once instead of a read.
+    ``Sleep`` returns True when this client released the key meanwhile (the next step is then a
+    write at once instead of a read), or the :class:`Written` row a release of this client wrote
+    for this acquisition (the lock handed over: nothing more to do).
 
     :raises DynamoDBLockError: ``CLIENT_SHUTDOWN`` once ``is_closed()``; ``UNKNOWN`` when a
         write or read fails.
@@ -137,6 +139,8 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) 
         yield Emit(Event(Kind.WAITING, attempt.unique_identifier,
                          fields={'owner': Schema.owner_of(blocking), 'retry_in': wait}))
         released_here = yield Sleep(wait)
+        if isinstance(released_here, Written):
+            return released_here    # a release in this client handed the lock over to us
         immediate_retries = 0
         _raise_if_closed(is_closed)
         if released_here:
@@ -149,18 +153,15 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Pro
     """One conditional write of a new version of the lock: where the key is free (``blocking``
     None), or over the abandoned row ``blocking``. Written, or blocked by a row."""
     schema = attempt.schema
-    new_version = str(uuid.uuid4())
-    item: Item = dict(attempt.item_template)
-    item[COL_RECORD_VERSION_NUMBER] = new_version
-    item[COL_ACQUISITION_ID] = new_version
-    item[schema.ttl_attribute_name] = int(clock.time() + attempt.expiry_period)
+    item = new_lock_item(attempt, clock)
+    new_version = item[COL_RECORD_VERSION_NUMBER]
     # Others time our lease from when they first see the row, which can be long before the
     # answer arrives (a lost answer, a retry after backoff): time our own side from here.
     attempt_started = clock.monotonic()
     if blocking is None:
         write = acquire_free(schema, item, token_floor(clock))
     else:
-        write = acquire_over(schema, item, str(Schema.version_of(blocking)), token_floor(clock),
+        write = acquire_over(schema, item, [str(Schema.version_of(blocking))], token_floor(clock),
                              schema.extra_names(blocking))
     try:
         answer = yield Call(write)
@@ -172,11 +173,11 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Pro
         yield Call(_free_own_row(attempt, clock, new_version))
         raise
     if isinstance(answer, Applied):
-        return Written(_with_token(item, answer.response.get('Attributes')), attempt_started, blocking)
+        return Written(with_token(item, answer.response.get('Attributes')), attempt_started, blocking)
     if isinstance(answer, Refused):
         if Schema.version_of(answer.item) == new_version:
             # Our write landed; botocore's retry met our own row.
-            return Written(_with_token(item, answer.item), attempt_started, blocking)
+            return Written(with_token(item, answer.item), attempt_started, blocking)
         if answer.item is None and blocking is None:
             # An engine that ignores ALL_OLD: find out what is in the way.
             row = yield from read_row(schema, attempt.partition_key, attempt.sort_key, 'read')
@@ -186,7 +187,7 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Pro
     if answer.maybe_applied:
         landed = yield from _settle_unanswered_write(attempt, clock, new_version)
         if landed is not None:
-            return Written(_with_token(item, landed), attempt_started, blocking)
+            return Written(with_token(item, landed), attempt_started, blocking)
     raise DynamoDBLockError(
         DynamoDBLockError.UNKNOWN,
         f'Could not acquire {describe_key(schema, attempt.partition_key, attempt.sort_key)}: '
@@ -195,7 +196,18 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Pro
     ) from answer.error
 
 
-def _with_token(item: Item, written: Optional[Mapping[str, Any]]) -> Item:
+def new_lock_item(attempt: AcquireAttempt, clock: Any) -> Item:
+    """The item of a new acquisition: the attempt's template with a fresh version (also its
+    acquisition id) and TTL."""
+    new_version = str(uuid.uuid4())
+    item: Item = dict(attempt.item_template)
+    item[COL_RECORD_VERSION_NUMBER] = new_version
+    item[COL_ACQUISITION_ID] = new_version
+    item[attempt.schema.ttl_attribute_name] = int(clock.time() + attempt.expiry_period)
+    return item
+
+
+def with_token(item: Item, written: Optional[Mapping[str, Any]]) -> Item:
     """``item`` with the fencing token the write gave it (from the answer or the row read back)."""
     token = Schema.fencing_token_of(written)
     return {**item, COL_FENCING_TOKEN: token} if token is not None else item
