@@ -13,17 +13,18 @@ import threading
 import urllib.parse
 from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar
 
-from ._config import AcquireArguments, Settings
+from ._clock import SystemClock
+from ._config import AcquireArguments, Settings, make_settings
 from ._core.acquire import AcquireAttempt, TimedOut, Written
 from ._core.effects import Emit, Protocol, Unregister
 from ._core.events import Event, Kind
-from ._core.heartbeat import Batching, HeartbeatSettings
+from ._core.heartbeat import Batching, HeartbeatSettings, extend
 from ._core.messages import describe_key
 from ._core.guard import check_actions, guarded_write
-from ._core.release import ReleaseSettings, ReleaseVerdict, free_handed, release, release_verdict
+from ._core.release import ReleaseSettings, ReleaseVerdict, free_handed, precheck_release, release, release_verdict
 from ._core.state import Status
 from ._errors import DynamoDBLockError, Reason
-from ._observe import Observer
+from ._observe import Observer, logger
 from ._registry import Registry
 from ._schema import Item, Schema
 
@@ -51,6 +52,29 @@ class ClientCore(Generic[L]):
     _heartbeat_settings: HeartbeatSettings
     _clock: Any
     _pid: int
+
+    def _configure(self, low_level_client: Any, clock: Any, app_callback_executor: Any, metrics: Any,
+                   background_heartbeats: Any, **setting_arguments: Any) -> Settings:
+        """Check every constructor argument (before anything starts), set the client up, and log
+        the warnings risky settings deserve."""
+        settings = make_settings(low_level_client=low_level_client, **setting_arguments)
+        if app_callback_executor is not None and not callable(getattr(app_callback_executor, 'submit', None)):
+            raise TypeError('app_callback_executor must be a concurrent.futures.Executor (or None)')
+        if metrics is not None and not callable(metrics):
+            raise TypeError(f'metrics must be a callable (it gets a LockEvent), not {type(metrics).__name__}')
+        if not isinstance(background_heartbeats, bool):
+            raise TypeError(f'background_heartbeats must be a bool, not {type(background_heartbeats).__name__}')
+        self._init_core(settings, clock if clock is not None else SystemClock(),
+                        Observer(self._dispatch_callback, metrics))
+        for warning in settings.warnings:
+            logger.warning('%s', warning)
+        self._owner_name = settings.owner_name
+        self._table_name = settings.schema.table_name
+        self._safe_period_s = settings.safe_period
+        return settings
+
+    def _dispatch_callback(self, callback: Callable[..., Any], lock: Any, code: str) -> None:
+        raise NotImplementedError   # each driver runs callbacks its own way
 
     def _init_core(self, settings: Settings, clock: Any, observer: Observer) -> None:
         self._settings = settings
@@ -144,8 +168,30 @@ class ClientCore(Generic[L]):
                               arguments.retry_period, arguments.retry_timeout, self._settings.expiry_period,
                               self._settings.lease_duration, self._settings.keep_released_rows)
 
+    def _reenter(self, unique_identifier: str, holder: Any) -> Optional[L]:
+        """A reentrant acquisition: the lock this very thread (or task) already holds for the
+        key, with one more hold on it; None when it holds none."""
+        lock = self._registry.get(unique_identifier)
+        if lock is None or getattr(lock, '_holder', None) is not holder or not lock._state.held:  # type: ignore[attr-defined]
+            return None
+        lock._holds += 1  # type: ignore[attr-defined]
+        return lock
+
+    def _release_nested(self, lock: Any, best_effort: bool) -> bool:
+        """Release one hold of a lock acquired more than once (reentrantly): True when holds
+        remain, so nothing is written; a strict release of a lost lock still raises."""
+        if lock._holds <= 1:
+            return False
+        lock._holds -= 1
+        if not best_effort and lock._state.status == Status.INVALID:
+            verdict = precheck_release(lock._state, self._owns(lock), best_effort, lock.unique_identifier,
+                                       self._settings.owner_name)
+            if verdict is not None and verdict.error is not None:
+                raise self._public_error(verdict.error)
+        return True
+
     def _adopt(self, written: Written, app_callback: Any, raise_context_exception: bool,
-               make_lock: Callable[..., L]) -> Tuple[L, Optional[L]]:
+               make_lock: Callable[..., L], holder: Any = None) -> Tuple[L, Optional[L]]:
         """Make the lock object for a row we wrote and register it.
 
         :returns: the lock, and the older lock object of this client on the same key that it
@@ -158,8 +204,10 @@ class ClientCore(Generic[L]):
         state = lock._state  # type: ignore[attr-defined]
         state.acquired(written.attempt_started, token, Schema.acquisition_of(written.item))
         lock.took_over_from = self._describe_row(written.replaced)  # type: ignore[attr-defined]
+        lock._holder = holder  # type: ignore[attr-defined]
         previous = self._registry.register(lock, lock.unique_identifier)  # type: ignore[attr-defined]
-        self._emit(Kind.ACQUIRED, lock, version=state.version)
+        self._emit(Kind.ACQUIRED, lock, version=state.version, duration=written.waited,
+                   fencing_token=token, takeover=written.replaced is not None)
         return lock, previous
 
     def _settle_replaced(self, previous: Any) -> None:
@@ -177,6 +225,12 @@ class ClientCore(Generic[L]):
             f'{attempt.retry_timeout}s: held by {Schema.owner_of(timed_out.blocking)}',
             holder=self._describe_row(timed_out.blocking),
         )
+
+    def _extend_protocol(self, lock: Any) -> Protocol[None]:
+        if lock.lock_client is not self or (lock._state.held and not self._owns(lock)):
+            raise DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED, f'{lock.unique_identifier} is not held by '
+                                    f'this client ({self._settings.owner_name})')
+        return extend(self._heartbeat_settings, lock, self._clock)
 
     # -- guarded writes ----------------------------------------------------------------
 
@@ -211,7 +265,8 @@ class ClientCore(Generic[L]):
             self._unregister(lock, wake=not handed_over)
         row = verdict.loss.row if verdict.loss else None
         self._emit(verdict.event, lock, status=lock._state.status, owner=Schema.owner_of(row),
-                   error=verdict.error.message if verdict.error else '', lease=lock.lease_duration)
+                   error=verdict.error.message if verdict.error else '', lease=lock.lease_duration,
+                   duration=verdict.duration, handed_over=verdict.handed_over)
         if verdict.error is not None:
             raise self._public_error(verdict.error)
 
@@ -222,6 +277,7 @@ class ClientCore(Generic[L]):
 
     def _release_protocol(self, lock: Any, best_effort: bool, successor: Any) -> Protocol[ReleaseVerdict]:
         """Release ``lock`` (handing it to ``successor``, a claimed waiter, if any): the verdict."""
+        started = self._clock.monotonic()
         result = yield from release(self._release_settings, lock, self._clock,
                                     successor.attempt if successor is not None else None)
         if successor is not None and not self._registry.hand_over(lock.unique_identifier, successor, result.handed) \
@@ -229,7 +285,8 @@ class ClientCore(Generic[L]):
             yield from free_handed(self._release_settings, (lock.partition_key, lock.sort_key), result.handed,
                                    self._clock)
         verdict = release_verdict(result, best_effort, self._schema, lock.unique_identifier)
-        return dataclasses.replace(verdict, handed_over=result.handed is not None)
+        return dataclasses.replace(verdict, handed_over=result.handed is not None,
+                                   duration=self._clock.monotonic() - started)
 
     def _left_waiting(self, waiter: Any, outcome: Any) -> Any:
         """An acquisition stops waiting with ``outcome``: a lock handed over to it meanwhile

@@ -179,6 +179,12 @@ def acquire_arguments(settings: Settings, partition_key: Any, sort_key: Any, ret
     return AcquireArguments(retry_period_s, retry_timeout_s, item)
 
 
+def require_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f'{name} must be a bool, not {type(value).__name__}')
+    return value
+
+
 def check_key(partition_key: Any, sort_key: Any) -> None:
     validation.require_key('partition_key', partition_key, validation.MAX_PARTITION_KEY_BYTES)
     validation.require_key('sort_key', sort_key, validation.MAX_SORT_KEY_BYTES)

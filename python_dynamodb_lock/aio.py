@@ -48,7 +48,7 @@ from typing import (
 from . import _config
 from ._aio_store import AsyncStore
 from ._base import ClientCore, Done
-from ._clock import Clock, SystemClock
+from ._clock import Clock
 from ._core.acquire import TimedOut, acquire, read_row
 from ._core.effects import Call, Protocol, Sleep, Submit
 from ._core.events import Kind
@@ -58,7 +58,7 @@ from ._core.release import precheck_release
 from ._core.scan import force_release, next_page
 from ._core.state import null_guard
 from ._errors import DynamoDBLockError, Reason
-from ._observe import Observer
+from ._observe import MetricsHook
 from ._registry import WaiterState
 from ._requests import scan
 from ._tables import creation_failed, judge_existing_table, needs_ttl_update, table_request
@@ -105,6 +105,11 @@ class AsyncDynamoDBLock(HeldLock):
     async def release(self, best_effort: bool = True) -> None:
         """Release this lock: see :meth:`AsyncDynamoDBLockClient.release_lock`."""
         await self.lock_client.release_lock(self, best_effort)
+
+    async def extend(self) -> None:
+        """Renew this lock now; see the threaded lock's
+        :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLock.extend`."""
+        await self.lock_client._extend(self)
 
     async def transact_write_items(self, TransactItems: Sequence[Mapping[str, Any]], *, typed: bool = False,
                                    ClientRequestToken: Optional[str] = None, **options: Any) -> Dict[str, Any]:
@@ -208,6 +213,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         heartbeat_batch_size: int = 1,
         background_heartbeats: bool = True,
         keep_released_rows: bool = True,
+        metrics: Optional[MetricsHook] = None,
     ) -> None:
         if not _is_async_dynamodb_client(dynamodb_client):
             raise TypeError(
@@ -215,29 +221,19 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
                 '(aiobotocore.session.get_session().create_client("dynamodb")), '
                 f'not {type(dynamodb_client).__name__}'
             )
-        settings = _config.make_settings(
-            low_level_client=dynamodb_client, table_name=table_name, partition_key_name=partition_key_name,
-            sort_key_name=sort_key_name, ttl_attribute_name=ttl_attribute_name, owner_name=owner_name,
-            heartbeat_period=heartbeat_period, safe_period=safe_period, lease_duration=lease_duration,
-            expiry_period=expiry_period, heartbeat_tps=heartbeat_tps, heartbeat_workers=heartbeat_workers,
-            heartbeat_batch_size=heartbeat_batch_size, keep_released_rows=keep_released_rows,
-        )
-        if app_callback_executor is not None and not callable(getattr(app_callback_executor, 'submit', None)):
-            raise TypeError('app_callback_executor must be a concurrent.futures.Executor (or None)')
-        if not isinstance(background_heartbeats, bool):
-            raise TypeError(f'background_heartbeats must be a bool, not {type(background_heartbeats).__name__}')
         try:
             self._loop = asyncio.get_running_loop()
         except RuntimeError:
             raise RuntimeError('AsyncDynamoDBLockClient must be created inside a running event loop '
                                '(in a coroutine)') from None
-        self._init_core(settings, clock if clock is not None else SystemClock(), Observer(self._dispatch_callback))
-        for warning in settings.warnings:
-            logger.warning('%s', warning)
+        settings = self._configure(
+            dynamodb_client, clock, app_callback_executor, metrics, background_heartbeats,
+            table_name=table_name, partition_key_name=partition_key_name, sort_key_name=sort_key_name,
+            ttl_attribute_name=ttl_attribute_name, owner_name=owner_name, heartbeat_period=heartbeat_period,
+            safe_period=safe_period, lease_duration=lease_duration, expiry_period=expiry_period,
+            heartbeat_tps=heartbeat_tps, heartbeat_workers=heartbeat_workers,
+            heartbeat_batch_size=heartbeat_batch_size, keep_released_rows=keep_released_rows)
         self._dynamodb_client = dynamodb_client
-        self._owner_name = settings.owner_name
-        self._table_name = settings.schema.table_name
-        self._safe_period_s = settings.safe_period
         self._store = AsyncStore(dynamodb_client)
         self._shutdown = asyncio.Event()
         self._closed = False
@@ -274,20 +270,25 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         additional_attributes: Optional[Mapping[str, Any]] = None,
         app_callback: Optional[AsyncAppCallback] = None,
         raise_context_exception: bool = False,
+        *,
+        reentrant: bool = False,
     ) -> _Acquisition:
         """Acquire the lock on ``(partition_key, sort_key)``, waiting for it if it is held.
 
         ``lock = await client.acquire_lock(...)``, or ``async with client.acquire_lock(...) as
         lock:``. Arguments, waiting, takeover and errors are those of the threaded client's
         ``acquire_lock``; bad arguments raise at the call, before anything is awaited.
+        ``reentrant`` is per task: the lock this very task already holds is returned with one
+        more hold; other tasks of this client still wait.
         Cancelling the awaiting task leaves no row behind: a put that was in flight is deleted
         if it landed.
         """
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
                                               additional_attributes, app_callback)
+        _config.require_bool('reentrant', reentrant)
         return _Acquisition(functools.partial(self._acquire, partition_key, sort_key, arguments, app_callback,
-                                              raise_context_exception, True))
+                                              raise_context_exception, True, reentrant))
 
     async def try_acquire_lock(
         self,
@@ -296,12 +297,17 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         additional_attributes: Optional[Mapping[str, Any]] = None,
         app_callback: Optional[AsyncAppCallback] = None,
         raise_context_exception: bool = False,
+        *,
+        reentrant: bool = False,
     ) -> Optional[AsyncDynamoDBLock]:
-        """Acquire the lock if it can be had right now; None when someone else holds it."""
+        """Acquire the lock if it can be had right now; None when someone else holds it. With
+        ``reentrant``, the lock this very task already holds is returned with one more hold."""
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, None, datetime.timedelta(0),
                                               additional_attributes, app_callback)
-        return await self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False)
+        _config.require_bool('reentrant', reentrant)
+        return await self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
+                                   reentrant)
 
     async def release_lock(self, lock: AsyncDynamoDBLock, best_effort: bool = True) -> None:
         """Release ``lock``; see :meth:`DynamoDBLockClient.release_lock
@@ -310,6 +316,8 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         if not isinstance(lock, AsyncDynamoDBLock):
             raise TypeError(f'release_lock takes an AsyncDynamoDBLock, not {type(lock).__name__}')
         async with lock._mutex:
+            if self._release_nested(lock, best_effort):
+                return
             verdict = precheck_release(lock._state, self._owns(lock), best_effort, lock.unique_identifier,
                                        self._owner_name)
             if verdict is None:
@@ -475,6 +483,11 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         result: T = step.value
         return result
 
+    async def _extend(self, lock: AsyncDynamoDBLock) -> None:
+        self._check_process()
+        async with lock._mutex:
+            await self._run(self._extend_protocol(lock))
+
     async def _guarded_write(self, lock: AsyncDynamoDBLock, items: Any, typed: bool, options: Mapping[str, Any],
                              client_token: Optional[str]) -> Dict[str, Any]:
         return await self._run(self._guard_protocol(lock, items, typed, options, client_token, self._store.wire))
@@ -484,8 +497,13 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
 
     async def _acquire(self, partition_key: str, sort_key: str, arguments: _config.AcquireArguments,
                        app_callback: Optional[AsyncAppCallback], raise_context_exception: bool,
-                       timeout_is_error: bool) -> Optional[AsyncDynamoDBLock]:
+                       timeout_is_error: bool, reentrant: bool = False) -> Optional[AsyncDynamoDBLock]:
         attempt = self._attempt(partition_key, sort_key, arguments)
+        holder = asyncio.current_task()
+        if reentrant:
+            held = self._reenter(attempt.unique_identifier, holder)
+            if held is not None:
+                return held
         waiter = _AsyncWaiter(attempt)
         self._registry.add_waiter(attempt.unique_identifier, waiter)
         try:
@@ -498,7 +516,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
             if timeout_is_error:
                 raise self._timeout_error(attempt, outcome)
             return None
-        lock, previous = self._adopt(outcome, app_callback, raise_context_exception, self._new_lock)
+        lock, previous = self._adopt(outcome, app_callback, raise_context_exception, self._new_lock, holder)
         if previous is not None:
             async with previous._mutex:   # a release or heartbeat of it under way finishes first
                 self._settle_replaced(previous)

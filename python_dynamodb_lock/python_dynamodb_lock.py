@@ -36,7 +36,7 @@ from ._core.release import precheck_release
 from ._core.scan import force_release, next_page
 from ._core.state import LockState, Status
 from ._errors import DynamoDBLockError
-from ._observe import Observer
+from ._observe import MetricsHook
 from ._registry import WaiterState
 from ._requests import scan
 from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, Item
@@ -136,6 +136,8 @@ class HeldLock(BaseDynamoDBLock):
         self.app_callback = app_callback
         self.lock_client = lock_client
         self.raise_context_exception = raise_context_exception
+        self._holds = 1          # acquisitions of this lock not yet released (reentrant ones add)
+        self._holder: Any = None  # the thread (or task) that acquired it, for reentrancy
         #: When this acquisition took the key over from a holder presumed dead: that holder's
         #: lock as it was in the table (its owner, version and fencing token), so that the
         #: application can recover what it left half done. None otherwise.
@@ -254,6 +256,17 @@ class DynamoDBLock(HeldLock):
         """Release this lock: see :meth:`DynamoDBLockClient.release_lock`."""
         self.lock_client.release_lock(self, best_effort)
 
+    def extend(self) -> None:
+        """Renew this lock now, in the calling thread, and say whether it worked: for
+        applications that keep their locks alive themselves (``background_heartbeats=False``,
+        AWS Lambda), or that want to be sure before a long step.
+
+        :raises DynamoDBLockError: ``LOCK_STOLEN`` when the lock was lost (``holder`` says to
+            whom), ``LOCK_NOT_OWNED`` when it was released, ``UNKNOWN`` when DynamoDB failed
+            (the lock may still be held until its lease runs out: try again).
+        """
+        self.lock_client._extend(self)
+
     def transact_write_items(self, TransactItems: Sequence[Mapping[str, Any]], *, typed: bool = False,
                              ClientRequestToken: Optional[str] = None, **options: Any) -> Dict[str, Any]:
         """Write, only while this lock is still held: one ``TransactWriteItems`` call with the
@@ -366,6 +379,13 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         ``UpdateItem`` per lock. A statement throttled inside a batch is sent again after 50 ms
         and 100 ms, then left for the next period.
         ``heartbeat_tps`` still counts heartbeats, not calls.
+    :param keep_released_rows: ``True`` (the default) keeps a released lock's row, marked
+        released, so that its fencing token keeps growing (see the Safety and fencing page);
+        ``False`` deletes it, as the published package did.
+    :param metrics: a callable that gets a :class:`~python_dynamodb_lock._observe.LockEvent`
+        for every acquire attempt, acquisition, wait, renewal, danger, loss and release, with
+        timings; it runs on the thread where the event happens and must be quick. None (the
+        default) costs nothing.
     :param background_heartbeats: ``False`` starts no threads at all: locks are renewed only
         when the application calls :meth:`send_heartbeats` (or ``lock.extend()``), and danger
         is flagged by :meth:`check_locks` and by ``lock.status`` itself. For AWS Lambda and
@@ -416,6 +436,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         heartbeat_batch_size: int = 1,
         background_heartbeats: bool = True,
         keep_released_rows: bool = True,
+        metrics: Optional[MetricsHook] = None,
     ) -> None:
         if dynamodb_resource is None:
             raise TypeError('dynamodb_resource must be a boto3 DynamoDB resource, not None')
@@ -425,35 +446,25 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
                 'dynamodb_resource must be a boto3 DynamoDB resource (boto3.resource("dynamodb")); '
                 f'got {type(dynamodb_resource).__name__}'
             )
-        settings = _config.make_settings(
-            low_level_client=low_level_client, table_name=table_name, partition_key_name=partition_key_name,
-            sort_key_name=sort_key_name, ttl_attribute_name=ttl_attribute_name, owner_name=owner_name,
-            heartbeat_period=heartbeat_period, safe_period=safe_period, lease_duration=lease_duration,
-            expiry_period=expiry_period, heartbeat_tps=heartbeat_tps, heartbeat_workers=heartbeat_workers,
-            heartbeat_batch_size=heartbeat_batch_size, keep_released_rows=keep_released_rows,
-        )
-        if app_callback_executor is not None and not callable(getattr(app_callback_executor, 'submit', None)):
-            raise TypeError('app_callback_executor must be a concurrent.futures.Executor (or None)')
-        if not isinstance(background_heartbeats, bool):
-            raise TypeError(f'background_heartbeats must be a bool, not {type(background_heartbeats).__name__}')
-        self._init_core(settings, clock if clock is not None else SystemClock(), Observer(self._dispatch_callback))
-        for warning in settings.warnings:
-            logger.warning('%s', warning)
+        settings = self._configure(
+            low_level_client, clock, app_callback_executor, metrics, background_heartbeats,
+            table_name=table_name, partition_key_name=partition_key_name, sort_key_name=sort_key_name,
+            ttl_attribute_name=ttl_attribute_name, owner_name=owner_name, heartbeat_period=heartbeat_period,
+            safe_period=safe_period, lease_duration=lease_duration, expiry_period=expiry_period,
+            heartbeat_tps=heartbeat_tps, heartbeat_workers=heartbeat_workers,
+            heartbeat_batch_size=heartbeat_batch_size, keep_released_rows=keep_released_rows)
 
         # The published private attributes, for code that reads them.
         self._dynamodb_resource = dynamodb_resource
-        self._table_name = settings.schema.table_name
         self._partition_key_name = settings.schema.partition_key_name
         self._sort_key_name = settings.schema.sort_key_name
         self._ttl_attribute_name = settings.schema.ttl_attribute_name
-        self._owner_name = settings.owner_name
         self._heartbeat_period = heartbeat_period
         self._safe_period = safe_period
         self._lease_duration = lease_duration
         self._expiry_period = expiry_period
         self._heartbeat_tps = heartbeat_tps
         self._heartbeat_period_s = settings.heartbeat_period
-        self._safe_period_s = settings.safe_period
         self._lease_duration_s = settings.lease_duration
         self._expiry_period_s = settings.expiry_period
 
@@ -498,6 +509,8 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         additional_attributes: Optional[Mapping[str, Any]] = None,
         app_callback: Optional[AppCallback] = None,
         raise_context_exception: bool = False,
+        *,
+        reentrant: bool = False,
     ) -> DynamoDBLock:
         """Acquire the lock on ``(partition_key, sort_key)``, waiting for it if it is held.
 
@@ -516,6 +529,11 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
             of the lock's own attributes.
         :param app_callback: ``app_callback(code, lock)``, called on the callback executor
             with ``LOCK_STOLEN`` or ``LOCK_IN_DANGER``.
+        :param reentrant: when this very thread already holds the lock through this client,
+            return that lock, with one more hold on it, instead of waiting for itself; the row
+            is released when the last hold is released. Other threads of this client still wait,
+            as with ``threading.RLock``. Nothing is written for a reentrant acquisition (its
+            ``additional_attributes`` and ``app_callback`` are not used).
         :raises TypeError, ValueError: for bad arguments, before anything is written.
         :raises DynamoDBLockError: ``ACQUIRE_TIMEOUT`` when ``retry_timeout`` is spent,
             ``CLIENT_SHUTDOWN`` after :meth:`close`, ``UNKNOWN`` for any other failure (the
@@ -524,7 +542,9 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
                                               additional_attributes, app_callback)
-        return self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True)
+        _config.require_bool('reentrant', reentrant)
+        return self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True,
+                             reentrant)
 
     def try_acquire_lock(
         self,
@@ -533,6 +553,8 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         additional_attributes: Optional[Mapping[str, Any]] = None,
         app_callback: Optional[AppCallback] = None,
         raise_context_exception: bool = False,
+        *,
+        reentrant: bool = False,
     ) -> Optional[DynamoDBLock]:
         """Acquire the lock if it can be had right now; never waits.
 
@@ -542,7 +564,9 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, None, datetime.timedelta(0),
                                               additional_attributes, app_callback)
-        return self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False)
+        _config.require_bool('reentrant', reentrant)
+        return self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
+                             reentrant)
 
     def release_lock(self, lock: DynamoDBLock, best_effort: bool = True) -> None:
         """Release ``lock``: one delete, conditioned on the row still carrying its version.
@@ -563,6 +587,8 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         if not isinstance(lock, DynamoDBLock):
             raise TypeError(f'release_lock takes a DynamoDBLock, not {type(lock).__name__}')
         with lock.thread_lock:
+            if self._release_nested(lock, best_effort):
+                return
             verdict = precheck_release(lock._state, self._owns(lock), best_effort, lock.unique_identifier,
                                        self._owner_name)
             if verdict is None:
@@ -754,6 +780,11 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         except BaseException as exc:
             return None, exc
 
+    def _extend(self, lock: DynamoDBLock) -> None:
+        self._check_process()
+        with lock.thread_lock:
+            self._run(self._extend_protocol(lock))
+
     def _guarded_write(self, lock: DynamoDBLock, items: Any, typed: bool, options: Mapping[str, Any],
                        client_token: Optional[str]) -> Dict[str, Any]:
         return self._run(self._guard_protocol(lock, items, typed, options, client_token, self._store.wire))
@@ -763,8 +794,13 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
 
     def _acquire(self, partition_key: str, sort_key: str, arguments: _config.AcquireArguments,
                  app_callback: Optional[AppCallback], raise_context_exception: bool,
-                 timeout_is_error: bool) -> Optional[DynamoDBLock]:
+                 timeout_is_error: bool, reentrant: bool = False) -> Optional[DynamoDBLock]:
         attempt = self._attempt(partition_key, sort_key, arguments)
+        holder = threading.get_ident()
+        if reentrant:
+            held = self._reenter(attempt.unique_identifier, holder)
+            if held is not None:
+                return held
         waiter = _Waiter(attempt)
         self._registry.add_waiter(attempt.unique_identifier, waiter)
         try:
@@ -777,7 +813,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
             if timeout_is_error:
                 raise self._timeout_error(attempt, outcome)
             return None
-        lock, previous = self._adopt(outcome, app_callback, raise_context_exception, self._new_lock)
+        lock, previous = self._adopt(outcome, app_callback, raise_context_exception, self._new_lock, holder)
         if previous is not None:
             with previous.thread_lock:   # a release or heartbeat of it under way finishes first
                 self._settle_replaced(previous)

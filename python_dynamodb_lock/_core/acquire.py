@@ -51,6 +51,7 @@ class Written:
     item: Item
     attempt_started: float
     replaced: Optional[Item] = None   # the abandoned row this write took over
+    waited: float = 0.0               # seconds from the start of the acquisition
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +102,8 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) 
         write or read fails.
     """
     schema = attempt.schema
-    deadline = clock.monotonic() + attempt.retry_timeout
+    started = clock.monotonic()
+    deadline = started + attempt.retry_timeout
     blocking: Optional[Item] = None     # the row in the way; None: believed free
     watched_version: Optional[str] = None
     watched_since = 0.0
@@ -123,10 +125,11 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) 
                                  fields={'owner': Schema.owner_of(blocking)}))
             if is_abandoned(schema, blocking, now - watched_since, clock.time(), attempt.default_lease):
                 yield Emit(Event(Kind.TAKING_OVER, attempt.unique_identifier, fields={
-                    'owner': Schema.owner_of(blocking), 'version': version, 'unchanged_for': now - watched_since}))
+                    'owner': Schema.owner_of(blocking), 'version': version, 'unchanged_for': now - watched_since,
+                    'duration': now - watched_since}))
                 outcome = yield from _write(attempt, clock, blocking)
         if isinstance(outcome, Written):
-            return outcome
+            return dataclasses.replace(outcome, waited=clock.monotonic() - started)
         if outcome is not None and immediate_retries < _IMMEDIATE_RETRIES:
             # A write was refused: judge the row now in the way (None: it is free) at once.
             blocking = outcome.row
@@ -134,13 +137,15 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) 
             continue
         remaining = deadline - clock.monotonic()
         if remaining <= 0:
+            yield Emit(Event(Kind.ACQUIRE_TIMED_OUT, attempt.unique_identifier, fields={
+                'owner': Schema.owner_of(blocking), 'duration': clock.monotonic() - started}))
             return TimedOut(blocking)
         wait = min(attempt.retry_period, remaining)
         yield Emit(Event(Kind.WAITING, attempt.unique_identifier,
                          fields={'owner': Schema.owner_of(blocking), 'retry_in': wait}))
         released_here = yield Sleep(wait)
-        if isinstance(released_here, Written):
-            return released_here    # a release in this client handed the lock over to us
+        if isinstance(released_here, Written):   # a release in this client handed the lock over to us
+            return dataclasses.replace(released_here, waited=clock.monotonic() - started)
         immediate_retries = 0
         _raise_if_closed(is_closed)
         if released_here:
@@ -172,6 +177,9 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Pro
         # row that nobody holds and that blocks everybody for a lease. Free it if it did.
         yield Call(_free_own_row(attempt, clock, new_version))
         raise
+    yield Emit(Event(Kind.ACQUIRE_ATTEMPT, attempt.unique_identifier, fields={
+        'outcome': type(answer).__name__.lower(), 'takeover': blocking is not None,
+        'duration': clock.monotonic() - attempt_started}))
     if isinstance(answer, Applied):
         return Written(with_token(item, answer.response.get('Attributes')), attempt_started, blocking)
     if isinstance(answer, Refused):

@@ -16,6 +16,8 @@ __all__ = ['Event', 'Kind']
 class Kind(enum.Enum):
     # acquiring
     ACQUIRED = 'acquired'
+    ACQUIRE_ATTEMPT = 'acquire_attempt'
+    ACQUIRE_TIMED_OUT = 'acquire_timed_out'
     TAKING_OVER = 'taking_over'
     UNFENCED_HOLDER = 'unfenced_holder'
     WAITING = 'waiting'

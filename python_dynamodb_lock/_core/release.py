@@ -51,6 +51,7 @@ class ReleaseVerdict:
     error: Optional[DynamoDBLockError] = None
     loss: Optional[Loss] = None
     handed_over: bool = False
+    duration: Optional[float] = None    # seconds the release took
 
 
 def precheck_release(state: LockState, owned_here: bool, best_effort: bool,

@@ -69,6 +69,7 @@ class RenewalVerdict(enum.Enum):
 class RenewalResult(NamedTuple):
     verdict: RenewalVerdict
     recovered: bool = False                   # the renewal took the lock out of IN_DANGER
+    failure: Optional[Failed] = None          # why a FAILED renewal failed
 
 
 class LockState:
@@ -203,7 +204,7 @@ class LockState:
         elif isinstance(answer, Failed):
             if answer.maybe_applied:
                 self.remember_unconfirmed(renewal.new_version)
-            return RenewalResult(RenewalVerdict.FAILED)
+            return RenewalResult(RenewalVerdict.FAILED, failure=answer)
         else:
             verdict = RenewalVerdict.RENEWED
         with self._guard:
