@@ -166,7 +166,8 @@ class ClientCore(Generic[L]):
         unique_identifier = unique_identifier_of(partition_key, sort_key)
         return AcquireAttempt(self._schema, partition_key, sort_key, unique_identifier, arguments.item_template,
                               arguments.retry_period, arguments.retry_timeout, self._settings.expiry_period,
-                              self._settings.lease_duration, self._settings.keep_released_rows)
+                              self._settings.lease_duration, self._settings.keep_released_rows,
+                              self._settings.max_clock_skew)
 
     def _reenter(self, unique_identifier: str, holder: Any) -> Optional[L]:
         """A reentrant acquisition: the lock this very thread (or task) already holds for the
@@ -330,6 +331,8 @@ class ClientCore(Generic[L]):
                                       lock.record_version_number, lock.expiry_time, lock.additional_attributes)
 
 
-def unique_identifier_of(partition_key: str, sort_key: str) -> str:
-    """``quote(partition_key) + '|' + quote(sort_key)``, as the published package names locks."""
-    return urllib.parse.quote(partition_key) + '|' + urllib.parse.quote(sort_key)
+def unique_identifier_of(partition_key: Any, sort_key: str) -> str:
+    """``quote(partition_key) + '|' + quote(sort_key)``, as the published package names locks
+    (a number partition key is quoted as its text, a binary one as its bytes)."""
+    key = partition_key if isinstance(partition_key, (str, bytes, bytearray)) else str(partition_key)
+    return urllib.parse.quote(key) + '|' + urllib.parse.quote(sort_key)

@@ -15,6 +15,7 @@ from ._schema import (
     COL_ACQUISITION_ID,
     COL_FENCING_TOKEN,
     COL_LEASE_DURATION,
+    COL_LEASE_EXPIRY,
     COL_RECORD_VERSION_NUMBER,
     COL_RELEASED_AT,
     Item,
@@ -58,14 +59,15 @@ class Request(NamedTuple):
 
 
 class Renewal(NamedTuple):
-    """One heartbeat: write ``new_version`` and ``new_expiry_time`` if the row carries one of
-    ``expected_versions``."""
+    """One heartbeat: write ``new_version``, ``new_expiry_time`` and ``new_lease_expiry`` if the
+    row carries one of ``expected_versions``."""
 
     partition_key: str
     sort_key: str
     expected_versions: Sequence[str]
     new_version: str
     new_expiry_time: int
+    new_lease_expiry: Any = None    # a Decimal: the lease's end on the renewer's wall clock
 
 
 def _version_condition(versions: Sequence[str]) -> tuple[str, Dict[str, Any]]:
@@ -93,7 +95,7 @@ def _lock_update(schema: Schema, item: Item, token_floor: int, remove: Iterable[
     survives releases and takeovers, which keep the row), or the floor (a value derived from
     the writer's clock) when the row or its token is gone.
     """
-    keys = {schema.partition_key_name, schema.sort_key_name}
+    keys = schema.key_names
     names: Dict[str, str] = {'#fencing_token': COL_FENCING_TOKEN, '#released_at': COL_RELEASED_AT}
     values: Dict[str, Any] = {':token_floor': token_floor, ':one': 1}
     assignments = ['#fencing_token = if_not_exists(#fencing_token, :token_floor) + :one']
@@ -102,12 +104,12 @@ def _lock_update(schema: Schema, item: Item, token_floor: int, remove: Iterable[
         values[f':a{index}'] = value
         assignments.append(f'#a{index} = :a{index}')
     removals = ['#released_at']
-    for index, name in enumerate(sorted(set(remove) - set(item) - keys - {COL_RELEASED_AT})):
+    for index, name in enumerate(sorted(set(remove) - set(item) - set(keys) - {COL_RELEASED_AT})):
         names[f'#r{index}'] = name
         removals.append(f'#r{index}')
     expression = 'SET ' + ', '.join(assignments) + ' REMOVE ' + ', '.join(removals)
     return {
-        'Key': schema.key(item[schema.partition_key_name], item[schema.sort_key_name]),
+        'Key': {name: item[name] for name in keys},
         'UpdateExpression': expression,
         'ExpressionAttributeNames': names,
         'ExpressionAttributeValues': values,
@@ -150,10 +152,10 @@ def release_row(schema: Schema, partition_key: str, sort_key: str, expected_vers
     condition, values = _version_condition(expected_versions)
     names = {'#version': COL_RECORD_VERSION_NUMBER, '#lease': COL_LEASE_DURATION,
              '#expiry_time': schema.ttl_attribute_name, '#released_at': COL_RELEASED_AT,
-             '#acquisition': COL_ACQUISITION_ID}
+             '#acquisition': COL_ACQUISITION_ID, '#lease_expiry': COL_LEASE_EXPIRY}
     values.update({':new_version': new_version, ':zero': 0, ':expiry_time': expiry_time,
                    ':released_at': released_at})
-    removals = ['#acquisition']
+    removals = ['#acquisition', '#lease_expiry']
     for index, name in enumerate(sorted(set(remove) - schema.reserved_names)):
         names[f'#r{index}'] = name
         removals.append(f'#r{index}')
@@ -205,12 +207,15 @@ def renew(schema: Schema, renewal: Renewal) -> Request:
     condition, values = _version_condition(renewal.expected_versions)
     values[':new_version'] = renewal.new_version
     values[':new_expiry_time'] = renewal.new_expiry_time
+    values[':new_lease_expiry'] = renewal.new_lease_expiry
     return _conditional(
         schema, 'update_item',
         Key=schema.key(renewal.partition_key, renewal.sort_key),
-        UpdateExpression='SET #version = :new_version, #expiry_time = :new_expiry_time',
+        UpdateExpression=('SET #version = :new_version, #expiry_time = :new_expiry_time, '
+                          '#lease_expiry = :new_lease_expiry'),
         ConditionExpression=condition,
-        ExpressionAttributeNames={'#version': COL_RECORD_VERSION_NUMBER, '#expiry_time': schema.ttl_attribute_name},
+        ExpressionAttributeNames={'#version': COL_RECORD_VERSION_NUMBER, '#expiry_time': schema.ttl_attribute_name,
+                                  '#lease_expiry': COL_LEASE_EXPIRY},
         ExpressionAttributeValues=values,
     )
 
@@ -224,6 +229,7 @@ def renew_many(schema: Schema, renewals: Sequence[Renewal]) -> Request:
     """Up to 25 renewals in one PartiQL ``BatchExecuteStatement`` call, each conditional on its own."""
     if not 0 < len(renewals) <= MAX_BATCH_STATEMENTS:
         raise ValueError(f'a batch holds 1 to {MAX_BATCH_STATEMENTS} renewals, got {len(renewals)}')
+    key_condition = ' AND '.join(f'{_quoted(name)} = ?' for name in schema.key(0, '-'))
     statements = []
     for renewal in renewals:
         version_slots = ', '.join('?' for _ in renewal.expected_versions)
@@ -232,12 +238,13 @@ def renew_many(schema: Schema, renewals: Sequence[Renewal]) -> Request:
                 f'UPDATE {_quoted(schema.table_name)}'
                 f' SET {_quoted(COL_RECORD_VERSION_NUMBER)} = ?'
                 f' SET {_quoted(schema.ttl_attribute_name)} = ?'
-                f' WHERE {_quoted(schema.partition_key_name)} = ? AND {_quoted(schema.sort_key_name)} = ?'
+                f' SET {_quoted(COL_LEASE_EXPIRY)} = ?'
+                f' WHERE {key_condition}'
                 f' AND {_quoted(COL_RECORD_VERSION_NUMBER)} IN [{version_slots}]'
             ),
             'Parameters': [
-                renewal.new_version, renewal.new_expiry_time,
-                renewal.partition_key, renewal.sort_key, *renewal.expected_versions,
+                renewal.new_version, renewal.new_expiry_time, renewal.new_lease_expiry,
+                *schema.key(renewal.partition_key, renewal.sort_key).values(), *renewal.expected_versions,
             ],
             'ReturnValuesOnConditionCheckFailure': 'ALL_OLD',
         })

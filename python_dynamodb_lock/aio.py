@@ -214,6 +214,8 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         background_heartbeats: bool = True,
         keep_released_rows: bool = True,
         metrics: Optional[MetricsHook] = None,
+        max_clock_skew: Optional[datetime.timedelta] = None,
+        partition_key_type: str = 'S',
     ) -> None:
         if not _is_async_dynamodb_client(dynamodb_client):
             raise TypeError(
@@ -232,7 +234,8 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
             ttl_attribute_name=ttl_attribute_name, owner_name=owner_name, heartbeat_period=heartbeat_period,
             safe_period=safe_period, lease_duration=lease_duration, expiry_period=expiry_period,
             heartbeat_tps=heartbeat_tps, heartbeat_workers=heartbeat_workers,
-            heartbeat_batch_size=heartbeat_batch_size, keep_released_rows=keep_released_rows)
+            heartbeat_batch_size=heartbeat_batch_size, keep_released_rows=keep_released_rows,
+            max_clock_skew=max_clock_skew, partition_key_type=partition_key_type)
         self._dynamodb_client = dynamodb_client
         self._store = AsyncStore(dynamodb_client)
         self._shutdown = asyncio.Event()
@@ -350,7 +353,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
                        sort_key: str = _Defaults._DEFAULT_SORT_KEY_VALUE) -> Optional[BaseDynamoDBLock]:
         """Who holds ``(partition_key, sort_key)`` right now (a consistent read); None: nobody."""
         self._check_process()
-        _config.check_key(partition_key, sort_key)
+        _config.check_key(self._schema, partition_key, sort_key)
         row = await self._run(read_row(self._schema, partition_key, sort_key, None))
         described: Optional[BaseDynamoDBLock] = self._describe_row(row)
         return described

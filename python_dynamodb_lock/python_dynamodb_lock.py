@@ -20,12 +20,11 @@ import concurrent.futures
 import datetime
 import logging
 import threading
-import urllib.parse
 from types import TracebackType
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar
 
 from . import _config
-from ._base import ClientCore, Done
+from ._base import ClientCore, Done, unique_identifier_of
 from ._clock import Clock, SystemClock
 from ._core.acquire import TimedOut, acquire, read_row
 from ._core.effects import Call, Protocol, Sleep, Submit
@@ -79,7 +78,7 @@ class BaseDynamoDBLock:
         self.record_version_number = record_version_number
         self.expiry_time = int(expiry_time)
         self.additional_attributes: Dict[str, Any] = dict(additional_attributes or {})
-        self.unique_identifier = urllib.parse.quote(partition_key) + '|' + urllib.parse.quote(sort_key)
+        self.unique_identifier = unique_identifier_of(partition_key, sort_key)
         #: The acquisition's fencing token: it grows with every acquisition of the key and stays
         #: the same while the lock is held (None for a lock written by a published 0.9.x client).
         self.fencing_token = fencing_token
@@ -386,6 +385,18 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         for every acquire attempt, acquisition, wait, renewal, danger, loss and release, with
         timings; it runs on the thread where the event happens and must be quick. None (the
         default) costs nothing.
+    :param sort_key_name: ``None`` for a table whose key is a partition key only (locks there all
+        have the sort key ``'-'``); :meth:`for_table` reads the table's shape for you.
+    :param partition_key_type: the type of the table's partition key: ``'S'`` (the published
+        layout; keys are ``str``), ``'N'`` (``int`` or ``Decimal``) or ``'B'`` (``bytes``).
+    :param max_clock_skew: opt-in faster takeover of crashed holders, for functions that cannot
+        wait a whole lease after a crash (AWS Lambda): the largest difference you trust between
+        the wall clocks of the hosts sharing the table. A waiter then takes a lock over as soon
+        as the end of its lease, as its holder wrote it (``lease_expiry``), plus this skew has
+        passed on the waiter's wall clock - at first sight, instead of after watching its version
+        stay the same for a whole lease. If clocks differ by more, a live holder can lose its
+        lock: keep it None (the default) unless your clocks are synchronised (NTP, Amazon Time
+        Sync) and you need it.
     :param background_heartbeats: ``False`` starts no threads at all: locks are renewed only
         when the application calls :meth:`send_heartbeats` (or ``lock.extend()``), and danger
         is flagged by :meth:`check_locks` and by ``lock.status`` itself. For AWS Lambda and
@@ -437,6 +448,8 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         background_heartbeats: bool = True,
         keep_released_rows: bool = True,
         metrics: Optional[MetricsHook] = None,
+        max_clock_skew: Optional[datetime.timedelta] = None,
+        partition_key_type: str = 'S',
     ) -> None:
         if dynamodb_resource is None:
             raise TypeError('dynamodb_resource must be a boto3 DynamoDB resource, not None')
@@ -452,7 +465,8 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
             ttl_attribute_name=ttl_attribute_name, owner_name=owner_name, heartbeat_period=heartbeat_period,
             safe_period=safe_period, lease_duration=lease_duration, expiry_period=expiry_period,
             heartbeat_tps=heartbeat_tps, heartbeat_workers=heartbeat_workers,
-            heartbeat_batch_size=heartbeat_batch_size, keep_released_rows=keep_released_rows)
+            heartbeat_batch_size=heartbeat_batch_size, keep_released_rows=keep_released_rows,
+            max_clock_skew=max_clock_skew, partition_key_type=partition_key_type)
 
         # The published private attributes, for code that reads them.
         self._dynamodb_resource = dynamodb_resource
@@ -631,7 +645,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         :raises DynamoDBLockError: ``UNKNOWN`` when the read fails.
         """
         self._check_process()
-        _config.check_key(partition_key, sort_key)
+        _config.check_key(self._schema, partition_key, sort_key)
         row = self._run(read_row(self._schema, partition_key, sort_key, None))
         described: Optional[BaseDynamoDBLock] = self._describe_row(row)
         return described

@@ -9,7 +9,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from .._requests import MAX_BATCH_STATEMENTS, Renewal, renew, renew_many
 from .._errors import DynamoDBLockError
-from .._schema import Schema
+from .._schema import Schema, lease_expiry
 from .answers import Answer, Failed, statement_retryable
 from .effects import Call, Emit, Protocol, Sleep, Submit, Unregister
 from .events import Event, Kind
@@ -62,8 +62,9 @@ class Batching:
 
 def _next_renewal(settings: HeartbeatSettings, lock: Any, clock: Any) -> Optional[Renewal]:
     state: LockState = lock._state
-    return state.next_renewal(str(uuid.uuid4()), int(clock.time() + settings.expiry_period),
-                              lock.partition_key, lock.sort_key)
+    now = clock.time()
+    return state.next_renewal(str(uuid.uuid4()), int(now + settings.expiry_period),
+                              lock.partition_key, lock.sort_key, lease_expiry(now, state.lease_duration))
 
 
 def renew_one(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[Optional[RenewalResult]]:

@@ -180,13 +180,13 @@ class LockState:
         return None
 
     def next_renewal(self, new_version: str, new_expiry_time: int, partition_key: str,
-                     sort_key: str) -> Optional[Renewal]:
+                     sort_key: str, new_lease_expiry: Any = None) -> Optional[Renewal]:
         """The renewal to send while the lock is held, or None when it no longer is."""
         with self._guard:
             if self.status not in Status.HELD:
                 return None
             expected = [self.version, *self.unconfirmed[-(MAX_CONDITION_VERSIONS - 1):]]
-        return Renewal(partition_key, sort_key, expected, new_version, new_expiry_time)
+        return Renewal(partition_key, sort_key, expected, new_version, new_expiry_time, new_lease_expiry)
 
     def settle_renewal(self, renewal: Renewal, answer: Answer, attempt_started: float, now: float) -> RenewalResult:
         """Apply the answer to one renewal.
