@@ -13,16 +13,18 @@ import threading
 import urllib.parse
 from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar
 
-from ._config import AcquireArguments, Settings
+from ._clock import SystemClock
+from ._config import AcquireArguments, Settings, make_settings
 from ._core.acquire import AcquireAttempt, TimedOut, Written
-from ._core.effects import Emit, Protocol
+from ._core.effects import Emit, Protocol, Unregister
 from ._core.events import Event, Kind
-from ._core.heartbeat import Batching, HeartbeatSettings, Unregister
+from ._core.heartbeat import Batching, HeartbeatSettings, extend
 from ._core.messages import describe_key
-from ._core.release import ReleaseVerdict
+from ._core.guard import check_actions, guarded_write
+from ._core.release import ReleaseSettings, ReleaseVerdict, free_handed, precheck_release, release, release_verdict
 from ._core.state import Status
 from ._errors import DynamoDBLockError, Reason
-from ._observe import Observer
+from ._observe import Observer, logger
 from ._registry import Registry
 from ._schema import Item, Schema
 
@@ -51,6 +53,29 @@ class ClientCore(Generic[L]):
     _clock: Any
     _pid: int
 
+    def _configure(self, low_level_client: Any, clock: Any, app_callback_executor: Any, metrics: Any,
+                   background_heartbeats: Any, **setting_arguments: Any) -> Settings:
+        """Check every constructor argument (before anything starts), set the client up, and log
+        the warnings risky settings deserve."""
+        settings = make_settings(low_level_client=low_level_client, **setting_arguments)
+        if app_callback_executor is not None and not callable(getattr(app_callback_executor, 'submit', None)):
+            raise TypeError('app_callback_executor must be a concurrent.futures.Executor (or None)')
+        if metrics is not None and not callable(metrics):
+            raise TypeError(f'metrics must be a callable (it gets a LockEvent), not {type(metrics).__name__}')
+        if not isinstance(background_heartbeats, bool):
+            raise TypeError(f'background_heartbeats must be a bool, not {type(background_heartbeats).__name__}')
+        self._init_core(settings, clock if clock is not None else SystemClock(),
+                        Observer(self._dispatch_callback, metrics))
+        for warning in settings.warnings:
+            logger.warning('%s', warning)
+        self._owner_name = settings.owner_name
+        self._table_name = settings.schema.table_name
+        self._safe_period_s = settings.safe_period
+        return settings
+
+    def _dispatch_callback(self, callback: Callable[..., Any], lock: Any, code: str) -> None:
+        raise NotImplementedError   # each driver runs callbacks its own way
+
     def _init_core(self, settings: Settings, clock: Any, observer: Observer) -> None:
         self._settings = settings
         self._schema = settings.schema
@@ -58,6 +83,7 @@ class ClientCore(Generic[L]):
         self._observer = observer
         self._registry = Registry()
         self._batching = Batching(settings.heartbeat_batch_size)
+        self._release_settings = ReleaseSettings(settings.schema, settings.expiry_period, settings.keep_released_rows)
         self._heartbeat_settings = HeartbeatSettings(
             settings.schema, settings.heartbeat_period, settings.safe_period, settings.expiry_period,
             settings.heartbeat_tps, settings.heartbeat_batch_size)
@@ -82,6 +108,9 @@ class ClientCore(Generic[L]):
                     effect = protocol.send(value)
             except StopIteration as finished:
                 return Done(finished.value)
+            except DynamoDBLockError as error:
+                self._public_error(error)   # the holder described as a BaseDynamoDBLock
+                raise
             if isinstance(effect, Emit):
                 self._observer.emit(effect.event)
                 value = None
@@ -137,10 +166,33 @@ class ClientCore(Generic[L]):
         unique_identifier = unique_identifier_of(partition_key, sort_key)
         return AcquireAttempt(self._schema, partition_key, sort_key, unique_identifier, arguments.item_template,
                               arguments.retry_period, arguments.retry_timeout, self._settings.expiry_period,
-                              self._settings.lease_duration)
+                              self._settings.lease_duration, self._settings.keep_released_rows,
+                              self._settings.max_clock_skew)
+
+    def _reenter(self, unique_identifier: str, holder: Any) -> Optional[L]:
+        """A reentrant acquisition: the lock this very thread (or task) already holds for the
+        key, with one more hold on it; None when it holds none."""
+        lock = self._registry.get(unique_identifier)
+        if lock is None or getattr(lock, '_holder', None) is not holder or not lock._state.held:  # type: ignore[attr-defined]
+            return None
+        lock._holds += 1  # type: ignore[attr-defined]
+        return lock
+
+    def _release_nested(self, lock: Any, best_effort: bool) -> bool:
+        """Release one hold of a lock acquired more than once (reentrantly): True when holds
+        remain, so nothing is written; a strict release of a lost lock still raises."""
+        if lock._holds <= 1:
+            return False
+        lock._holds -= 1
+        if not best_effort and lock._state.status == Status.INVALID:
+            verdict = precheck_release(lock._state, self._owns(lock), best_effort, lock.unique_identifier,
+                                       self._settings.owner_name)
+            if verdict is not None and verdict.error is not None:
+                raise self._public_error(verdict.error)
+        return True
 
     def _adopt(self, written: Written, app_callback: Any, raise_context_exception: bool,
-               make_lock: Callable[..., L]) -> Tuple[L, Optional[L]]:
+               make_lock: Callable[..., L], holder: Any = None) -> Tuple[L, Optional[L]]:
         """Make the lock object for a row we wrote and register it.
 
         :returns: the lock, and the older lock object of this client on the same key that it
@@ -148,11 +200,15 @@ class ClientCore(Generic[L]):
             holding its mutex, so that a release of it still under way finishes first.
         """
         fields = self._schema.lock_fields(written.item, self._settings.lease_duration)
+        token = fields.pop('fencing_token')
         lock = make_lock(**fields, app_callback=app_callback, raise_context_exception=raise_context_exception)
         state = lock._state  # type: ignore[attr-defined]
-        state.acquired(written.attempt_started)
+        state.acquired(written.attempt_started, token, Schema.acquisition_of(written.item))
+        lock.took_over_from = self._describe_row(written.replaced)  # type: ignore[attr-defined]
+        lock._holder = holder  # type: ignore[attr-defined]
         previous = self._registry.register(lock, lock.unique_identifier)  # type: ignore[attr-defined]
-        self._emit(Kind.ACQUIRED, lock, version=state.version)
+        self._emit(Kind.ACQUIRED, lock, version=state.version, duration=written.waited,
+                   fencing_token=token, takeover=written.replaced is not None)
         return lock, previous
 
     def _settle_replaced(self, previous: Any) -> None:
@@ -171,32 +227,91 @@ class ClientCore(Generic[L]):
             holder=self._describe_row(timed_out.blocking),
         )
 
+    def _extend_protocol(self, lock: Any) -> Protocol[None]:
+        if lock.lock_client is not self or (lock._state.held and not self._owns(lock)):
+            raise DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED, f'{lock.unique_identifier} is not held by '
+                                    f'this client ({self._settings.owner_name})')
+        return extend(self._heartbeat_settings, lock, self._clock)
+
+    # -- guarded writes ----------------------------------------------------------------
+
+    def _guard_protocol(self, lock: Any, items: Any, typed: bool, options: Mapping[str, Any],
+                        client_token: Optional[str], wire: Any) -> Protocol[Dict[str, Any]]:
+        """Check a guarded write before anything is sent, and the protocol that sends it."""
+        self._check_process()
+        if lock.lock_client is not self:
+            raise DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED, f'{lock.unique_identifier} is not held by '
+                                    f'this client ({self._settings.owner_name})')
+        if typed:
+            items = wire.to_python('transact_write_items', {'TransactItems': items})['TransactItems']
+        actions = check_actions(self._schema, lock.partition_key, lock.sort_key, items)
+        unknown = sorted(set(options) - {'ReturnConsumedCapacity', 'ReturnItemCollectionMetrics'})
+        if unknown:
+            raise TypeError(f'transact_write_items takes TransactItems, ClientRequestToken, ReturnConsumedCapacity '
+                            f'and ReturnItemCollectionMetrics; not {", ".join(unknown)}')
+        if client_token is not None and not isinstance(client_token, str):
+            raise TypeError(f'ClientRequestToken must be a str, not {type(client_token).__name__}')
+        return guarded_write(self._schema, lock, actions, options, client_token)
+
     # -- releasing ---------------------------------------------------------------------
 
     def _owns(self, lock: Any) -> bool:
         return lock.lock_client is self and self._registry.holds(lock, lock.unique_identifier)
 
-    def _apply_release(self, lock: Any, verdict: ReleaseVerdict) -> None:
-        """Apply a release verdict to ``lock``; raise its error, if any."""
+    def _apply_release(self, lock: Any, verdict: ReleaseVerdict, handed_over: bool = False) -> None:
+        """Apply a release verdict to ``lock``; raise its error, if any. A lock handed over to a
+        waiter wakes nobody else (they would only find it held)."""
         if verdict.final_status is not None:
             lock._state.forget(verdict.final_status, verdict.loss)
-            self._unregister(lock)
+            self._unregister(lock, wake=not handed_over)
         row = verdict.loss.row if verdict.loss else None
         self._emit(verdict.event, lock, status=lock._state.status, owner=Schema.owner_of(row),
-                   error=verdict.error.message if verdict.error else '', lease=lock.lease_duration)
+                   error=verdict.error.message if verdict.error else '', lease=lock.lease_duration,
+                   duration=verdict.duration, handed_over=verdict.handed_over)
         if verdict.error is not None:
             raise self._public_error(verdict.error)
 
-    def _unregister(self, lock: Any) -> None:
+    def _unregister(self, lock: Any, wake: bool = True) -> None:
         self._registry.forget(lock, lock.unique_identifier)
-        self._registry.wake_longest_waiting(lock.unique_identifier)
+        if wake:
+            self._registry.wake_longest_waiting(lock.unique_identifier)
+
+    def _release_protocol(self, lock: Any, best_effort: bool, successor: Any) -> Protocol[ReleaseVerdict]:
+        """Release ``lock`` (handing it to ``successor``, a claimed waiter, if any): the verdict."""
+        started = self._clock.monotonic()
+        result = yield from release(self._release_settings, lock, self._clock,
+                                    successor.attempt if successor is not None else None)
+        if successor is not None and not self._registry.hand_over(lock.unique_identifier, successor, result.handed) \
+                and result.handed is not None:
+            yield from free_handed(self._release_settings, (lock.partition_key, lock.sort_key), result.handed,
+                                   self._clock)
+        verdict = release_verdict(result, best_effort, self._schema, lock.unique_identifier)
+        return dataclasses.replace(verdict, handed_over=result.handed is not None,
+                                   duration=self._clock.monotonic() - started)
+
+    def _left_waiting(self, waiter: Any, outcome: Any) -> Any:
+        """An acquisition stops waiting with ``outcome``: a lock handed over to it meanwhile
+        is its result instead of a timeout."""
+        handed = self._registry.leave(waiter.attempt.unique_identifier, waiter)
+        if handed is None or isinstance(outcome, Written):
+            return outcome
+        return handed
+
+    def _abandon_wait(self, waiter: Any) -> Protocol[None]:
+        """An acquisition stops waiting with an exception: free the row of a lock handed over
+        to it meanwhile, which nobody would hold."""
+        handed = self._registry.leave(waiter.attempt.unique_identifier, waiter)
+        if handed is not None:
+            attempt = waiter.attempt
+            yield from free_handed(self._release_settings, (attempt.partition_key, attempt.sort_key), handed,
+                                   self._clock)
 
     # -- conversions -------------------------------------------------------------------
 
     def _describe_row(self, row: Optional[Mapping[str, Any]]) -> Any:
-        """A ``BaseDynamoDBLock`` for a row (None for no row); the lock attributes a row lacks
-        (one written by another program) read as empty."""
-        if not row:
+        """A ``BaseDynamoDBLock`` for a row (None for no row, or a released one); the lock
+        attributes a row lacks (one written by another program) read as empty."""
+        if not row or Schema.is_released(row):
             return None
         return self._base_lock_class(**self._schema.lock_fields(row, self._settings.lease_duration))
 
@@ -216,6 +331,8 @@ class ClientCore(Generic[L]):
                                       lock.record_version_number, lock.expiry_time, lock.additional_attributes)
 
 
-def unique_identifier_of(partition_key: str, sort_key: str) -> str:
-    """``quote(partition_key) + '|' + quote(sort_key)``, as the published package names locks."""
-    return urllib.parse.quote(partition_key) + '|' + urllib.parse.quote(sort_key)
+def unique_identifier_of(partition_key: Any, sort_key: str) -> str:
+    """``quote(partition_key) + '|' + quote(sort_key)``, as the published package names locks
+    (a number partition key is quoted as its text, a binary one as its bytes)."""
+    key = partition_key if isinstance(partition_key, (str, bytes, bytearray)) else str(partition_key)
+    return urllib.parse.quote(key) + '|' + urllib.parse.quote(sort_key)

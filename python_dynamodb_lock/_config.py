@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from decimal import Decimal
 import socket
 import uuid
 from typing import Any, Callable, List, Mapping, Optional, Tuple
 
 from . import _validation as validation
 from ._requests import MAX_BATCH_STATEMENTS
-from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, Item, Schema
+from ._schema import NO_SORT_KEY, Item, Schema
 
 __all__ = ['AcquireArguments', 'Settings', 'acquire_arguments', 'client_timeout_warning', 'make_settings']
 
@@ -31,6 +32,8 @@ class Settings:
     heartbeat_workers: int
     heartbeat_batch_size: int
     warnings: Tuple[str, ...] = ()
+    keep_released_rows: bool = True
+    max_clock_skew: Optional[float] = None
 
 
 def make_settings(
@@ -48,15 +51,22 @@ def make_settings(
     heartbeat_tps: Any,
     heartbeat_workers: Any,
     heartbeat_batch_size: Any,
+    keep_released_rows: Any = True,
+    max_clock_skew: Any = None,
+    partition_key_type: Any = 'S',
 ) -> Settings:
     """Check the constructor's arguments; raise for impossible ones, collect warnings for risky ones."""
     validation.require_text('table_name', table_name)
     attribute_names = {
         'partition_key_name': validation.require_attribute_name('partition_key_name', partition_key_name),
-        'sort_key_name': validation.require_attribute_name('sort_key_name', sort_key_name),
         'ttl_attribute_name': validation.require_attribute_name('ttl_attribute_name', ttl_attribute_name),
     }
-    lock_attributes = {COL_OWNER_NAME, COL_LEASE_DURATION, COL_RECORD_VERSION_NUMBER}
+    if sort_key_name is not None:        # None: a table with a partition key only
+        attribute_names['sort_key_name'] = validation.require_attribute_name('sort_key_name', sort_key_name)
+    if partition_key_type not in KEY_TYPES:
+        raise ValueError(f"partition_key_type must be one of {', '.join(KEY_TYPES)} (DynamoDB's key types), "
+                         f'got {partition_key_type!r}')
+    lock_attributes = Schema('-', '-', None, '-').reserved_names - {'-'}
     for argument, value in attribute_names.items():
         if value in lock_attributes:
             raise ValueError(f'{argument}={value!r} collides with the lock attribute of that name')
@@ -88,14 +98,18 @@ def make_settings(
         raise ValueError(
             f'heartbeat_batch_size must be an int from 1 to {MAX_BATCH_STATEMENTS}, got {heartbeat_batch_size!r}'
         )
+    skew = None if max_clock_skew is None else validation.require_duration('max_clock_skew', max_clock_skew,
+                                                                            allow_zero=True)
+    if not isinstance(keep_released_rows, bool):
+        raise TypeError(f'keep_released_rows must be a bool, not {type(keep_released_rows).__name__}')
     warnings = _period_warnings(heartbeat, safe, lease, expiry)
     timeout_warning = client_timeout_warning(low_level_client, safe)
     if timeout_warning:
         warnings.append(timeout_warning)
-    schema = Schema(table_name, attribute_names['partition_key_name'], attribute_names['sort_key_name'],
-                    attribute_names['ttl_attribute_name'])
+    schema = Schema(table_name, attribute_names['partition_key_name'], attribute_names.get('sort_key_name'),
+                    attribute_names['ttl_attribute_name'], partition_key_type)
     return Settings(schema, owner_name, heartbeat, safe, lease, expiry, float(heartbeat_tps), heartbeat_workers,
-                    heartbeat_batch_size, tuple(warnings))
+                    heartbeat_batch_size, tuple(warnings), keep_released_rows, skew)
 
 
 def _period_warnings(heartbeat: float, safe: float, lease: float, expiry: float) -> List[str]:
@@ -163,7 +177,7 @@ def acquire_arguments(settings: Settings, partition_key: Any, sort_key: Any, ret
                       additional_attributes: Any, app_callback: Any,
                       check_callback: Callable[[str, Any], Any] = validation.require_callable) -> AcquireArguments:
     """Check one acquisition's arguments; the item to write (without version and TTL)."""
-    check_key(partition_key, sort_key)
+    check_key(settings.schema, partition_key, sort_key)
     retry_period_s = (settings.heartbeat_period if retry_period is None
                       else validation.require_duration('retry_period', retry_period, allow_zero=True))
     retry_timeout_s = (settings.lease_duration + settings.heartbeat_period if retry_timeout is None
@@ -175,9 +189,37 @@ def acquire_arguments(settings: Settings, partition_key: Any, sort_key: Any, ret
     return AcquireArguments(retry_period_s, retry_timeout_s, item)
 
 
-def check_key(partition_key: Any, sort_key: Any) -> None:
-    validation.require_key('partition_key', partition_key, validation.MAX_PARTITION_KEY_BYTES)
+def require_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f'{name} must be a bool, not {type(value).__name__}')
+    return value
+
+
+#: DynamoDB's types of key attributes: string, number, binary.
+KEY_TYPES = ('S', 'N', 'B')
+
+
+def check_key(schema: Schema, partition_key: Any, sort_key: Any) -> None:
+    """A key of the table's shape: a partition key of its type; a sort key string, or the
+    default ``'-'`` on a table without a sort key."""
+    if schema.partition_key_type == 'S':
+        validation.require_key('partition_key', partition_key, validation.MAX_PARTITION_KEY_BYTES)
+    elif schema.partition_key_type == 'N':
+        if isinstance(partition_key, bool) or not isinstance(partition_key, (int, Decimal)):
+            raise TypeError(f'partition_key must be an int or a Decimal: table {schema.table_name!r} has a number '
+                            f'partition key; got {type(partition_key).__name__}')
+        validation.require_storable('partition_key', partition_key)
+    else:
+        if not isinstance(partition_key, (bytes, bytearray)):
+            raise TypeError(f'partition_key must be bytes: table {schema.table_name!r} has a binary partition key; '
+                            f'got {type(partition_key).__name__}')
+        if not 0 < len(partition_key) <= validation.MAX_PARTITION_KEY_BYTES:
+            raise ValueError(f'partition_key must be 1 to {validation.MAX_PARTITION_KEY_BYTES} bytes, '
+                             f'got {len(partition_key)}')
     validation.require_key('sort_key', sort_key, validation.MAX_SORT_KEY_BYTES)
+    if schema.sort_key_name is None and sort_key != NO_SORT_KEY:
+        raise ValueError(f'table {schema.table_name!r} has no sort key: leave sort_key as {NO_SORT_KEY!r}, '
+                         f'got {sort_key!r}')
 
 
 def check_additional_attributes(schema: Schema, additional_attributes: Any) -> Mapping[str, Any]:

@@ -8,13 +8,14 @@ An :class:`Observer` never raises: a failing callback dispatcher or metrics hook
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from ._core.events import Event, Kind
 from ._errors import DynamoDBLockError
 
-__all__ = ['LOGGER_NAME', 'Observer', 'logger']
+__all__ = ['LOGGER_NAME', 'LockEvent', 'MetricsHook', 'Observer', 'logger']
 
 LOGGER_NAME = 'python_dynamodb_lock.python_dynamodb_lock'
 logger = logging.getLogger(LOGGER_NAME)
@@ -27,8 +28,16 @@ DEBUG, INFO, WARNING, ERROR = logging.DEBUG, logging.INFO, logging.WARNING, logg
 _LINES: Dict[Kind, Tuple[int, str, Tuple[str, ...]]] = {
     Kind.ACQUIRED: (INFO, 'Acquired %s (version %s)',
         ('key', 'version')),
+    Kind.ACQUIRE_ATTEMPT: (DEBUG, 'Acquire attempt on %s: %s in %.3fs',
+        ('key', 'outcome', 'duration')),
+    Kind.ACQUIRE_TIMED_OUT: (DEBUG, 'Gave up acquiring %s after %.3fs: held by %s',
+        ('key', 'duration', 'owner')),
     Kind.TAKING_OVER: (INFO, 'Taking over %s from %s: version %s unchanged for %.3fs',
         ('key', 'owner', 'version', 'unchanged_for')),
+    Kind.UNFENCED_HOLDER: (WARNING,
+        '%s is held by %s, a client that writes no fencing token (a published 0.9.x client?): fencing '
+        'tokens of this key stay increasing only as far as the clocks of the hosts agree',
+        ('key', 'owner')),
     Kind.WAITING: (DEBUG, '%s is held by %s; retrying in %.3fs',
         ('key', 'owner', 'retry_in')),
     Kind.ORPHAN_UNVERIFIED: (INFO,
@@ -107,6 +116,8 @@ _LINES: Dict[Kind, Tuple[int, str, Tuple[str, ...]]] = {
         ('owner', 'name')),
     Kind.LOOP_ROUND_FAILED: (ERROR, 'Lock client %s: %s round failed; carrying on',
         ('owner', 'name')),
+    Kind.GUARD_RETRY: (DEBUG, 'Guarded write under %s: %s, attempt %s; trying again',
+        ('key', 'code', 'attempt')),
     Kind.FORCE_RELEASED: (WARNING, 'Force-released %s (version %s, owner %s)',
         ('key', 'version', 'owner')),
 }
@@ -121,6 +132,33 @@ _CALLBACK_CODES = {
 CallbackDispatcher = Callable[[Any, Any, str], None]   # (callback, lock, code)
 
 
+@dataclasses.dataclass(frozen=True)
+class LockEvent:
+    """Something that happened to a lock or a client, for a metrics hook.
+
+    :ivar name: what happened: ``acquire_attempt`` (one conditional write; ``outcome`` is
+        ``applied``, ``refused`` or ``failed``), ``acquired`` (``duration``: the wait;
+        ``takeover``; ``fencing_token``), ``acquire_timed_out``, ``taking_over``, ``waiting``,
+        ``renewed`` and ``renewal_failed`` (``duration``: the call's latency; ``reason``),
+        ``recovered``, ``in_danger`` (``duration``: time since the last confirmed renewal),
+        ``stolen`` (``reason``), ``released`` (``duration``; ``handed_over``),
+        ``release_stolen``, ``release_failed``, ``release_failed_forgotten``,
+        ``heartbeats_behind``, ``guard_retry``, ``force_released``, and the other values of
+        ``_core.events.Kind``.
+    :ivar key: the lock's ``unique_identifier`` ('' for client-wide events).
+    :ivar duration: seconds, for the events that measure something; else None.
+    :ivar attributes: the event's other values (never the lock object itself).
+    """
+
+    name: str
+    key: str
+    duration: Optional[float]
+    attributes: Mapping[str, Any]
+
+
+MetricsHook = Callable[[LockEvent], Any]
+
+
 class Observer:
     """Logs every event and hands the callback events to ``dispatch``.
 
@@ -128,10 +166,13 @@ class Observer:
         other than the caller's thread or task (the client's callback executor, or the loop).
     """
 
-    def __init__(self, dispatch: CallbackDispatcher) -> None:
+    def __init__(self, dispatch: CallbackDispatcher, metrics: Optional[MetricsHook] = None) -> None:
         self._dispatch = dispatch
+        self._metrics = metrics
 
     def emit(self, event: Event) -> None:
+        if self._metrics is not None:
+            self._measure(event)
         level, template, names = _LINES[event.kind]
         if logger.isEnabledFor(level):
             values = {'key': event.key, **event.fields}
@@ -143,6 +184,18 @@ class Observer:
         code = _CALLBACK_CODES.get(event.kind)
         if code is not None:
             self.callback(event.lock, code)
+
+    def _measure(self, event: Event) -> None:
+        """Hand the event to the metrics hook (only when there is one); never raises."""
+        assert self._metrics is not None
+        fields = event.fields
+        attributes = {name: value for name, value in fields.items() if name not in ('duration', 'exception')}
+        duration = fields.get('duration')
+        try:
+            self._metrics(LockEvent(event.kind.value, event.key,
+                                    float(duration) if duration is not None else None, attributes))
+        except Exception:
+            logger.exception('The metrics hook raised on %s %s', event.kind.value, event.key)
 
     def callback(self, lock: Any, code: str) -> None:
         """Run ``lock.app_callback(code, lock)`` through the dispatcher; never raises."""

@@ -10,9 +10,25 @@ from __future__ import annotations
 import threading
 from typing import Any, Dict, Generic, List, Optional, TypeVar
 
-__all__ = ['Registry']
+__all__ = ['Registry', 'WaiterState']
 
 L = TypeVar('L')
+
+
+class WaiterState:
+    """What the registry keeps about one acquisition waiting in this client (mixed into the
+    driver's event type, ``threading.Event`` or ``asyncio.Event``).
+
+    ``attempt`` is the waiter's acquisition (what a release hands over to it); ``handed`` the
+    lock row a release wrote for it; ``claimed`` while a release is writing that row; ``gone``
+    once the waiter stopped waiting (timed out, cancelled, closed).
+    """
+
+    def init_waiter(self, attempt: Any) -> None:
+        self.attempt = attempt
+        self.handed: Any = None
+        self.claimed = False
+        self.gone = False
 
 
 class Registry(Generic[L]):
@@ -72,6 +88,43 @@ class Registry(Generic[L]):
                 waiters.remove(waiter)
             if not waiters:
                 self._waiters.pop(unique_identifier, None)
+
+    def claim_successor(self, unique_identifier: str) -> Optional[Any]:
+        """The waiter that has waited longest for this key, now claimed: a release is about to
+        hand the lock over to it. None when nobody waits here."""
+        with self._guard:
+            for waiter in self._waiters.get(unique_identifier, ()):
+                if not waiter.claimed and not waiter.gone and waiter.handed is None:
+                    waiter.claimed = True
+                    return waiter
+        return None
+
+    def hand_over(self, unique_identifier: str, waiter: Any, written: Any) -> bool:
+        """Give ``waiter`` the row a release wrote for it (``written``; None: the handover did
+        not happen) and wake it. False when it had stopped waiting: then the row is nobody's."""
+        with self._guard:
+            waiter.claimed = False
+            if written is None or waiter.gone:
+                return False
+            waiter.handed = written
+            waiters = self._waiters.get(unique_identifier, [])
+            if waiter in waiters:
+                waiters.remove(waiter)
+        waiter.set()
+        return True
+
+    def leave(self, unique_identifier: str, waiter: Any) -> Any:
+        """``waiter`` stops waiting: the row handed over to it meanwhile, if any (it must take
+        it), else None (a handover still under way will find it gone)."""
+        with self._guard:
+            waiters = self._waiters.get(unique_identifier, [])
+            if waiter in waiters:
+                waiters.remove(waiter)
+            if not waiters:
+                self._waiters.pop(unique_identifier, None)
+            if waiter.handed is None:
+                waiter.gone = True
+            return waiter.handed
 
     def wake_longest_waiting(self, unique_identifier: str) -> None:
         """Wake the waiter that has waited longest for this key in this client.

@@ -9,19 +9,32 @@ of spending a read on it. Nothing here does I/O.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, NamedTuple, Optional, Sequence
+from typing import Any, Dict, Iterable, NamedTuple, Optional, Sequence
 
-from ._schema import COL_RECORD_VERSION_NUMBER, Item, Schema
+from ._schema import (
+    COL_ACQUISITION_ID,
+    COL_FENCING_TOKEN,
+    COL_LEASE_DURATION,
+    COL_LEASE_EXPIRY,
+    COL_RECORD_VERSION_NUMBER,
+    COL_RELEASED_AT,
+    Item,
+    Schema,
+)
 
 __all__ = [
     'MAX_BATCH_STATEMENTS',
+    'acquire_free',
+    'acquire_over',
     'MAX_CONDITION_VERSIONS',
     'Renewal',
     'Request',
     'delete_if_version',
+    'free_row',
     'get',
     'put_if_absent',
     'put_if_version',
+    'release_row',
     'renew',
     'renew_many',
     'scan',
@@ -46,14 +59,15 @@ class Request(NamedTuple):
 
 
 class Renewal(NamedTuple):
-    """One heartbeat: write ``new_version`` and ``new_expiry_time`` if the row carries one of
-    ``expected_versions``."""
+    """One heartbeat: write ``new_version``, ``new_expiry_time`` and ``new_lease_expiry`` if the
+    row carries one of ``expected_versions``."""
 
     partition_key: str
     sort_key: str
     expected_versions: Sequence[str]
     new_version: str
     new_expiry_time: int
+    new_lease_expiry: Any = None    # a Decimal: the lease's end on the renewer's wall clock
 
 
 def _version_condition(versions: Sequence[str]) -> tuple[str, Dict[str, Any]]:
@@ -70,6 +84,100 @@ def _version_condition(versions: Sequence[str]) -> tuple[str, Dict[str, Any]]:
 def _conditional(schema: Schema, operation: str, **params: Any) -> Request:
     return Request(operation, {'TableName': schema.table_name, 'ReturnValuesOnConditionCheckFailure': 'ALL_OLD',
                                **params})
+
+
+def _lock_update(schema: Schema, item: Item, token_floor: int, remove: Iterable[str]) -> Dict[str, Any]:
+    """An UpdateItem that writes ``item`` (keys aside), takes the next fencing token, and
+    removes the released mark and the names in ``remove``; the new fencing token comes back in
+    the answer.
+
+    The token is ``if_not_exists(fencing_token, floor) + 1``: one more than the row's (so it
+    survives releases and takeovers, which keep the row), or the floor (a value derived from
+    the writer's clock) when the row or its token is gone.
+    """
+    keys = schema.key_names
+    names: Dict[str, str] = {'#fencing_token': COL_FENCING_TOKEN, '#released_at': COL_RELEASED_AT}
+    values: Dict[str, Any] = {':token_floor': token_floor, ':one': 1}
+    assignments = ['#fencing_token = if_not_exists(#fencing_token, :token_floor) + :one']
+    for index, (name, value) in enumerate(sorted((n, v) for n, v in item.items() if n not in keys)):
+        names[f'#a{index}'] = name
+        values[f':a{index}'] = value
+        assignments.append(f'#a{index} = :a{index}')
+    removals = ['#released_at']
+    for index, name in enumerate(sorted(set(remove) - set(item) - set(keys) - {COL_RELEASED_AT})):
+        names[f'#r{index}'] = name
+        removals.append(f'#r{index}')
+    expression = 'SET ' + ', '.join(assignments) + ' REMOVE ' + ', '.join(removals)
+    return {
+        'Key': {name: item[name] for name in keys},
+        'UpdateExpression': expression,
+        'ExpressionAttributeNames': names,
+        'ExpressionAttributeValues': values,
+        'ReturnValues': 'UPDATED_NEW',
+    }
+
+
+def acquire_free(schema: Schema, item: Item, token_floor: int) -> Request:
+    """Write a lock row where there is none, or where the row is a released one (kept for its
+    fencing token); refused when a held lock is there."""
+    params = _lock_update(schema, item, token_floor, ())
+    params['ConditionExpression'] = 'attribute_not_exists(#partition_key) OR attribute_exists(#released_at)'
+    params['ExpressionAttributeNames']['#partition_key'] = schema.partition_key_name
+    return _conditional(schema, 'update_item', **params)
+
+
+def acquire_over(schema: Schema, item: Item, expected_versions: Sequence[str], token_floor: int,
+                 remove: Iterable[str] = ()) -> Request:
+    """Take a lock row over (an abandoned one, or our own to hand it to a waiter of this
+    client); refused unless it carries one of ``expected_versions``. ``remove`` names the
+    attributes of the row being replaced that the new item does not set."""
+    params = _lock_update(schema, item, token_floor, remove)
+    condition, values = _version_condition(expected_versions)
+    params['ConditionExpression'] = condition
+    params['ExpressionAttributeNames']['#version'] = COL_RECORD_VERSION_NUMBER
+    params['ExpressionAttributeValues'].update(values)
+    return _conditional(schema, 'update_item', **params)
+
+
+def release_row(schema: Schema, partition_key: str, sort_key: str, expected_versions: Sequence[str],
+                new_version: str, expiry_time: int, released_at: int, remove: Iterable[str] = ()) -> Request:
+    """Mark the lock row released, keeping its fencing token; refused unless it carries one of
+    ``expected_versions``.
+
+    The row keeps every attribute the published package reads, with a lease of 0 and a new
+    version, so that published clients take it over after one poll; it loses its acquisition id
+    and the lock's additional attributes (``remove``), and DynamoDB's TTL deletes it after
+    ``expiry_time``.
+    """
+    condition, values = _version_condition(expected_versions)
+    names = {'#version': COL_RECORD_VERSION_NUMBER, '#lease': COL_LEASE_DURATION,
+             '#expiry_time': schema.ttl_attribute_name, '#released_at': COL_RELEASED_AT,
+             '#acquisition': COL_ACQUISITION_ID, '#lease_expiry': COL_LEASE_EXPIRY}
+    values.update({':new_version': new_version, ':zero': 0, ':expiry_time': expiry_time,
+                   ':released_at': released_at})
+    removals = ['#acquisition', '#lease_expiry']
+    for index, name in enumerate(sorted(set(remove) - schema.reserved_names)):
+        names[f'#r{index}'] = name
+        removals.append(f'#r{index}')
+    return _conditional(
+        schema, 'update_item',
+        Key=schema.key(partition_key, sort_key),
+        UpdateExpression=('SET #version = :new_version, #lease = :zero, #expiry_time = :expiry_time, '
+                          '#released_at = :released_at REMOVE ' + ', '.join(removals)),
+        ConditionExpression=condition,
+        ExpressionAttributeNames=names,
+        ExpressionAttributeValues=values,
+    )
+
+
+def free_row(schema: Schema, partition_key: str, sort_key: str, expected_versions: Sequence[str], new_version: str,
+             expiry_time: int, released_at: int, remove: Iterable[str], keep_released_rows: bool) -> Request:
+    """The write that frees a lock row: :func:`release_row` (keeping the fencing token), or a
+    plain conditional delete when the client was told not to keep released rows."""
+    if keep_released_rows:
+        return release_row(schema, partition_key, sort_key, expected_versions, new_version, expiry_time,
+                           released_at, remove)
+    return delete_if_version(schema, partition_key, sort_key, expected_versions)
 
 
 def put_if_absent(schema: Schema, item: Item) -> Request:
@@ -99,12 +207,15 @@ def renew(schema: Schema, renewal: Renewal) -> Request:
     condition, values = _version_condition(renewal.expected_versions)
     values[':new_version'] = renewal.new_version
     values[':new_expiry_time'] = renewal.new_expiry_time
+    values[':new_lease_expiry'] = renewal.new_lease_expiry
     return _conditional(
         schema, 'update_item',
         Key=schema.key(renewal.partition_key, renewal.sort_key),
-        UpdateExpression='SET #version = :new_version, #expiry_time = :new_expiry_time',
+        UpdateExpression=('SET #version = :new_version, #expiry_time = :new_expiry_time, '
+                          '#lease_expiry = :new_lease_expiry'),
         ConditionExpression=condition,
-        ExpressionAttributeNames={'#version': COL_RECORD_VERSION_NUMBER, '#expiry_time': schema.ttl_attribute_name},
+        ExpressionAttributeNames={'#version': COL_RECORD_VERSION_NUMBER, '#expiry_time': schema.ttl_attribute_name,
+                                  '#lease_expiry': COL_LEASE_EXPIRY},
         ExpressionAttributeValues=values,
     )
 
@@ -118,6 +229,7 @@ def renew_many(schema: Schema, renewals: Sequence[Renewal]) -> Request:
     """Up to 25 renewals in one PartiQL ``BatchExecuteStatement`` call, each conditional on its own."""
     if not 0 < len(renewals) <= MAX_BATCH_STATEMENTS:
         raise ValueError(f'a batch holds 1 to {MAX_BATCH_STATEMENTS} renewals, got {len(renewals)}')
+    key_condition = ' AND '.join(f'{_quoted(name)} = ?' for name in schema.key(0, '-'))
     statements = []
     for renewal in renewals:
         version_slots = ', '.join('?' for _ in renewal.expected_versions)
@@ -126,12 +238,13 @@ def renew_many(schema: Schema, renewals: Sequence[Renewal]) -> Request:
                 f'UPDATE {_quoted(schema.table_name)}'
                 f' SET {_quoted(COL_RECORD_VERSION_NUMBER)} = ?'
                 f' SET {_quoted(schema.ttl_attribute_name)} = ?'
-                f' WHERE {_quoted(schema.partition_key_name)} = ? AND {_quoted(schema.sort_key_name)} = ?'
+                f' SET {_quoted(COL_LEASE_EXPIRY)} = ?'
+                f' WHERE {key_condition}'
                 f' AND {_quoted(COL_RECORD_VERSION_NUMBER)} IN [{version_slots}]'
             ),
             'Parameters': [
-                renewal.new_version, renewal.new_expiry_time,
-                renewal.partition_key, renewal.sort_key, *renewal.expected_versions,
+                renewal.new_version, renewal.new_expiry_time, renewal.new_lease_expiry,
+                *schema.key(renewal.partition_key, renewal.sort_key).values(), *renewal.expected_versions,
             ],
             'ReturnValuesOnConditionCheckFailure': 'ALL_OLD',
         })

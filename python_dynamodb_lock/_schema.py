@@ -10,10 +10,15 @@ from decimal import Decimal
 from typing import Any, Dict, FrozenSet, Mapping, Optional
 
 __all__ = [
+    'COL_ACQUISITION_ID',
+    'COL_FENCING_TOKEN',
     'COL_LEASE_DURATION',
+    'COL_LEASE_EXPIRY',
     'COL_OWNER_NAME',
     'COL_RECORD_VERSION_NUMBER',
+    'COL_RELEASED_AT',
     'Item',
+    'NO_SORT_KEY',
     'Schema',
 ]
 
@@ -24,6 +29,30 @@ COL_OWNER_NAME = 'owner_name'
 COL_LEASE_DURATION = 'lease_duration'
 COL_RECORD_VERSION_NUMBER = 'record_version_number'
 
+#: The sort key locks have on a table without a sort key (the published default sort key).
+NO_SORT_KEY = '-'
+
+# Added by this package (published clients ignore them, and drop them when they overwrite a row):
+#: An integer that grows with every acquisition of the key; unchanged by heartbeats.
+COL_FENCING_TOKEN = 'fencing_token'
+#: Names one acquisition (a uuid4 string); unchanged by heartbeats; removed on release.
+COL_ACQUISITION_ID = 'acquisition_id'
+#: When the holder's lease runs out on the holder's own wall clock (epoch seconds), rewritten at
+#: every renewal; read only by waiters that declare a maximum clock skew (``max_clock_skew``).
+COL_LEASE_EXPIRY = 'lease_expiry'
+#: Set (epoch seconds) on a released row that is kept so that the fencing token survives the
+#: release; such a row is free. Its lease is 0, so published clients take it over too.
+COL_RELEASED_AT = 'released_at'
+
+# Every name this package writes for itself; additional attributes may not use them.
+_OWN_ATTRIBUTES = frozenset({COL_OWNER_NAME, COL_LEASE_DURATION, COL_RECORD_VERSION_NUMBER, COL_FENCING_TOKEN,
+                             COL_ACQUISITION_ID, COL_RELEASED_AT, COL_LEASE_EXPIRY})
+
+
+def lease_expiry(wall_now: float, lease_duration: float) -> Decimal:
+    """The value of ``lease_expiry`` for a write made at ``wall_now`` (to the millisecond)."""
+    return Decimal(repr(round(wall_now + lease_duration, 3)))
+
 
 @dataclasses.dataclass(frozen=True)
 class Schema:
@@ -31,28 +60,35 @@ class Schema:
 
     table_name: str
     partition_key_name: str
-    sort_key_name: str
+    sort_key_name: Optional[str]      # None: a table with a partition key only
     ttl_attribute_name: str
+    partition_key_type: str = 'S'     # the table's HASH key type: S, N or B
 
     @property
     def reserved_names(self) -> FrozenSet[str]:
         """Attribute names the lock writes itself; ``additional_attributes`` may not use them."""
-        return frozenset({
-            self.partition_key_name, self.sort_key_name, self.ttl_attribute_name,
-            COL_OWNER_NAME, COL_LEASE_DURATION, COL_RECORD_VERSION_NUMBER,
-        })
+        keys = {self.partition_key_name, self.ttl_attribute_name}
+        if self.sort_key_name is not None:
+            keys.add(self.sort_key_name)
+        return frozenset(keys) | _OWN_ATTRIBUTES
 
-    def key(self, partition_key: str, sort_key: str) -> Item:
+    @property
+    def key_names(self) -> FrozenSet[str]:
+        return frozenset(name for name in (self.partition_key_name, self.sort_key_name) if name is not None)
+
+    def key(self, partition_key: Any, sort_key: str) -> Item:
+        if self.sort_key_name is None:
+            return {self.partition_key_name: partition_key}
         return {self.partition_key_name: partition_key, self.sort_key_name: sort_key}
 
     def lock_item(self, partition_key: str, sort_key: str, owner_name: str, lease_duration: float,
                   record_version_number: str, expiry_time: int,
                   additional_attributes: Optional[Mapping[str, Any]] = None) -> Item:
-        """The whole item of a lock; the lock's own attributes win over additional ones."""
+        """The whole item of a lock as the published package writes it; the lock's own
+        attributes win over additional ones."""
         item: Item = dict(additional_attributes or {})
+        item.update(self.key(partition_key, sort_key))
         item.update({
-            self.partition_key_name: partition_key,
-            self.sort_key_name: sort_key,
             COL_OWNER_NAME: owner_name,
             COL_LEASE_DURATION: Decimal(repr(float(lease_duration))),
             COL_RECORD_VERSION_NUMBER: record_version_number,
@@ -64,18 +100,44 @@ class Schema:
         """The constructor arguments of ``BaseDynamoDBLock`` for an item read from the table."""
         return {
             'partition_key': item[self.partition_key_name],
-            'sort_key': item[self.sort_key_name],
+            'sort_key': item[self.sort_key_name] if self.sort_key_name is not None else NO_SORT_KEY,
             'owner_name': item.get(COL_OWNER_NAME, ''),
             'lease_duration': self.lease_of(item, default_lease),
             'record_version_number': item.get(COL_RECORD_VERSION_NUMBER, ''),
             'expiry_time': int(self.expiry_of(item) or 0),
             'additional_attributes': {name: value for name, value in item.items()
                                       if name not in self.reserved_names},
+            'fencing_token': self.fencing_token_of(item),
         }
 
     def is_lock_row(self, item: Mapping[str, Any]) -> bool:
-        """Whether a row of the table is a lock (other programs may keep other rows there)."""
-        return COL_RECORD_VERSION_NUMBER in item and self.partition_key_name in item and self.sort_key_name in item
+        """Whether a row of the table is a held lock: not a released row, and not a row that
+        other programs keep in the table."""
+        return (COL_RECORD_VERSION_NUMBER in item and self.partition_key_name in item
+                and (self.sort_key_name is None or self.sort_key_name in item) and not self.is_released(item))
+
+    @staticmethod
+    def is_released(item: Optional[Mapping[str, Any]]) -> bool:
+        """A released row kept for its fencing token: the key is free."""
+        return bool(item) and COL_RELEASED_AT in item  # type: ignore[operator]
+
+    @staticmethod
+    def fencing_token_of(item: Optional[Mapping[str, Any]]) -> Optional[int]:
+        """The row's fencing token, or None (a row written by a published 0.9.x client)."""
+        value = item.get(COL_FENCING_TOKEN) if item else None
+        try:
+            return None if value is None else int(value)
+        except (TypeError, ValueError, ArithmeticError):
+            return None
+
+    @staticmethod
+    def acquisition_of(item: Optional[Mapping[str, Any]]) -> Optional[str]:
+        value = item.get(COL_ACQUISITION_ID) if item else None
+        return None if value is None else str(value)
+
+    def extra_names(self, item: Optional[Mapping[str, Any]]) -> FrozenSet[str]:
+        """The additional attributes a row carries (what a write replacing it must remove)."""
+        return frozenset(item or ()) - self.reserved_names
 
     @staticmethod
     def version_of(item: Optional[Mapping[str, Any]]) -> Optional[str]:
@@ -98,6 +160,14 @@ class Schema:
             return float(item.get(COL_LEASE_DURATION, default))
         except (TypeError, ValueError, ArithmeticError):
             return default
+
+    @staticmethod
+    def lease_expiry_of(item: Mapping[str, Any]) -> Optional[float]:
+        value = item.get(COL_LEASE_EXPIRY)
+        try:
+            return None if value is None else float(value)
+        except (TypeError, ValueError, ArithmeticError):
+            return None
 
     def expiry_of(self, item: Mapping[str, Any]) -> Optional[float]:
         """The TTL epoch stored in a row, or None when it is missing or unreadable."""

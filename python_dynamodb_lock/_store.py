@@ -16,6 +16,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ._core.answers import Answer, Applied, judge_batch, judge_error
 from ._requests import Request
+from ._wire import Wire
 
 __all__ = ['Store']
 
@@ -25,6 +26,7 @@ class Store:
 
     def __init__(self, client: Any) -> None:
         self.client = client
+        self.wire = Wire(client)
 
     def send(self, request: Request) -> Union[Answer, List[Answer]]:
         """The answer to one request; for ``batch_execute_statement`` a list of answers, one per

@@ -48,16 +48,18 @@ from typing import (
 from . import _config
 from ._aio_store import AsyncStore
 from ._base import ClientCore, Done
-from ._clock import Clock, SystemClock
+from ._clock import Clock
 from ._core.acquire import TimedOut, acquire, read_row
 from ._core.effects import Call, Protocol, Sleep, Submit
 from ._core.events import Kind
+from ._core.guard import single_action
 from ._core.heartbeat import background_loop, check_locks, check_round, heartbeat_round, renew_batch, renew_one
-from ._core.release import precheck_release, release, release_verdict
+from ._core.release import precheck_release
 from ._core.scan import force_release, next_page
 from ._core.state import null_guard
 from ._errors import DynamoDBLockError, Reason
-from ._observe import Observer
+from ._observe import MetricsHook
+from ._registry import WaiterState
 from ._requests import scan
 from ._tables import creation_failed, judge_existing_table, needs_ttl_update, table_request
 from .python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLockClient, HeldLock, _suppress_after_block
@@ -104,6 +106,32 @@ class AsyncDynamoDBLock(HeldLock):
         """Release this lock: see :meth:`AsyncDynamoDBLockClient.release_lock`."""
         await self.lock_client.release_lock(self, best_effort)
 
+    async def extend(self) -> None:
+        """Renew this lock now; see the threaded lock's
+        :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLock.extend`."""
+        await self.lock_client._extend(self)
+
+    async def transact_write_items(self, TransactItems: Sequence[Mapping[str, Any]], *, typed: bool = False,
+                                   ClientRequestToken: Optional[str] = None, **options: Any) -> Dict[str, Any]:
+        """Write only while this lock is held; see the threaded lock's
+        :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLock.transact_write_items`."""
+        return await self.lock_client._guarded_write(self, TransactItems, typed, options, ClientRequestToken)
+
+    async def put_item(self, **params: Any) -> Dict[str, Any]:
+        """A ``put_item`` that commits only while this lock is held."""
+        actions, options = single_action('Put', params)
+        return await self.transact_write_items(actions, **options)
+
+    async def update_item(self, **params: Any) -> Dict[str, Any]:
+        """An ``update_item`` that commits only while this lock is held."""
+        actions, options = single_action('Update', params)
+        return await self.transact_write_items(actions, **options)
+
+    async def delete_item(self, **params: Any) -> Dict[str, Any]:
+        """A ``delete_item`` that commits only while this lock is held."""
+        actions, options = single_action('Delete', params)
+        return await self.transact_write_items(actions, **options)
+
     async def __aenter__(self) -> 'AsyncDynamoDBLock':
         return self
 
@@ -115,6 +143,14 @@ class AsyncDynamoDBLock(HeldLock):
         # the release completes in the background.
         await asyncio.shield(self.release(best_effort=True))
         return _suppress_after_block(self, exc_type, exc_value, traceback)
+
+
+class _AsyncWaiter(WaiterState, asyncio.Event):
+    """An acquisition waiting in this client: woken (and maybe handed the lock) by a release."""
+
+    def __init__(self, attempt: Any) -> None:
+        asyncio.Event.__init__(self)
+        self.init_waiter(attempt)
 
 
 class _Acquisition:
@@ -176,6 +212,10 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         heartbeat_workers: Optional[int] = None,
         heartbeat_batch_size: int = 1,
         background_heartbeats: bool = True,
+        keep_released_rows: bool = True,
+        metrics: Optional[MetricsHook] = None,
+        max_clock_skew: Optional[datetime.timedelta] = None,
+        partition_key_type: str = 'S',
     ) -> None:
         if not _is_async_dynamodb_client(dynamodb_client):
             raise TypeError(
@@ -183,29 +223,20 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
                 '(aiobotocore.session.get_session().create_client("dynamodb")), '
                 f'not {type(dynamodb_client).__name__}'
             )
-        settings = _config.make_settings(
-            low_level_client=dynamodb_client, table_name=table_name, partition_key_name=partition_key_name,
-            sort_key_name=sort_key_name, ttl_attribute_name=ttl_attribute_name, owner_name=owner_name,
-            heartbeat_period=heartbeat_period, safe_period=safe_period, lease_duration=lease_duration,
-            expiry_period=expiry_period, heartbeat_tps=heartbeat_tps, heartbeat_workers=heartbeat_workers,
-            heartbeat_batch_size=heartbeat_batch_size,
-        )
-        if app_callback_executor is not None and not callable(getattr(app_callback_executor, 'submit', None)):
-            raise TypeError('app_callback_executor must be a concurrent.futures.Executor (or None)')
-        if not isinstance(background_heartbeats, bool):
-            raise TypeError(f'background_heartbeats must be a bool, not {type(background_heartbeats).__name__}')
         try:
             self._loop = asyncio.get_running_loop()
         except RuntimeError:
             raise RuntimeError('AsyncDynamoDBLockClient must be created inside a running event loop '
                                '(in a coroutine)') from None
-        self._init_core(settings, clock if clock is not None else SystemClock(), Observer(self._dispatch_callback))
-        for warning in settings.warnings:
-            logger.warning('%s', warning)
+        settings = self._configure(
+            dynamodb_client, clock, app_callback_executor, metrics, background_heartbeats,
+            table_name=table_name, partition_key_name=partition_key_name, sort_key_name=sort_key_name,
+            ttl_attribute_name=ttl_attribute_name, owner_name=owner_name, heartbeat_period=heartbeat_period,
+            safe_period=safe_period, lease_duration=lease_duration, expiry_period=expiry_period,
+            heartbeat_tps=heartbeat_tps, heartbeat_workers=heartbeat_workers,
+            heartbeat_batch_size=heartbeat_batch_size, keep_released_rows=keep_released_rows,
+            max_clock_skew=max_clock_skew, partition_key_type=partition_key_type)
         self._dynamodb_client = dynamodb_client
-        self._owner_name = settings.owner_name
-        self._table_name = settings.schema.table_name
-        self._safe_period_s = settings.safe_period
         self._store = AsyncStore(dynamodb_client)
         self._shutdown = asyncio.Event()
         self._closed = False
@@ -242,20 +273,25 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         additional_attributes: Optional[Mapping[str, Any]] = None,
         app_callback: Optional[AsyncAppCallback] = None,
         raise_context_exception: bool = False,
+        *,
+        reentrant: bool = False,
     ) -> _Acquisition:
         """Acquire the lock on ``(partition_key, sort_key)``, waiting for it if it is held.
 
         ``lock = await client.acquire_lock(...)``, or ``async with client.acquire_lock(...) as
         lock:``. Arguments, waiting, takeover and errors are those of the threaded client's
         ``acquire_lock``; bad arguments raise at the call, before anything is awaited.
+        ``reentrant`` is per task: the lock this very task already holds is returned with one
+        more hold; other tasks of this client still wait.
         Cancelling the awaiting task leaves no row behind: a put that was in flight is deleted
         if it landed.
         """
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
                                               additional_attributes, app_callback)
+        _config.require_bool('reentrant', reentrant)
         return _Acquisition(functools.partial(self._acquire, partition_key, sort_key, arguments, app_callback,
-                                              raise_context_exception, True))
+                                              raise_context_exception, True, reentrant))
 
     async def try_acquire_lock(
         self,
@@ -264,12 +300,17 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         additional_attributes: Optional[Mapping[str, Any]] = None,
         app_callback: Optional[AsyncAppCallback] = None,
         raise_context_exception: bool = False,
+        *,
+        reentrant: bool = False,
     ) -> Optional[AsyncDynamoDBLock]:
-        """Acquire the lock if it can be had right now; None when someone else holds it."""
+        """Acquire the lock if it can be had right now; None when someone else holds it. With
+        ``reentrant``, the lock this very task already holds is returned with one more hold."""
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, None, datetime.timedelta(0),
                                               additional_attributes, app_callback)
-        return await self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False)
+        _config.require_bool('reentrant', reentrant)
+        return await self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
+                                   reentrant)
 
     async def release_lock(self, lock: AsyncDynamoDBLock, best_effort: bool = True) -> None:
         """Release ``lock``; see :meth:`DynamoDBLockClient.release_lock
@@ -278,13 +319,14 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         if not isinstance(lock, AsyncDynamoDBLock):
             raise TypeError(f'release_lock takes an AsyncDynamoDBLock, not {type(lock).__name__}')
         async with lock._mutex:
+            if self._release_nested(lock, best_effort):
+                return
             verdict = precheck_release(lock._state, self._owns(lock), best_effort, lock.unique_identifier,
                                        self._owner_name)
             if verdict is None:
-                result = await self._run(release(self._schema, lock._state, lock.partition_key, lock.sort_key,
-                                                 self._clock))
-                verdict = release_verdict(result, best_effort, self._schema, lock.unique_identifier)
-            self._apply_release(lock, verdict)
+                successor = self._registry.claim_successor(lock.unique_identifier)
+                verdict = await self._run(self._release_protocol(lock, best_effort, successor))
+            self._apply_release(lock, verdict, verdict.handed_over)
 
     async def close(self, release_locks: bool = False) -> None:
         """Stop the background tasks, promptly; a second call is a no-op. Held locks are released
@@ -311,7 +353,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
                        sort_key: str = _Defaults._DEFAULT_SORT_KEY_VALUE) -> Optional[BaseDynamoDBLock]:
         """Who holds ``(partition_key, sort_key)`` right now (a consistent read); None: nobody."""
         self._check_process()
-        _config.check_key(partition_key, sort_key)
+        _config.check_key(self._schema, partition_key, sort_key)
         row = await self._run(read_row(self._schema, partition_key, sort_key, None))
         described: Optional[BaseDynamoDBLock] = self._describe_row(row)
         return described
@@ -330,7 +372,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         self._check_process()
         if not isinstance(lock, BaseDynamoDBLock):
             raise TypeError(f'force_release_lock takes a BaseDynamoDBLock, not {type(lock).__name__}')
-        deleted: bool = await self._run(force_release(self._schema, lock))
+        deleted: bool = await self._run(force_release(self._release_settings, lock, self._clock))
         if deleted:
             self._emit(Kind.FORCE_RELEASED, lock, version=lock.record_version_number, owner=lock.owner_name)
             self._registry.wake_longest_waiting(lock.unique_identifier)
@@ -428,7 +470,8 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
                 return answer, None
             if isinstance(effect, Sleep):
                 woken = await self._clock.sleep_async(effect.seconds, wake)
-                return woken, None
+                # A waiter woken by a release that handed it the lock: the row written for it.
+                return (woken and getattr(wake, 'handed', None)) or woken, None
             if isinstance(effect, Submit):
                 return self._submit_heartbeats(effect.locks), None
             raise TypeError(f'unknown effect {effect!r}')
@@ -443,26 +486,40 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         result: T = step.value
         return result
 
+    async def _extend(self, lock: AsyncDynamoDBLock) -> None:
+        self._check_process()
+        async with lock._mutex:
+            await self._run(self._extend_protocol(lock))
+
+    async def _guarded_write(self, lock: AsyncDynamoDBLock, items: Any, typed: bool, options: Mapping[str, Any],
+                             client_token: Optional[str]) -> Dict[str, Any]:
+        return await self._run(self._guard_protocol(lock, items, typed, options, client_token, self._store.wire))
+
     def _new_lock(self, **fields: Any) -> AsyncDynamoDBLock:
         return AsyncDynamoDBLock(lock_client=self, **fields)
 
     async def _acquire(self, partition_key: str, sort_key: str, arguments: _config.AcquireArguments,
                        app_callback: Optional[AsyncAppCallback], raise_context_exception: bool,
-                       timeout_is_error: bool) -> Optional[AsyncDynamoDBLock]:
+                       timeout_is_error: bool, reentrant: bool = False) -> Optional[AsyncDynamoDBLock]:
         attempt = self._attempt(partition_key, sort_key, arguments)
-        wake = asyncio.Event()
-        self._registry.add_waiter(attempt.unique_identifier, wake)
+        holder = asyncio.current_task()
+        if reentrant:
+            held = self._reenter(attempt.unique_identifier, holder)
+            if held is not None:
+                return held
+        waiter = _AsyncWaiter(attempt)
+        self._registry.add_waiter(attempt.unique_identifier, waiter)
         try:
-            outcome = await self._run(acquire(attempt, self._clock, self._shutdown.is_set), wake)
-        except DynamoDBLockError as error:
-            raise self._public_error(error) from error.__cause__
-        finally:
-            self._registry.remove_waiter(attempt.unique_identifier, wake)
+            outcome = await self._run(acquire(attempt, self._clock, self._shutdown.is_set), waiter)
+        except BaseException:
+            await asyncio.shield(self._run(self._abandon_wait(waiter)))
+            raise
+        outcome = self._left_waiting(waiter, outcome)
         if isinstance(outcome, TimedOut):
             if timeout_is_error:
                 raise self._timeout_error(attempt, outcome)
             return None
-        lock, previous = self._adopt(outcome, app_callback, raise_context_exception, self._new_lock)
+        lock, previous = self._adopt(outcome, app_callback, raise_context_exception, self._new_lock, holder)
         if previous is not None:
             async with previous._mutex:   # a release or heartbeat of it under way finishes first
                 self._settle_replaced(previous)

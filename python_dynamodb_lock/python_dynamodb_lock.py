@@ -20,22 +20,23 @@ import concurrent.futures
 import datetime
 import logging
 import threading
-import urllib.parse
 from types import TracebackType
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar
 
 from . import _config
-from ._base import ClientCore, Done
+from ._base import ClientCore, Done, unique_identifier_of
 from ._clock import Clock, SystemClock
 from ._core.acquire import TimedOut, acquire, read_row
 from ._core.effects import Call, Protocol, Sleep, Submit
 from ._core.events import Kind
+from ._core.guard import single_action
 from ._core.heartbeat import background_loop, check_locks, check_round, heartbeat_round, renew_batch, renew_one
-from ._core.release import precheck_release, release, release_verdict
+from ._core.release import precheck_release
 from ._core.scan import force_release, next_page
 from ._core.state import LockState, Status
 from ._errors import DynamoDBLockError
-from ._observe import Observer
+from ._observe import MetricsHook
+from ._registry import WaiterState
 from ._requests import scan
 from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, Item
 from ._store import Store
@@ -67,6 +68,8 @@ class BaseDynamoDBLock:
         record_version_number: str,
         expiry_time: int,
         additional_attributes: Optional[Mapping[str, Any]],
+        *,
+        fencing_token: Optional[int] = None,
     ) -> None:
         self.partition_key = partition_key
         self.sort_key = sort_key
@@ -75,13 +78,17 @@ class BaseDynamoDBLock:
         self.record_version_number = record_version_number
         self.expiry_time = int(expiry_time)
         self.additional_attributes: Dict[str, Any] = dict(additional_attributes or {})
-        self.unique_identifier = urllib.parse.quote(partition_key) + '|' + urllib.parse.quote(sort_key)
+        self.unique_identifier = unique_identifier_of(partition_key, sort_key)
+        #: The acquisition's fencing token: it grows with every acquisition of the key and stays
+        #: the same while the lock is held (None for a lock written by a published 0.9.x client).
+        self.fencing_token = fencing_token
 
     def __str__(self) -> str:
+        token = '' if self.fencing_token is None else f', fencing_token={self.fencing_token}'
         return (
             f'{self.__class__.__name__}({self.unique_identifier}, owner={self.owner_name}, '
             f'version={self.record_version_number}, lease={self.lease_duration}s, '
-            f'expiry_time={self.expiry_time})'
+            f'expiry_time={self.expiry_time}{token})'
         )
 
     __repr__ = __str__
@@ -123,11 +130,17 @@ class HeldLock(BaseDynamoDBLock):
         self._state = LockState(record_version_number, expiry_time, clock.monotonic(), lease_duration, guard)
         super().__init__(
             partition_key, sort_key, owner_name, lease_duration,
-            record_version_number, expiry_time, additional_attributes,
+            record_version_number, expiry_time, additional_attributes, fencing_token=None,
         )
         self.app_callback = app_callback
         self.lock_client = lock_client
         self.raise_context_exception = raise_context_exception
+        self._holds = 1          # acquisitions of this lock not yet released (reentrant ones add)
+        self._holder: Any = None  # the thread (or task) that acquired it, for reentrancy
+        #: When this acquisition took the key over from a holder presumed dead: that holder's
+        #: lock as it was in the table (its owner, version and fencing token), so that the
+        #: application can recover what it left half done. None otherwise.
+        self.took_over_from: Optional[BaseDynamoDBLock] = None
 
     # The published attributes, kept by the lock's state.
 
@@ -146,6 +159,17 @@ class HeldLock(BaseDynamoDBLock):
     @expiry_time.setter
     def expiry_time(self, value: int) -> None:
         self._state.expiry_time = int(value)
+
+    @property  # type: ignore[override]
+    def fencing_token(self) -> Optional[int]:
+        """This acquisition's fencing token (see the Safety and fencing page): larger than the
+        token of every earlier acquisition of the key, the same for as long as this lock is
+        held. None until acquired, or on an engine that did not return it."""
+        return self._state.fencing_token
+
+    @fencing_token.setter
+    def fencing_token(self, value: Optional[int]) -> None:
+        self._state.fencing_token = value
 
     @property
     def last_updated_time(self) -> float:
@@ -231,6 +255,58 @@ class DynamoDBLock(HeldLock):
         """Release this lock: see :meth:`DynamoDBLockClient.release_lock`."""
         self.lock_client.release_lock(self, best_effort)
 
+    def extend(self) -> None:
+        """Renew this lock now, in the calling thread, and say whether it worked: for
+        applications that keep their locks alive themselves (``background_heartbeats=False``,
+        AWS Lambda), or that want to be sure before a long step.
+
+        :raises DynamoDBLockError: ``LOCK_STOLEN`` when the lock was lost (``holder`` says to
+            whom), ``LOCK_NOT_OWNED`` when it was released, ``UNKNOWN`` when DynamoDB failed
+            (the lock may still be held until its lease runs out: try again).
+        """
+        self.lock_client._extend(self)
+
+    def transact_write_items(self, TransactItems: Sequence[Mapping[str, Any]], *, typed: bool = False,
+                             ClientRequestToken: Optional[str] = None, **options: Any) -> Dict[str, Any]:
+        """Write, only while this lock is still held: one ``TransactWriteItems`` call with the
+        application's actions and a check that the lock row still belongs to this acquisition.
+
+        ``TransactItems`` are the actions as the boto3 client takes them (``Put``, ``Update``,
+        ``Delete``, ``ConditionCheck``), with values as Python values like boto3's resource layer
+        (``typed=True``: as typed DynamoDB JSON). ``ReturnConsumedCapacity`` and
+        ``ReturnItemCollectionMetrics`` pass through; ``ClientRequestToken`` (default: a new
+        uuid) makes a repeated call idempotent for 10 minutes. Conflicts with other writes of
+        the same items (a heartbeat of this very lock, say) are retried; an answer lost on the
+        way is retried with the same token. See the Safety and fencing page.
+
+        :returns: DynamoDB's answer to ``TransactWriteItems``.
+        :raises DynamoDBLockError: ``LOCK_STOLEN`` when the lock is no longer held: nothing was
+            written, and ``holder`` describes who holds the key now; ``LOCK_NOT_OWNED`` after
+            the lock was released; ``UNKNOWN`` for other failures (``reason`` says which).
+        :raises botocore.exceptions.ClientError: ``TransactionCanceledException`` when an
+            application condition refused (nothing was written; ``CancellationReasons`` line up
+            with ``TransactItems``).
+        :raises TypeError, ValueError: for actions DynamoDB would refuse (more than 99, over
+            4 MB, on the lock row itself, ...), before anything is sent.
+        """
+        return self.lock_client._guarded_write(self, TransactItems, typed, options, ClientRequestToken)
+
+    def put_item(self, **params: Any) -> Dict[str, Any]:
+        """A ``put_item`` (boto3's arguments) that commits only while this lock is held; see
+        :meth:`transact_write_items`."""
+        actions, options = single_action('Put', params)
+        return self.transact_write_items(actions, **options)
+
+    def update_item(self, **params: Any) -> Dict[str, Any]:
+        """An ``update_item`` (boto3's arguments) that commits only while this lock is held."""
+        actions, options = single_action('Update', params)
+        return self.transact_write_items(actions, **options)
+
+    def delete_item(self, **params: Any) -> Dict[str, Any]:
+        """A ``delete_item`` (boto3's arguments) that commits only while this lock is held."""
+        actions, options = single_action('Delete', params)
+        return self.transact_write_items(actions, **options)
+
     def __enter__(self) -> 'DynamoDBLock':
         return self
 
@@ -248,6 +324,14 @@ class DynamoDBLock(HeldLock):
         """
         self.release(best_effort=True)
         return _suppress_after_block(self, exc_type, exc_value, traceback)
+
+
+class _Waiter(WaiterState, threading.Event):
+    """An acquisition waiting in this client: woken (and maybe handed the lock) by a release."""
+
+    def __init__(self, attempt: Any) -> None:
+        threading.Event.__init__(self)
+        self.init_waiter(attempt)
 
 
 def _suppress_after_block(lock: HeldLock, exc_type: Optional[Type[BaseException]],
@@ -294,6 +378,25 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         ``UpdateItem`` per lock. A statement throttled inside a batch is sent again after 50 ms
         and 100 ms, then left for the next period.
         ``heartbeat_tps`` still counts heartbeats, not calls.
+    :param keep_released_rows: ``True`` (the default) keeps a released lock's row, marked
+        released, so that its fencing token keeps growing (see the Safety and fencing page);
+        ``False`` deletes it, as the published package did.
+    :param metrics: a callable that gets a :class:`~python_dynamodb_lock._observe.LockEvent`
+        for every acquire attempt, acquisition, wait, renewal, danger, loss and release, with
+        timings; it runs on the thread where the event happens and must be quick. None (the
+        default) costs nothing.
+    :param sort_key_name: ``None`` for a table whose key is a partition key only (locks there all
+        have the sort key ``'-'``); :meth:`for_table` reads the table's shape for you.
+    :param partition_key_type: the type of the table's partition key: ``'S'`` (the published
+        layout; keys are ``str``), ``'N'`` (``int`` or ``Decimal``) or ``'B'`` (``bytes``).
+    :param max_clock_skew: opt-in faster takeover of crashed holders, for functions that cannot
+        wait a whole lease after a crash (AWS Lambda): the largest difference you trust between
+        the wall clocks of the hosts sharing the table. A waiter then takes a lock over as soon
+        as the end of its lease, as its holder wrote it (``lease_expiry``), plus this skew has
+        passed on the waiter's wall clock - at first sight, instead of after watching its version
+        stay the same for a whole lease. If clocks differ by more, a live holder can lose its
+        lock: keep it None (the default) unless your clocks are synchronised (NTP, Amazon Time
+        Sync) and you need it.
     :param background_heartbeats: ``False`` starts no threads at all: locks are renewed only
         when the application calls :meth:`send_heartbeats` (or ``lock.extend()``), and danger
         is flagged by :meth:`check_locks` and by ``lock.status`` itself. For AWS Lambda and
@@ -343,6 +446,10 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         heartbeat_workers: Optional[int] = None,
         heartbeat_batch_size: int = 1,
         background_heartbeats: bool = True,
+        keep_released_rows: bool = True,
+        metrics: Optional[MetricsHook] = None,
+        max_clock_skew: Optional[datetime.timedelta] = None,
+        partition_key_type: str = 'S',
     ) -> None:
         if dynamodb_resource is None:
             raise TypeError('dynamodb_resource must be a boto3 DynamoDB resource, not None')
@@ -352,35 +459,26 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
                 'dynamodb_resource must be a boto3 DynamoDB resource (boto3.resource("dynamodb")); '
                 f'got {type(dynamodb_resource).__name__}'
             )
-        settings = _config.make_settings(
-            low_level_client=low_level_client, table_name=table_name, partition_key_name=partition_key_name,
-            sort_key_name=sort_key_name, ttl_attribute_name=ttl_attribute_name, owner_name=owner_name,
-            heartbeat_period=heartbeat_period, safe_period=safe_period, lease_duration=lease_duration,
-            expiry_period=expiry_period, heartbeat_tps=heartbeat_tps, heartbeat_workers=heartbeat_workers,
-            heartbeat_batch_size=heartbeat_batch_size,
-        )
-        if app_callback_executor is not None and not callable(getattr(app_callback_executor, 'submit', None)):
-            raise TypeError('app_callback_executor must be a concurrent.futures.Executor (or None)')
-        if not isinstance(background_heartbeats, bool):
-            raise TypeError(f'background_heartbeats must be a bool, not {type(background_heartbeats).__name__}')
-        self._init_core(settings, clock if clock is not None else SystemClock(), Observer(self._dispatch_callback))
-        for warning in settings.warnings:
-            logger.warning('%s', warning)
+        settings = self._configure(
+            low_level_client, clock, app_callback_executor, metrics, background_heartbeats,
+            table_name=table_name, partition_key_name=partition_key_name, sort_key_name=sort_key_name,
+            ttl_attribute_name=ttl_attribute_name, owner_name=owner_name, heartbeat_period=heartbeat_period,
+            safe_period=safe_period, lease_duration=lease_duration, expiry_period=expiry_period,
+            heartbeat_tps=heartbeat_tps, heartbeat_workers=heartbeat_workers,
+            heartbeat_batch_size=heartbeat_batch_size, keep_released_rows=keep_released_rows,
+            max_clock_skew=max_clock_skew, partition_key_type=partition_key_type)
 
         # The published private attributes, for code that reads them.
         self._dynamodb_resource = dynamodb_resource
-        self._table_name = settings.schema.table_name
         self._partition_key_name = settings.schema.partition_key_name
         self._sort_key_name = settings.schema.sort_key_name
         self._ttl_attribute_name = settings.schema.ttl_attribute_name
-        self._owner_name = settings.owner_name
         self._heartbeat_period = heartbeat_period
         self._safe_period = safe_period
         self._lease_duration = lease_duration
         self._expiry_period = expiry_period
         self._heartbeat_tps = heartbeat_tps
         self._heartbeat_period_s = settings.heartbeat_period
-        self._safe_period_s = settings.safe_period
         self._lease_duration_s = settings.lease_duration
         self._expiry_period_s = settings.expiry_period
 
@@ -425,6 +523,8 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         additional_attributes: Optional[Mapping[str, Any]] = None,
         app_callback: Optional[AppCallback] = None,
         raise_context_exception: bool = False,
+        *,
+        reentrant: bool = False,
     ) -> DynamoDBLock:
         """Acquire the lock on ``(partition_key, sort_key)``, waiting for it if it is held.
 
@@ -443,6 +543,11 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
             of the lock's own attributes.
         :param app_callback: ``app_callback(code, lock)``, called on the callback executor
             with ``LOCK_STOLEN`` or ``LOCK_IN_DANGER``.
+        :param reentrant: when this very thread already holds the lock through this client,
+            return that lock, with one more hold on it, instead of waiting for itself; the row
+            is released when the last hold is released. Other threads of this client still wait,
+            as with ``threading.RLock``. Nothing is written for a reentrant acquisition (its
+            ``additional_attributes`` and ``app_callback`` are not used).
         :raises TypeError, ValueError: for bad arguments, before anything is written.
         :raises DynamoDBLockError: ``ACQUIRE_TIMEOUT`` when ``retry_timeout`` is spent,
             ``CLIENT_SHUTDOWN`` after :meth:`close`, ``UNKNOWN`` for any other failure (the
@@ -451,7 +556,9 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
                                               additional_attributes, app_callback)
-        return self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True)
+        _config.require_bool('reentrant', reentrant)
+        return self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True,
+                             reentrant)
 
     def try_acquire_lock(
         self,
@@ -460,6 +567,8 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         additional_attributes: Optional[Mapping[str, Any]] = None,
         app_callback: Optional[AppCallback] = None,
         raise_context_exception: bool = False,
+        *,
+        reentrant: bool = False,
     ) -> Optional[DynamoDBLock]:
         """Acquire the lock if it can be had right now; never waits.
 
@@ -469,7 +578,9 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, None, datetime.timedelta(0),
                                               additional_attributes, app_callback)
-        return self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False)
+        _config.require_bool('reentrant', reentrant)
+        return self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
+                             reentrant)
 
     def release_lock(self, lock: DynamoDBLock, best_effort: bool = True) -> None:
         """Release ``lock``: one delete, conditioned on the row still carrying its version.
@@ -490,13 +601,14 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         if not isinstance(lock, DynamoDBLock):
             raise TypeError(f'release_lock takes a DynamoDBLock, not {type(lock).__name__}')
         with lock.thread_lock:
+            if self._release_nested(lock, best_effort):
+                return
             verdict = precheck_release(lock._state, self._owns(lock), best_effort, lock.unique_identifier,
                                        self._owner_name)
             if verdict is None:
-                result = self._run(release(self._schema, lock._state, lock.partition_key, lock.sort_key,
-                                           self._clock))
-                verdict = release_verdict(result, best_effort, self._schema, lock.unique_identifier)
-            self._apply_release(lock, verdict)
+                successor = self._registry.claim_successor(lock.unique_identifier)
+                verdict = self._run(self._release_protocol(lock, best_effort, successor))
+            self._apply_release(lock, verdict, verdict.handed_over)
 
     def close(self, release_locks: bool = False) -> None:
         """Stop the background threads, promptly; safe to call twice and from any thread.
@@ -533,7 +645,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         :raises DynamoDBLockError: ``UNKNOWN`` when the read fails.
         """
         self._check_process()
-        _config.check_key(partition_key, sort_key)
+        _config.check_key(self._schema, partition_key, sort_key)
         row = self._run(read_row(self._schema, partition_key, sort_key, None))
         described: Optional[BaseDynamoDBLock] = self._describe_row(row)
         return described
@@ -563,7 +675,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         self._check_process()
         if not isinstance(lock, BaseDynamoDBLock):
             raise TypeError(f'force_release_lock takes a BaseDynamoDBLock, not {type(lock).__name__}')
-        deleted: bool = self._run(force_release(self._schema, lock))
+        deleted: bool = self._run(force_release(self._release_settings, lock, self._clock))
         if deleted:
             self._emit(Kind.FORCE_RELEASED, lock, version=lock.record_version_number, owner=lock.owner_name)
             self._registry.wake_longest_waiting(lock.unique_identifier)
@@ -650,6 +762,8 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         """A :class:`BaseDynamoDBLock` describing a table item."""
         return BaseDynamoDBLock(**self._schema.lock_fields(item, self._settings.lease_duration))
 
+    _base_lock_class = BaseDynamoDBLock
+
     # -- the driver ----------------------------------------------------------------------
 
     def _run(self, protocol: Protocol[T], wake: Optional[threading.Event] = None) -> T:
@@ -671,33 +785,49 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
             if isinstance(effect, Call):
                 return self._store.send(effect.request), None
             if isinstance(effect, Sleep):
-                return self._clock.sleep(effect.seconds, wake), None
+                woken = self._clock.sleep(effect.seconds, wake)
+                # A waiter woken by a release that handed it the lock: the row written for it.
+                return (woken and getattr(wake, 'handed', None)) or woken, None
             if isinstance(effect, Submit):
                 return self._submit_heartbeats(effect.locks), None
             raise TypeError(f'unknown effect {effect!r}')
         except BaseException as exc:
             return None, exc
 
+    def _extend(self, lock: DynamoDBLock) -> None:
+        self._check_process()
+        with lock.thread_lock:
+            self._run(self._extend_protocol(lock))
+
+    def _guarded_write(self, lock: DynamoDBLock, items: Any, typed: bool, options: Mapping[str, Any],
+                       client_token: Optional[str]) -> Dict[str, Any]:
+        return self._run(self._guard_protocol(lock, items, typed, options, client_token, self._store.wire))
+
     def _new_lock(self, **fields: Any) -> DynamoDBLock:
         return DynamoDBLock(lock_client=self, **fields)
 
     def _acquire(self, partition_key: str, sort_key: str, arguments: _config.AcquireArguments,
                  app_callback: Optional[AppCallback], raise_context_exception: bool,
-                 timeout_is_error: bool) -> Optional[DynamoDBLock]:
+                 timeout_is_error: bool, reentrant: bool = False) -> Optional[DynamoDBLock]:
         attempt = self._attempt(partition_key, sort_key, arguments)
-        wake = threading.Event()
-        self._registry.add_waiter(attempt.unique_identifier, wake)
+        holder = threading.get_ident()
+        if reentrant:
+            held = self._reenter(attempt.unique_identifier, holder)
+            if held is not None:
+                return held
+        waiter = _Waiter(attempt)
+        self._registry.add_waiter(attempt.unique_identifier, waiter)
         try:
-            outcome = self._run(acquire(attempt, self._clock, self._shutdown.is_set), wake)
-        except DynamoDBLockError as error:
-            raise self._public_error(error) from error.__cause__
-        finally:
-            self._registry.remove_waiter(attempt.unique_identifier, wake)
+            outcome = self._run(acquire(attempt, self._clock, self._shutdown.is_set), waiter)
+        except BaseException:
+            self._run(self._abandon_wait(waiter))
+            raise
+        outcome = self._left_waiting(waiter, outcome)
         if isinstance(outcome, TimedOut):
             if timeout_is_error:
                 raise self._timeout_error(attempt, outcome)
             return None
-        lock, previous = self._adopt(outcome, app_callback, raise_context_exception, self._new_lock)
+        lock, previous = self._adopt(outcome, app_callback, raise_context_exception, self._new_lock, holder)
         if previous is not None:
             with previous.thread_lock:   # a release or heartbeat of it under way finishes first
                 self._settle_replaced(previous)

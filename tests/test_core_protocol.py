@@ -15,12 +15,14 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ParamValid
 
 from python_dynamodb_lock._core.acquire import AcquireAttempt, TimedOut, Written, acquire, is_abandoned
 from python_dynamodb_lock._core.answers import Applied, Failed, Refused, judge_error
-from python_dynamodb_lock._core.effects import Call, Emit, Sleep
+from python_dynamodb_lock._core.effects import Call, Emit, Sleep, Unregister
 from python_dynamodb_lock._core.events import Kind
-from python_dynamodb_lock._core.heartbeat import Unregister
+from python_dynamodb_lock._core.guard import check_actions, guarded_write, single_action
+from python_dynamodb_lock._core.heartbeat import HeartbeatSettings, renew_one
 from python_dynamodb_lock._core.release import (
     ReleaseOutcome,
     ReleaseResult,
+    ReleaseSettings,
     precheck_release,
     release,
     release_verdict,
@@ -109,6 +111,11 @@ def drive(protocol: Any, answer: Callable[[Any], Any], woken: bool = False, cloc
             run.unregistered.append(effect.lock)
         else:
             raise AssertionError(f'unexpected effect {effect!r}')
+
+
+def without_attempts(events: List[Kind]) -> List[Kind]:
+    """The events but the per-attempt ones (for metrics, logged at DEBUG)."""
+    return [event for event in events if event is not Kind.ACQUIRE_ATTEMPT]
 
 
 def scripted(*answers: Any) -> Callable[[Any], Any]:
@@ -259,26 +266,56 @@ def test_status_read_now_accounts_for_the_time_since_the_last_confirmed_renewal(
 # Releases
 # --------------------------------------------------------------------------------------------
 
-def run_release(*answers: Any, state: Optional[LockState] = None, clock: Optional[FakeClock] = None) -> Run:
+@dataclasses.dataclass
+class FakeLock:
+    """What the protocols read of a lock object."""
+
+    _state: LockState
+    partition_key: str = 'k'
+    sort_key: str = '-'
+    unique_identifier: str = 'k|-'
+    additional_attributes: Dict[str, Any] = dataclasses.field(default_factory=lambda: {'purpose': 'x'})
+    _clock: Any = dataclasses.field(default_factory=FakeClock)
+
+
+RELEASE_SETTINGS = ReleaseSettings(SCHEMA, 3600.0)
+
+
+def run_release(*answers: Any, state: Optional[LockState] = None, clock: Optional[FakeClock] = None,
+                settings: ReleaseSettings = RELEASE_SETTINGS) -> Run:
     state = state if state is not None else held_state()
     clock = clock or FakeClock()
-    return drive(release(SCHEMA, state, 'k', '-', clock), scripted(*answers), clock=clock)
+    return drive(release(settings, FakeLock(state), clock), scripted(*answers), clock=clock)
+
+
+def own_release_of(request: Any) -> Dict[str, Any]:
+    """The released row our own release wrote (for answers that echo it back)."""
+    return dict(row(request.params['ExpressionAttributeValues'][':new_version']), released_at=1)
+
+
+FREE = 'update_item'        # releasing keeps the row, marked released, for its fencing token
 
 
 @pytest.mark.parametrize('answers, outcome, operations', [
-    pytest.param([Applied()], ReleaseOutcome.RELEASED, ['delete_item'], id='applied'),
-    pytest.param([Refused(None)], ReleaseOutcome.ROW_GONE, ['delete_item'], id='row-gone'),
-    pytest.param([Refused(row('v-thief'))], ReleaseOutcome.STOLEN, ['delete_item'], id='foreign-row'),
-    pytest.param([Refused(row('v-next'), retried=True)], ReleaseOutcome.MET_NEXT_HOLDER, ['delete_item'],
+    pytest.param([Applied()], ReleaseOutcome.RELEASED, [FREE], id='applied'),
+    pytest.param([lambda request: Refused(own_release_of(request), retried=True)], ReleaseOutcome.RELEASED, [FREE],
+                 id='refused-by-our-own-released-row'),
+    pytest.param([Refused(None)], ReleaseOutcome.ROW_GONE, [FREE], id='row-gone'),
+    pytest.param([Refused(dict(row('v-op'), released_at=1))], ReleaseOutcome.ROW_GONE, [FREE],
+                 id='released-by-someone-else'),
+    pytest.param([Refused(row('v-thief'))], ReleaseOutcome.STOLEN, [FREE], id='foreign-row'),
+    pytest.param([Refused(row('v-next'), retried=True)], ReleaseOutcome.MET_NEXT_HOLDER, [FREE],
                  id='retried-met-the-next-holder-within-lease'),
-    pytest.param([THROTTLED], ReleaseOutcome.FAILED, ['delete_item'], id='throttled-no-read'),
+    pytest.param([THROTTLED], ReleaseOutcome.FAILED, [FREE], id='throttled-no-read'),
     pytest.param([SERVER_ERROR, Applied({'Item': row('v-current')})], ReleaseOutcome.FAILED,
-                 ['delete_item', 'get_item'], id='5xx-and-our-row-is-still-there'),
-    pytest.param([LOST_ANSWER, Applied({})], ReleaseOutcome.RELEASED, ['delete_item', 'get_item'],
+                 [FREE, 'get_item'], id='5xx-and-our-row-is-still-there'),
+    pytest.param([LOST_ANSWER, Applied({})], ReleaseOutcome.RELEASED, [FREE, 'get_item'],
                  id='lost-answer-and-the-row-is-gone'),
+    pytest.param([LOST_ANSWER, Applied({'Item': dict(row('v-x'), released_at=1)})], ReleaseOutcome.RELEASED,
+                 [FREE, 'get_item'], id='lost-answer-and-the-row-is-released'),
     pytest.param([LOST_ANSWER, Applied({'Item': row('v-next')})], ReleaseOutcome.RELEASED,
-                 ['delete_item', 'get_item'], id='lost-answer-and-a-next-holder-within-lease'),
-    pytest.param([LOST_ANSWER, UNREACHABLE], ReleaseOutcome.FAILED, ['delete_item', 'get_item'],
+                 [FREE, 'get_item'], id='lost-answer-and-a-next-holder-within-lease'),
+    pytest.param([LOST_ANSWER, UNREACHABLE], ReleaseOutcome.FAILED, [FREE, 'get_item'],
                  id='lost-answer-and-the-read-fails'),
 ])
 def test_release_answers(answers: List[Any], outcome: ReleaseOutcome, operations: List[str]) -> None:
@@ -287,13 +324,35 @@ def test_release_answers(answers: List[Any], outcome: ReleaseOutcome, operations
     assert [request.operation for request in run.calls] == operations
 
 
+def expected_versions(request: Any) -> List[str]:
+    values = request.params['ExpressionAttributeValues']
+    return [value for name, value in values.items() if name.startswith(':expected_version_')]
+
+
 def test_release_names_every_version_that_may_be_ours_and_retries_an_older_one() -> None:
     state = held_state(unconfirmed=[f'u{index}' for index in range(25)])
     run = run_release(Refused(row('u2')), Applied(), state=state)
     first, second = run.calls
-    assert set(first.params['ExpressionAttributeValues'].values()) == {'v-current', *[f'u{i}' for i in range(5, 25)]}
-    assert list(second.params['ExpressionAttributeValues'].values()) == ['u2']
+    assert set(expected_versions(first)) == {'v-current', *[f'u{i}' for i in range(5, 25)]}
+    assert expected_versions(second) == ['u2']
     assert run.result.outcome is ReleaseOutcome.RELEASED
+
+
+def test_a_release_keeps_the_row_with_its_token_and_a_published_client_can_take_it() -> None:
+    run = run_release(Applied())
+    (write,) = run.calls
+    expression = write.params['UpdateExpression']
+    values = write.params['ExpressionAttributeValues']
+    names = write.params['ExpressionAttributeNames']
+    assert 'fencing_token' not in names.values()            # kept as it is
+    assert values[':zero'] == 0                              # lease 0: published clients take it after a poll
+    assert {'released_at', 'acquisition_id', 'purpose'} <= set(names.values())
+    assert 'REMOVE' in expression and names[expression.split('REMOVE ')[1].split(',')[0]] == 'acquisition_id'
+
+
+def test_a_client_that_keeps_no_released_rows_deletes_them() -> None:
+    run = run_release(Applied(), settings=ReleaseSettings(SCHEMA, 3600.0, keep_released_rows=False))
+    assert [request.operation for request in run.calls] == ['delete_item']
 
 
 def test_a_foreign_row_after_a_lost_release_answer_past_the_lease_is_a_theft() -> None:
@@ -353,8 +412,15 @@ def attempt(retry_timeout: float = 0.0, retry_period: float = 5.0) -> AcquireAtt
 
 
 def own_row_of(request: Any) -> Dict[str, Any]:
-    """The row a put would have written (for answers that echo our own write back)."""
-    return dict(request.params['Item'])
+    """The row an acquiring write would have written (for answers that echo it back)."""
+    names = request.params['ExpressionAttributeNames']
+    values = request.params['ExpressionAttributeValues']
+    written = {names[f'#a{index}']: values[f':a{index}'] for index in range(len(names)) if f'#a{index}' in names}
+    written['fencing_token'] = values[':token_floor'] + 1
+    return {**request.params['Key'], **written}
+
+
+WRITE = 'update_item'       # acquiring is an UpdateItem: it carries the fencing token forward
 
 
 def run_acquire(*answers: Any, retry_timeout: float = 0.0, clock: Optional[FakeClock] = None,
@@ -363,17 +429,30 @@ def run_acquire(*answers: Any, retry_timeout: float = 0.0, clock: Optional[FakeC
     return drive(acquire(attempt(retry_timeout), clock, lambda: closed), scripted(*answers), clock=clock)
 
 
-def test_an_uncontended_acquire_is_one_conditional_put() -> None:
-    run = run_acquire(Applied())
-    assert isinstance(run.result, Written)
-    (put,) = run.calls
-    assert put.operation == 'put_item' and 'attribute_not_exists' in put.params['ConditionExpression']
-    assert put.params['ReturnValuesOnConditionCheckFailure'] == 'ALL_OLD'
+def test_an_uncontended_acquire_is_one_conditional_write_that_returns_the_token() -> None:
+    run = run_acquire(Applied({'Attributes': {'fencing_token': 42}}))
+    assert isinstance(run.result, Written) and run.result.item['fencing_token'] == 42
+    (write,) = run.calls
+    assert write.operation == WRITE
+    assert write.params['ConditionExpression'] == ('attribute_not_exists(#partition_key) OR '
+                                                   'attribute_exists(#released_at)')
+    assert 'if_not_exists(#fencing_token, :token_floor) + :one' in write.params['UpdateExpression']
+    assert write.params['ReturnValuesOnConditionCheckFailure'] == 'ALL_OLD'
+    assert write.params['ReturnValues'] == 'UPDATED_NEW'
+    written = own_row_of(write)
+    assert written['acquisition_id'] == written['record_version_number']
 
 
-def test_a_put_refused_by_its_own_row_was_ours() -> None:
+def test_the_token_floor_is_the_writers_clock_in_microseconds() -> None:
+    clock = FakeClock(wall=1_700_000_000.5)
+    run = run_acquire(Applied(), clock=clock)
+    assert run.calls[0].params['ExpressionAttributeValues'][':token_floor'] == 1_700_000_000_500_000
+
+
+def test_a_write_refused_by_its_own_row_was_ours() -> None:
     run = run_acquire(lambda request: Refused(own_row_of(request), retried=True))
     assert isinstance(run.result, Written) and len(run.calls) == 1
+    assert run.result.item['fencing_token'] == run.calls[0].params['ExpressionAttributeValues'][':token_floor'] + 1
 
 
 def test_a_held_lock_with_no_time_to_wait_times_out_naming_the_holder() -> None:
@@ -383,18 +462,18 @@ def test_a_held_lock_with_no_time_to_wait_times_out_naming_the_holder() -> None:
 
 def test_an_engine_that_ignores_all_old_is_read_instead() -> None:
     run = run_acquire(Refused(None), Applied({'Item': row('v-holder')}))
-    assert [request.operation for request in run.calls][:2] == ['put_item', 'get_item']
+    assert [request.operation for request in run.calls][:2] == [WRITE, 'get_item']
 
 
 @pytest.mark.parametrize('failure', [THROTTLED, judge_error(client_error('ResourceNotFoundException', 400))])
-def test_a_put_that_surely_failed_is_unknown_without_a_read(failure: Failed) -> None:
+def test_a_write_that_surely_failed_is_unknown_without_a_read(failure: Failed) -> None:
     run = run_acquire(failure)
     assert isinstance(run.error, DynamoDBLockError) and run.error.code == DynamoDBLockError.UNKNOWN
     assert run.error.__cause__ is failure.error and run.error.reason == failure.reason
     assert len(run.calls) == 1
 
 
-def test_a_put_whose_answer_was_lost_and_landed_is_acquired() -> None:
+def test_a_write_whose_answer_was_lost_and_landed_is_acquired() -> None:
     landed: Dict[str, Any] = {}
 
     def lose(request: Any) -> Any:
@@ -402,32 +481,32 @@ def test_a_put_whose_answer_was_lost_and_landed_is_acquired() -> None:
         return LOST_ANSWER
 
     run = run_acquire(lose, lambda request: Applied({'Item': dict(landed)}))
-    assert isinstance(run.result, Written)
-    assert [request.operation for request in run.calls] == ['put_item', 'get_item']
+    assert isinstance(run.result, Written) and run.result.item['fencing_token'] == landed['fencing_token']
+    assert [request.operation for request in run.calls] == [WRITE, 'get_item']
 
 
-def test_a_put_whose_answer_was_lost_and_did_not_land_is_unknown() -> None:
+def test_a_write_whose_answer_was_lost_and_did_not_land_is_unknown() -> None:
     run = run_acquire(LOST_ANSWER, Applied({}))
-    assert run.error.code == DynamoDBLockError.UNKNOWN and run.events == []
+    assert run.error.code == DynamoDBLockError.UNKNOWN and without_attempts(run.events) == []
 
 
 def test_an_unreachable_engine_fails_once_without_a_cleanup_warning() -> None:
     run = run_acquire(UNREACHABLE, UNREACHABLE, UNREACHABLE)
     assert run.error.code == DynamoDBLockError.UNKNOWN and run.error.reason == Reason.UNREACHABLE
-    assert run.events == [Kind.ORPHAN_UNVERIFIED]            # an INFO line, not a warning
-    assert [request.operation for request in run.calls] == ['put_item', 'get_item', 'delete_item']
+    assert without_attempts(run.events) == [Kind.ORPHAN_UNVERIFIED]      # an INFO line, not a warning
+    assert [request.operation for request in run.calls] == [WRITE, 'get_item', FREE]
 
 
 @pytest.mark.parametrize('cleanup, events', [(Applied(), []), (Refused(None), []),
                                              (THROTTLED, [Kind.ORPHAN_CLEANUP_FAILED])])
-def test_when_the_check_read_fails_a_put_that_may_have_landed_is_deleted(cleanup: Any,
+def test_when_the_check_read_fails_a_write_that_may_have_landed_is_freed(cleanup: Any,
                                                                           events: List[Kind]) -> None:
     run = run_acquire(LOST_ANSWER, SERVER_ERROR, cleanup)
     assert run.error.code == DynamoDBLockError.UNKNOWN
-    put, _, delete = run.calls
-    assert delete.operation == 'delete_item'
-    assert list(delete.params['ExpressionAttributeValues'].values()) == [put.params['Item']['record_version_number']]
-    assert run.events == events
+    write, _, free = run.calls
+    assert free.operation == FREE
+    assert expected_versions(free) == [own_row_of(write)['record_version_number']]
+    assert without_attempts(run.events) == events
 
 
 def test_takeover_after_the_holders_version_stays_the_same_for_its_lease() -> None:
@@ -435,9 +514,9 @@ def test_takeover_after_the_holders_version_stays_the_same_for_its_lease() -> No
     holder = row('v-dead', 'dead')
     answers = [Refused(holder)] + [Applied({'Item': holder})] * 7 + [Applied()]
     run = run_acquire(*answers, retry_timeout=60.0, clock=clock)
-    assert isinstance(run.result, Written)
+    assert isinstance(run.result, Written) and run.result.replaced == holder
     takeover = run.calls[-1]
-    assert takeover.params['ExpressionAttributeValues'] == {':expected_version_0': 'v-dead'}
+    assert expected_versions(takeover) == ['v-dead']
     assert Kind.TAKING_OVER in run.events
     assert run.sleeps == [5.0] * 6                          # 30 s of an unchanged version, polled every 5 s
 
@@ -446,17 +525,17 @@ def test_a_holder_that_renews_is_never_taken_over() -> None:
     clock = FakeClock()
     versions = iter(range(100))
     run = drive(acquire(attempt(retry_timeout=100.0), clock, lambda: False),
-                lambda request: (Refused(row(f'v{next(versions)}')) if request.operation == 'put_item'
+                lambda request: (Refused(row(f'v{next(versions)}')) if request.operation == WRITE
                                  else Applied({'Item': row(f'v{next(versions)}')})), clock=clock)
     assert isinstance(run.result, TimedOut)
-    assert [request.operation for request in run.calls].count('put_item') == 1
+    assert [request.operation for request in run.calls].count(WRITE) == 1
 
 
-def test_a_release_in_this_client_goes_straight_to_the_put() -> None:
+def test_a_release_in_this_client_goes_straight_to_the_write() -> None:
     run = drive(acquire(attempt(retry_timeout=60.0), FakeClock(), lambda: False),
                 scripted(Refused(row('v-holder')), Applied()), woken=True, clock=FakeClock())
     assert isinstance(run.result, Written)
-    assert [request.operation for request in run.calls] == ['put_item', 'put_item']
+    assert [request.operation for request in run.calls] == [WRITE, WRITE]
 
 
 def test_a_closed_client_acquires_nothing() -> None:
@@ -472,3 +551,160 @@ def test_is_abandoned(unchanged_for: float, lease: float, expiry_offset: float, 
     wall_now = 1_700_000_000.0
     the_row = dict(row('v'), lease_duration=lease, expiry_time=wall_now + expiry_offset)
     assert is_abandoned(SCHEMA, the_row, unchanged_for, wall_now, LEASE) == abandoned
+
+
+# --------------------------------------------------------------------------------------------
+# Guarded writes
+# --------------------------------------------------------------------------------------------
+
+DATA_PUT = {'Put': {'TableName': 'data', 'Item': {'id': 'x', 'n': 1}}}
+
+
+def guarded_lock(status: str = Status.LOCKED) -> FakeLock:
+    state = held_state(status)
+    state.acquisition_id = 'acq-1'
+    state.fencing_token = 7
+    return FakeLock(state)
+
+
+def cancelled(*codes: str, lock_row: Optional[Dict[str, Any]] = None) -> Failed:
+    reasons: List[Dict[str, Any]] = [{'Code': code} for code in codes]
+    if lock_row is not None:
+        reasons[-1]['Item'] = {name: {'S': str(value)} for name, value in lock_row.items()}
+    error = ClientError({'Error': {'Code': 'TransactionCanceledException', 'Message': 'scripted'},
+                         'CancellationReasons': reasons,
+                         'ResponseMetadata': {'HTTPStatusCode': 400, 'RetryAttempts': 0}}, 'TransactWriteItems')
+    answer = judge_error(error)
+    assert isinstance(answer, Failed)
+    return answer
+
+
+def run_guard(*answers: Any, lock: Optional[FakeLock] = None, token: Optional[str] = None) -> Run:
+    lock = lock or guarded_lock()
+    return drive(guarded_write(SCHEMA, lock, [dict(DATA_PUT)], {}, token), scripted(*answers), clock=FakeClock())
+
+
+def tokens(run: Run) -> List[str]:
+    return [request.params['ClientRequestToken'] for request in run.calls]
+
+
+def test_a_guarded_write_is_one_transaction_with_the_lock_check_last() -> None:
+    run = run_guard(Applied({'ok': True}))
+    assert run.result == {'ok': True}
+    (call,) = run.calls
+    assert call.operation == 'transact_write_items'
+    data, check = call.params['TransactItems']
+    assert data == DATA_PUT
+    assert check['ConditionCheck']['Key'] == {'lock_key': 'k', 'sort_key': '-'}
+    assert check['ConditionCheck']['ExpressionAttributeValues'] == {':acquisition': 'acq-1'}
+    assert check['ConditionCheck']['ReturnValuesOnConditionCheckFailure'] == 'ALL_OLD'
+    assert tokens(run)[0]
+
+
+@pytest.mark.parametrize('lock_row, reason', [(row('v-thief', 'thief'), Reason.TAKEN_OVER),
+                                              (dict(row('v-op'), released_at=1), Reason.ROW_GONE)])
+def test_a_guarded_write_of_a_lost_lock_writes_nothing_and_names_the_holder(lock_row: Dict[str, Any],
+                                                                              reason: str) -> None:
+    lock = guarded_lock()
+    run = run_guard(cancelled('None', 'ConditionalCheckFailed', lock_row=lock_row), lock=lock)
+    assert run.error.code == DynamoDBLockError.LOCK_STOLEN and run.error.reason == reason
+    assert len(run.calls) == 1
+    assert lock._state.status == Status.INVALID and run.unregistered == [lock]
+    assert Kind.STOLEN in run.events
+    if reason == Reason.TAKEN_OVER:
+        assert run.error.holder['owner_name'] == 'thief' and 'thief' in run.error.message
+
+
+def test_the_applications_own_condition_failure_is_its_own_error() -> None:
+    lock = guarded_lock()
+    answer = cancelled('ConditionalCheckFailed', 'None')
+    with pytest.raises(ClientError) as raised:
+        drive_raising(guarded_write(SCHEMA, lock, [dict(DATA_PUT)], {}, None), answer)
+    assert raised.value is answer.error
+    assert lock._state.status == Status.LOCKED
+
+
+def drive_raising(protocol: Any, answer: Any) -> None:
+    """Drive a protocol whose first call gets ``answer``, letting any exception through."""
+    effect = protocol.send(None)
+    assert isinstance(effect, Call)
+    protocol.send(answer)
+
+
+@pytest.mark.parametrize('reason_code', ['TransactionConflict', 'ThrottlingError'])
+def test_conflicts_and_throttling_are_retried_as_new_transactions_never_as_a_lost_lock(reason_code: str) -> None:
+    lock = guarded_lock()
+    run = run_guard(cancelled('None', reason_code), cancelled(reason_code, 'None'), Applied({}), lock=lock)
+    assert run.error is None and run.result == {}
+    assert len(set(tokens(run))) == 3          # nothing was applied: each attempt is a new transaction
+    assert run.sleeps == [0.025, 0.05]
+    assert lock._state.status == Status.LOCKED and Kind.STOLEN not in run.events
+
+
+def test_endless_conflicts_end_in_unknown_not_in_a_lost_lock() -> None:
+    lock = guarded_lock()
+    run = run_guard(*[cancelled('TransactionConflict', 'None')] * 8, lock=lock)
+    assert run.error.code == DynamoDBLockError.UNKNOWN and 'conflicting' in run.error.message
+    assert lock._state.status == Status.LOCKED
+
+
+def test_a_lost_answer_is_sent_again_with_the_same_client_request_token() -> None:
+    run = run_guard(LOST_ANSWER, SERVER_ERROR, Applied({}), token='my-token')
+    assert run.result == {} and tokens(run) == ['my-token'] * 3
+
+
+def test_an_answer_lost_three_times_is_unknown_and_says_the_token_is_safe_to_reuse() -> None:
+    run = run_guard(LOST_ANSWER, LOST_ANSWER, LOST_ANSWER)
+    assert run.error.code == DynamoDBLockError.UNKNOWN
+    assert tokens(run)[0] in run.error.message and len(set(tokens(run))) == 1
+
+
+@pytest.mark.parametrize('status, code', [(Status.RELEASED, DynamoDBLockError.LOCK_NOT_OWNED),
+                                          (Status.PENDING, DynamoDBLockError.LOCK_NOT_OWNED),
+                                          (Status.INVALID, DynamoDBLockError.LOCK_STOLEN)])
+def test_a_lock_known_not_held_writes_nothing(status: str, code: str) -> None:
+    run = run_guard(lock=guarded_lock(status))
+    assert run.error.code == code and run.calls == []
+
+
+@pytest.mark.parametrize('actions, error, words', [
+    ([], ValueError, 'at least one'),
+    ('Put', TypeError, 'list of actions'),
+    ([{'Put': {'TableName': 'data', 'Item': {'id': 'x'}}}] * 100, ValueError, 'at most 99'),
+    ([{'Put': {'TableName': 'data'}}], TypeError, 'Item'),
+    ([{'Upsert': {'TableName': 'data', 'Key': {}}}], TypeError, 'one key of'),
+    ([{'Update': {'Key': {'id': 'x'}}}], TypeError, 'TableName'),
+    ([{'Delete': {'TableName': 'data', 'Key': {'id': 'x'}, 'ReturnValues': 'ALL_OLD'}}], ValueError, 'ReturnValues'),
+    ([{'Update': {'TableName': 'locks', 'Key': {'lock_key': 'k', 'sort_key': '-'}, 'UpdateExpression': 'SET a = :a'}}],
+     ValueError, 'lock row itself'),
+    ([{'Put': {'TableName': 'data', 'Item': {'id': 'x', 'blob': b'x' * (4 * 1024 * 1024)}}}], ValueError, '4194304'),
+])
+def test_guarded_writes_are_checked_before_anything_is_sent(actions: Any, error: type, words: str) -> None:
+    with pytest.raises(error, match=words):
+        check_actions(SCHEMA, 'k', '-', actions)
+
+
+def test_other_rows_of_the_lock_table_may_be_written() -> None:
+    actions = check_actions(SCHEMA, 'k', '-', [{'Put': {'TableName': 'locks',
+                                                         'Item': {'lock_key': 'k', 'sort_key': 'data'}}}])
+    assert len(actions) == 1
+
+
+def test_a_single_put_update_or_delete_becomes_one_action() -> None:
+    actions, options = single_action('Update', {'TableName': 'data', 'Key': {'id': 'x'},
+                                                'UpdateExpression': 'SET n = :n',
+                                                'ExpressionAttributeValues': {':n': 2},
+                                                'ReturnConsumedCapacity': 'TOTAL'})
+    assert actions == [{'Update': {'TableName': 'data', 'Key': {'id': 'x'}, 'UpdateExpression': 'SET n = :n',
+                                   'ExpressionAttributeValues': {':n': 2}}}]
+    assert options == {'ReturnConsumedCapacity': 'TOTAL'}
+    with pytest.raises(TypeError, match='ReturnValues'):
+        single_action('Put', {'TableName': 'data', 'Item': {}, 'ReturnValues': 'ALL_OLD'})
+
+
+def test_a_heartbeat_refused_by_a_transaction_in_progress_is_sent_again() -> None:
+    conflict = judge_error(client_error('TransactionConflictException', 400))
+    lock = FakeLock(held_state())
+    settings = HeartbeatSettings(SCHEMA, 5.0, 20.0, 3600.0, -1, 1)
+    run = drive(renew_one(settings, lock, FakeClock()), scripted(conflict, Applied()), clock=FakeClock())
+    assert run.result.verdict is RenewalVerdict.RENEWED and len(run.calls) == 2 and run.sleeps == [0.05]

@@ -13,14 +13,23 @@ import uuid
 from typing import Any, Callable, Dict, Mapping, Optional, Union
 
 from .._errors import DynamoDBLockError, Reason
-from .._requests import delete_if_version, get, put_if_absent, put_if_version
-from .._schema import COL_RECORD_VERSION_NUMBER, Item, Schema
+from .._requests import Request, acquire_free, acquire_over, free_row, get
+from .._schema import (
+    COL_ACQUISITION_ID,
+    COL_FENCING_TOKEN,
+    COL_LEASE_EXPIRY,
+    COL_RECORD_VERSION_NUMBER,
+    Item,
+    Schema,
+    lease_expiry,
+)
 from .answers import Applied, Failed, Refused
 from .effects import Call, Emit, Protocol, Sleep
 from .events import Event, Kind
 from .messages import describe_key, explain
 
-__all__ = ['AcquireAttempt', 'TimedOut', 'Written', 'acquire', 'is_abandoned']
+__all__ = ['AcquireAttempt', 'TimedOut', 'Written', 'acquire', 'is_abandoned', 'new_lock_item', 'read_row',
+           'token_floor', 'with_token']
 
 # How many refused writes are judged at once, without a wait, before the next poll.
 _IMMEDIATE_RETRIES = 3
@@ -34,19 +43,24 @@ class AcquireAttempt:
     partition_key: str
     sort_key: str
     unique_identifier: str
-    item_template: Item          # the lock item without version and TTL
+    item_template: Item          # the lock item without version, TTL and acquisition id
     retry_period: float
     retry_timeout: float
     expiry_period: float
     default_lease: float         # for rows without a readable lease
+    keep_released_rows: bool = True
+    max_clock_skew: Optional[float] = None   # trust wall clocks to this much: take over past lease_expiry
 
 
 @dataclasses.dataclass(frozen=True)
 class Written:
-    """The lock item a conditional put stored, and when that put was started."""
+    """The lock item a conditional write stored (its fencing token included, when the engine
+    returned it), and when that write was started."""
 
     item: Item
     attempt_started: float
+    replaced: Optional[Item] = None   # the abandoned row this write took over
+    waited: float = 0.0               # seconds from the start of the acquisition
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,42 +71,61 @@ class TimedOut:
 
 
 class _Blocked:
-    """A write was refused: ``row`` is what is in the way (None: the row is gone)."""
+    """A write was refused: ``row`` is what is in the way (None: the row is free)."""
 
     __slots__ = ('row',)
 
     def __init__(self, row: Optional[Item]) -> None:
-        self.row = row
+        self.row = None if Schema.is_released(row) else row
+
+
+def token_floor(clock: Any) -> int:
+    """The fencing token an acquisition starts from when the row has none (it is new, or it was
+    deleted by TTL or by a client that keeps no released rows): the writer's wall clock in
+    microseconds, so that a token issued later is larger as long as clocks agree to within the
+    time the row was gone."""
+    return int(clock.time() * 1_000_000)
 
 
 def is_abandoned(schema: Schema, row: Mapping[str, Any], unchanged_for: float, wall_now: float,
-                 default_lease: float) -> bool:
+                 default_lease: float, max_clock_skew: Optional[float] = None) -> bool:
     """Whether the holder of ``row`` is presumed dead.
 
     True once its version has stayed the same for its own stored lease duration, as timed by
-    this process, or once its TTL epoch has passed.
+    this process, or once its TTL epoch has passed. With ``max_clock_skew`` (the waiter trusts
+    the wall clocks of all hosts to agree to within that), also once the lease's end that the
+    holder wrote (``lease_expiry``), plus that skew, has passed on this host's wall clock: a
+    crashed holder's lock is then taken at first sight instead of after a whole lease of watching.
     """
     if unchanged_for >= schema.lease_of(row, default_lease):
         return True
     expiry_time = schema.expiry_of(row)
-    return expiry_time is not None and expiry_time < wall_now
+    if expiry_time is not None and expiry_time + (max_clock_skew or 0.0) < wall_now:
+        return True
+    if max_clock_skew is None:
+        return False
+    lease_expiry = Schema.lease_expiry_of(row)
+    return lease_expiry is not None and lease_expiry + max_clock_skew < wall_now
 
 
 def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) -> Protocol[Union[Written, TimedOut]]:
     """The acquire loop: the item written, or :class:`TimedOut`.
 
-    ``Sleep`` returns True when this client released the key meanwhile: the next step is then a
-    put at once instead of a read.
+    ``Sleep`` returns True when this client released the key meanwhile (the next step is then a
+    write at once instead of a read), or the :class:`Written` row a release of this client wrote
+    for this acquisition (the lock handed over: nothing more to do).
 
     :raises DynamoDBLockError: ``CLIENT_SHUTDOWN`` once ``is_closed()``; ``UNKNOWN`` when a
         write or read fails.
     """
     schema = attempt.schema
-    deadline = clock.monotonic() + attempt.retry_timeout
+    started = clock.monotonic()
+    deadline = started + attempt.retry_timeout
     blocking: Optional[Item] = None     # the row in the way; None: believed free
     watched_version: Optional[str] = None
     watched_since = 0.0
     immediate_retries = 0
+    warned_unfenced = False
     while True:
         _raise_if_closed(is_closed)
         outcome: Union[Written, _Blocked, None] = None
@@ -103,67 +136,84 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) 
             now = clock.monotonic()
             if version != watched_version:
                 watched_version, watched_since = version, now
-            if is_abandoned(schema, blocking, now - watched_since, clock.time(), attempt.default_lease):
+            if not warned_unfenced and Schema.fencing_token_of(blocking) is None:
+                warned_unfenced = True
+                yield Emit(Event(Kind.UNFENCED_HOLDER, attempt.unique_identifier,
+                                 fields={'owner': Schema.owner_of(blocking)}))
+            if is_abandoned(schema, blocking, now - watched_since, clock.time(), attempt.default_lease,
+                            attempt.max_clock_skew):
                 yield Emit(Event(Kind.TAKING_OVER, attempt.unique_identifier, fields={
-                    'owner': Schema.owner_of(blocking), 'version': version, 'unchanged_for': now - watched_since}))
-                outcome = yield from _write(attempt, clock, version)
+                    'owner': Schema.owner_of(blocking), 'version': version, 'unchanged_for': now - watched_since,
+                    'duration': now - watched_since}))
+                outcome = yield from _write(attempt, clock, blocking)
         if isinstance(outcome, Written):
-            return outcome
+            return dataclasses.replace(outcome, waited=clock.monotonic() - started)
         if outcome is not None and immediate_retries < _IMMEDIATE_RETRIES:
-            # A write was refused: judge the row now in the way (None: it is gone) at once.
+            # A write was refused: judge the row now in the way (None: it is free) at once.
             blocking = outcome.row
             immediate_retries += 1
             continue
         remaining = deadline - clock.monotonic()
         if remaining <= 0:
+            yield Emit(Event(Kind.ACQUIRE_TIMED_OUT, attempt.unique_identifier, fields={
+                'owner': Schema.owner_of(blocking), 'duration': clock.monotonic() - started}))
             return TimedOut(blocking)
         wait = min(attempt.retry_period, remaining)
         yield Emit(Event(Kind.WAITING, attempt.unique_identifier,
                          fields={'owner': Schema.owner_of(blocking), 'retry_in': wait}))
         released_here = yield Sleep(wait)
+        if isinstance(released_here, Written):   # a release in this client handed the lock over to us
+            return dataclasses.replace(released_here, waited=clock.monotonic() - started)
         immediate_retries = 0
         _raise_if_closed(is_closed)
         if released_here:
-            blocking = None     # this client just released the key: go straight to the put
+            blocking = None     # this client just released the key: go straight to the write
         else:
-            blocking = yield from read_row(attempt.schema, attempt.partition_key, attempt.sort_key, 'read')
+            blocking = _Blocked((yield from read_row(schema, attempt.partition_key, attempt.sort_key, 'read'))).row
 
 
-def _write(attempt: AcquireAttempt, clock: Any, expected_version: Optional[str]) -> Protocol[Union[Written, _Blocked]]:
-    """One conditional put of a new version of the lock: written, or blocked by a row."""
+def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Protocol[Union[Written, _Blocked]]:
+    """One conditional write of a new version of the lock: where the key is free (``blocking``
+    None), or over the abandoned row ``blocking``. Written, or blocked by a row."""
     schema = attempt.schema
-    new_version = str(uuid.uuid4())
-    item: Item = dict(attempt.item_template)
-    item[COL_RECORD_VERSION_NUMBER] = new_version
-    item[schema.ttl_attribute_name] = int(clock.time() + attempt.expiry_period)
+    item = new_lock_item(attempt, clock)
+    new_version = item[COL_RECORD_VERSION_NUMBER]
     # Others time our lease from when they first see the row, which can be long before the
     # answer arrives (a lost answer, a retry after backoff): time our own side from here.
     attempt_started = clock.monotonic()
-    put = put_if_absent(schema, item) if expected_version is None else put_if_version(schema, item, expected_version)
+    if blocking is None:
+        write = acquire_free(schema, item, token_floor(clock))
+    else:
+        write = acquire_over(schema, item, [str(Schema.version_of(blocking))], token_floor(clock),
+                             schema.extra_names(blocking))
     try:
-        answer = yield Call(put)
+        answer = yield Call(write)
     except GeneratorExit:
         raise
     except BaseException:
-        # Interrupted (cancelled, Ctrl-C) while the put was in flight: it may land, leaving a
-        # row that nobody holds and that blocks everybody for a lease. Delete it if it did.
-        yield Call(delete_if_version(schema, attempt.partition_key, attempt.sort_key, [new_version]))
+        # Interrupted (cancelled, Ctrl-C) while the write was in flight: it may land, leaving a
+        # row that nobody holds and that blocks everybody for a lease. Free it if it did.
+        yield Call(_free_own_row(attempt, clock, new_version))
         raise
+    yield Emit(Event(Kind.ACQUIRE_ATTEMPT, attempt.unique_identifier, fields={
+        'outcome': type(answer).__name__.lower(), 'takeover': blocking is not None,
+        'duration': clock.monotonic() - attempt_started}))
     if isinstance(answer, Applied):
-        return Written(item, attempt_started)
+        return Written(with_token(item, answer.response.get('Attributes')), attempt_started, blocking)
     if isinstance(answer, Refused):
         if Schema.version_of(answer.item) == new_version:
-            return Written(item, attempt_started)   # our put landed; botocore's retry met our own row
-        if answer.item is None and expected_version is None:
+            # Our write landed; botocore's retry met our own row.
+            return Written(with_token(item, answer.item), attempt_started, blocking)
+        if answer.item is None and blocking is None:
             # An engine that ignores ALL_OLD: find out what is in the way.
             row = yield from read_row(schema, attempt.partition_key, attempt.sort_key, 'read')
             return _Blocked(row)
         return _Blocked(answer.item)
     assert isinstance(answer, Failed)
     if answer.maybe_applied:
-        written = yield from _settle_unanswered_put(attempt, new_version, answer)
-        if written:
-            return Written(item, attempt_started)
+        landed = yield from _settle_unanswered_write(attempt, clock, new_version)
+        if landed is not None:
+            return Written(with_token(item, landed), attempt_started, blocking)
     raise DynamoDBLockError(
         DynamoDBLockError.UNKNOWN,
         f'Could not acquire {describe_key(schema, attempt.partition_key, attempt.sort_key)}: '
@@ -172,11 +222,38 @@ def _write(attempt: AcquireAttempt, clock: Any, expected_version: Optional[str])
     ) from answer.error
 
 
-def _settle_unanswered_put(attempt: AcquireAttempt, new_version: str, failed: Failed) -> Protocol[bool]:
-    """A put we are about to report as failed may have landed: did it? If it did, it is ours.
+def new_lock_item(attempt: AcquireAttempt, clock: Any) -> Item:
+    """The item of a new acquisition: the attempt's template with a fresh version (also its
+    acquisition id) and TTL."""
+    new_version = str(uuid.uuid4())
+    now = clock.time()
+    item: Item = dict(attempt.item_template)
+    item[COL_RECORD_VERSION_NUMBER] = new_version
+    item[COL_ACQUISITION_ID] = new_version
+    item[attempt.schema.ttl_attribute_name] = int(now + attempt.expiry_period)
+    item[COL_LEASE_EXPIRY] = lease_expiry(now, attempt.schema.lease_of(attempt.item_template, attempt.default_lease))
+    return item
 
-    A consistent read tells. When the read fails too, a delete conditioned on the version that
-    put wrote removes the row if it is there (it can only ever remove our own row, which would
+
+def with_token(item: Item, written: Optional[Mapping[str, Any]]) -> Item:
+    """``item`` with the fencing token the write gave it (from the answer or the row read back)."""
+    token = Schema.fencing_token_of(written)
+    return {**item, COL_FENCING_TOKEN: token} if token is not None else item
+
+
+def _free_own_row(attempt: AcquireAttempt, clock: Any, version: str) -> Request:
+    """The write that frees the row a failed or interrupted write of ours may have left."""
+    return free_row(attempt.schema, attempt.partition_key, attempt.sort_key, [version], str(uuid.uuid4()),
+                    int(clock.time() + attempt.expiry_period), int(clock.time()),
+                    attempt.schema.extra_names(attempt.item_template), attempt.keep_released_rows)
+
+
+def _settle_unanswered_write(attempt: AcquireAttempt, clock: Any, new_version: str) -> Protocol[Optional[Item]]:
+    """A write we are about to report as failed may have landed: did it? If it did, it is ours
+    (the row is returned).
+
+    A consistent read tells. When the read fails too, a write conditioned on the version ours
+    wrote frees the row if it is there (it can only ever touch our own row, which would
     otherwise block everybody, this client included, for a whole lease). When DynamoDB cannot
     be reached even for that, the row (if any) is taken over by others after its lease.
     """
@@ -184,15 +261,15 @@ def _settle_unanswered_put(attempt: AcquireAttempt, new_version: str, failed: Fa
     answer = yield Call(get(schema, attempt.partition_key, attempt.sort_key))
     if isinstance(answer, Applied):
         row = answer.response.get('Item') or None
-        return Schema.version_of(row) == new_version
-    cleanup = yield Call(delete_if_version(schema, attempt.partition_key, attempt.sort_key, [new_version]))
+        return dict(row) if row is not None and Schema.version_of(row) == new_version else None
+    cleanup = yield Call(_free_own_row(attempt, clock, new_version))
     if isinstance(cleanup, Failed):
         kind = Kind.ORPHAN_UNVERIFIED if cleanup.reason == Reason.UNREACHABLE else Kind.ORPHAN_CLEANUP_FAILED
         yield Emit(Event(kind, attempt.unique_identifier, fields={
             'what': describe_key(schema, attempt.partition_key, attempt.sort_key),
             'error': explain(schema, cleanup.error),
             'lease': schema.lease_of(attempt.item_template, attempt.default_lease)}))
-    return False
+    return None
 
 
 def read_row(schema: Schema, partition_key: str, sort_key: str,

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import decimal
-from decimal import Decimal
 from typing import Any, Dict, List, Mapping, Optional, Union
 
-from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -27,6 +25,7 @@ from botocore.exceptions import (
 )
 
 from .._errors import Reason
+from .._wire import _deserializer
 
 __all__ = [
     'Answer',
@@ -50,19 +49,9 @@ _ACCESS = frozenset({'AccessDeniedException', 'UnrecognizedClientException', 'Mi
 # applied all the same; every other code means DynamoDB did not apply it.
 _STATEMENT_OUTCOME_UNKNOWN = frozenset({'InternalServerError'})
 # A statement refused for throughput inside a successful batch is not retried by botocore.
-_RETRYABLE_STATEMENT_ERRORS = frozenset({'ThrottlingError', 'ProvisionedThroughputExceeded', 'RequestLimitExceeded'})
+_RETRYABLE_STATEMENT_ERRORS = frozenset({'ThrottlingError', 'ProvisionedThroughputExceeded', 'RequestLimitExceeded',
+                                         'TransactionConflict'})
 
-
-
-class _ExactDeserializer(TypeDeserializer):
-    """boto3's deserializer, but a number is read exactly: boto3 traps more than 38 digits,
-    which DynamoDB returns for magnitudes of 1E+38 and more (boto/boto3#2500)."""
-
-    def _deserialize_n(self, value: str) -> Decimal:
-        return Decimal(value)
-
-
-_deserializer = _ExactDeserializer()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,8 @@ A protocol is a generator. It yields effects and receives their results:
 * ``yield Emit(event)`` -> None; the driver hands the event to its observer (logs, callbacks,
   metrics);
 * ``yield Submit(locks)`` -> how many of ``locks`` were skipped because their previous
-  heartbeat is still in flight; the driver starts their renewal in the background.
+  heartbeat is still in flight; the driver starts their renewal in the background;
+* ``yield Unregister(lock)`` -> None; the lock is no longer held: it leaves the registry.
 
 It returns its result with ``return``, and raises :class:`DynamoDBLockError` for failures the
 caller must see.
@@ -23,7 +24,7 @@ from typing import Any, Generator, Tuple, TypeVar
 from .._requests import Request
 from .events import Event
 
-__all__ = ['Call', 'Effect', 'Emit', 'Protocol', 'Sleep', 'Submit']
+__all__ = ['Call', 'Effect', 'Emit', 'Protocol', 'Sleep', 'Submit', 'Unregister']
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +45,14 @@ class Emit:
 @dataclasses.dataclass(frozen=True)
 class Submit:
     locks: Tuple[Any, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Unregister:
+    """Drop ``lock`` from the client's registry of held locks and wake its waiters (no I/O:
+    the shared client code handles it)."""
+
+    lock: Any
 
 
 Effect = Any   # Call | Sleep | Emit | Submit

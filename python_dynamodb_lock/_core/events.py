@@ -16,7 +16,10 @@ __all__ = ['Event', 'Kind']
 class Kind(enum.Enum):
     # acquiring
     ACQUIRED = 'acquired'
+    ACQUIRE_ATTEMPT = 'acquire_attempt'
+    ACQUIRE_TIMED_OUT = 'acquire_timed_out'
     TAKING_OVER = 'taking_over'
+    UNFENCED_HOLDER = 'unfenced_holder'
     WAITING = 'waiting'
     ORPHAN_CLEANUP_FAILED = 'orphan_cleanup_failed'
     ORPHAN_UNVERIFIED = 'orphan_unverified'
@@ -49,6 +52,8 @@ class Kind(enum.Enum):
     LOOP_STARTED = 'loop_started'
     LOOP_STOPPED = 'loop_stopped'
     LOOP_ROUND_FAILED = 'loop_round_failed'
+    # guarded writes
+    GUARD_RETRY = 'guard_retry'
     # operator
     FORCE_RELEASED = 'force_released'
 

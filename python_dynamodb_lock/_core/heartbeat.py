@@ -8,12 +8,13 @@ import uuid
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from .._requests import MAX_BATCH_STATEMENTS, Renewal, renew, renew_many
-from .._schema import Schema
+from .._errors import DynamoDBLockError
+from .._schema import Schema, lease_expiry
 from .answers import Answer, Failed, statement_retryable
-from .effects import Call, Emit, Protocol, Sleep, Submit
+from .effects import Call, Emit, Protocol, Sleep, Submit, Unregister
 from .events import Event, Kind
 from .messages import explain
-from .state import LockState, RenewalResult, RenewalVerdict
+from .state import LockState, RenewalResult, RenewalVerdict, Status, loss_from_row
 
 __all__ = [
     'Batching',
@@ -22,6 +23,7 @@ __all__ = [
     'Unregister',
     'check_locks',
     'check_round',
+    'extend',
     'heartbeat_round',
     'renew_batch',
     'renew_one',
@@ -32,15 +34,11 @@ __all__ = [
 # it is sent again after 50 ms and then 100 ms, like botocore's own backoff.
 BATCH_STATEMENT_ATTEMPTS = 3
 BATCH_RETRY_BASE_DELAY = 0.05
+# A renewal refused because a guarded write (a transaction) on the lock row was in progress is
+# sent again after 50 and 100 ms before it counts as a failed heartbeat.
+CONFLICT_ATTEMPTS = 3
 # Error codes with which DynamoDB refuses BatchExecuteStatement itself (permission, engine).
 _BATCHING_REFUSED = frozenset({'AccessDeniedException', 'UnknownOperationException'})
-
-
-@dataclasses.dataclass(frozen=True)
-class Unregister:
-    """Effect: drop ``lock`` from the client's registry of held locks and wake its waiters."""
-
-    lock: Any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,8 +62,9 @@ class Batching:
 
 def _next_renewal(settings: HeartbeatSettings, lock: Any, clock: Any) -> Optional[Renewal]:
     state: LockState = lock._state
-    return state.next_renewal(str(uuid.uuid4()), int(clock.time() + settings.expiry_period),
-                              lock.partition_key, lock.sort_key)
+    now = clock.time()
+    return state.next_renewal(str(uuid.uuid4()), int(now + settings.expiry_period),
+                              lock.partition_key, lock.sort_key, lease_expiry(now, state.lease_duration))
 
 
 def renew_one(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[Optional[RenewalResult]]:
@@ -76,30 +75,69 @@ def renew_one(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[Op
     renewal = _next_renewal(settings, lock, clock)
     if renewal is None:
         return None
-    attempt_started = clock.monotonic()
-    try:
-        answer = yield Call(renew(settings.schema, renewal))
-    except GeneratorExit:
-        raise
-    except BaseException:
-        lock._state.remember_unconfirmed(renewal.new_version)   # interrupted in flight: it may land
-        raise
+    for attempt in range(CONFLICT_ATTEMPTS):
+        attempt_started = clock.monotonic()
+        try:
+            answer = yield Call(renew(settings.schema, renewal))
+        except GeneratorExit:
+            raise
+        except BaseException:
+            lock._state.remember_unconfirmed(renewal.new_version)   # interrupted in flight: it may land
+            raise
+        # A guarded write of this lock was in progress: DynamoDB refused the renewal untouched.
+        conflict = isinstance(answer, Failed) and answer.code == 'TransactionConflictException'
+        if not conflict or answer.maybe_applied or attempt + 1 == CONFLICT_ATTEMPTS:
+            break
+        if (yield Sleep(BATCH_RETRY_BASE_DELAY * 2 ** attempt)):
+            break
     return (yield from settle(settings, lock, renewal, answer, attempt_started, clock))
+
+
+def extend(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[None]:
+    """Renew one lock now, for an application that renews its locks itself: return when it was
+    renewed, raise when it was not.
+
+    :raises DynamoDBLockError: ``LOCK_STOLEN`` (the lock was lost: taken over or its row gone;
+        ``holder`` names who holds it now), ``LOCK_NOT_OWNED`` (it was released), ``UNKNOWN``
+        (DynamoDB failed; the lock is still held, as far as anyone knows: try again before the
+        lease runs out).
+    """
+    result = yield from renew_one(settings, lock, clock)
+    verdict = result.verdict if result is not None else RenewalVerdict.NOT_HELD
+    if verdict in (RenewalVerdict.RENEWED, RenewalVerdict.LANDED_UNANSWERED, RenewalVerdict.ADOPTED_EARLIER):
+        return
+    state: LockState = lock._state
+    if verdict is RenewalVerdict.FAILED and result is not None and result.failure is not None:
+        failure = result.failure
+        error = DynamoDBLockError(
+            DynamoDBLockError.UNKNOWN,
+            f'Could not renew {lock.unique_identifier}: {explain(settings.schema, failure.error)}; the lock may '
+            'still be held until its lease runs out', reason=failure.reason)
+        error.__cause__ = failure.error
+        raise error
+    if state.status == Status.INVALID:
+        loss = state.loss or loss_from_row(None)
+        raise DynamoDBLockError(DynamoDBLockError.LOCK_STOLEN,
+                                f'{lock.unique_identifier} was lost ({loss.reason}): held by '
+                                f'{Schema.owner_of(loss.row)} now', reason=loss.reason, holder=loss.row)
+    raise DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED,
+                            f'{lock.unique_identifier} is not held ({state.status}): nothing to renew')
 
 
 def settle(settings: HeartbeatSettings, lock: Any, renewal: Renewal, answer: Answer, attempt_started: float,
            clock: Any) -> Protocol[RenewalResult]:
     """Apply one renewal's answer to its lock, and tell what it meant."""
-    result = lock._state.settle_renewal(renewal, answer, attempt_started, clock.monotonic())
+    now = clock.monotonic()
+    result = lock._state.settle_renewal(renewal, answer, attempt_started, now)
     if result.verdict in (RenewalVerdict.STOLEN, RenewalVerdict.RELEASED_EARLIER):
         yield Unregister(lock)
-    for event in settle_events(settings, lock, renewal, answer, result):
+    for event in settle_events(settings, lock, renewal, answer, result, now - attempt_started):
         yield Emit(event)
     return result
 
 
 def settle_events(settings: HeartbeatSettings, lock: Any, renewal: Renewal, answer: Answer,
-                  result: RenewalResult) -> List[Event]:
+                  result: RenewalResult, latency: float) -> List[Event]:
     key = lock.unique_identifier
     verdict = result.verdict
     events: List[Event] = []
@@ -108,7 +146,7 @@ def settle_events(settings: HeartbeatSettings, lock: Any, renewal: Renewal, answ
     if result.recovered:
         events.append(Event(Kind.RECOVERED, key, lock))
     if verdict in (RenewalVerdict.RENEWED, RenewalVerdict.LANDED_UNANSWERED):
-        events.append(Event(Kind.RENEWED, key, lock, {'version': renewal.new_version}))
+        events.append(Event(Kind.RENEWED, key, lock, {'version': renewal.new_version, 'duration': latency}))
     elif verdict is RenewalVerdict.ADOPTED_EARLIER:
         events.append(Event(Kind.RENEWAL_ADOPTED_EARLIER, key, lock))
     elif verdict is RenewalVerdict.RELEASED_EARLIER:
@@ -120,7 +158,7 @@ def settle_events(settings: HeartbeatSettings, lock: Any, renewal: Renewal, answ
     elif verdict is RenewalVerdict.FAILED:
         assert isinstance(answer, Failed)
         events.append(Event(Kind.RENEWAL_FAILED, key, lock, {
-            'error': explain(settings.schema, answer.error), 'reason': answer.reason}))
+            'error': explain(settings.schema, answer.error), 'reason': answer.reason, 'duration': latency}))
     return events
 
 
@@ -245,7 +283,8 @@ def check_locks(settings: HeartbeatSettings, locks: Sequence[Any], clock: Any) -
         unconfirmed_for = lock._state.mark_in_danger(now, settings.safe_period)
         if unconfirmed_for is not None:
             yield Emit(Event(Kind.IN_DANGER, lock.unique_identifier, lock, {
-                'unconfirmed_for': unconfirmed_for, 'safe_period': settings.safe_period}))
+                'unconfirmed_for': unconfirmed_for, 'safe_period': settings.safe_period,
+                'duration': unconfirmed_for}))
 
 
 def check_round(settings: HeartbeatSettings, locks: Sequence[Any], clock: Any) -> Protocol[None]:

@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, Dict, Optional
+import uuid
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 from .._errors import DynamoDBLockError, Reason
-from .._requests import delete_if_version, get
-from .._schema import Schema
+from .._requests import acquire_over, free_row, get
+from .._schema import COL_RECORD_VERSION_NUMBER, Schema
+from .acquire import AcquireAttempt, Written, new_lock_item, token_floor, with_token
 from .answers import Applied, Failed, Refused
 from .effects import Call, Protocol
 from .events import Kind
 from .messages import explain
 from .state import LockState, Loss, Status, loss_from_row
 
-__all__ = ['ReleaseOutcome', 'ReleaseResult', 'ReleaseVerdict', 'precheck_release', 'release', 'release_verdict']
+__all__ = ['ReleaseOutcome', 'ReleaseResult', 'ReleaseSettings', 'ReleaseVerdict', 'free_handed', 'precheck_release',
+           'release', 'release_verdict']
 
 
 class ReleaseOutcome(enum.Enum):
@@ -35,6 +38,7 @@ class ReleaseResult:
     outcome: ReleaseOutcome
     row: Optional[Dict[str, Any]] = None
     failed: Optional[Failed] = None
+    handed: Optional[Written] = None    # the row written for the successor the lock was handed to
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +50,8 @@ class ReleaseVerdict:
     event: Kind
     error: Optional[DynamoDBLockError] = None
     loss: Optional[Loss] = None
+    handed_over: bool = False
+    duration: Optional[float] = None    # seconds the release took
 
 
 def precheck_release(state: LockState, owned_here: bool, best_effort: bool,
@@ -69,41 +75,99 @@ def precheck_release(state: LockState, owned_here: bool, best_effort: bool,
     return None
 
 
-def release(schema: Schema, state: LockState, partition_key: str, sort_key: str, clock: Any) -> Protocol[ReleaseResult]:
-    """Delete the lock's row if it carries one of our versions, and judge the answer."""
+@dataclasses.dataclass(frozen=True)
+class ReleaseSettings:
+    schema: Schema
+    expiry_period: float
+    keep_released_rows: bool = True
+
+
+def release(settings: ReleaseSettings, lock: Any, clock: Any,
+            successor: Optional[AcquireAttempt] = None) -> Protocol[ReleaseResult]:
+    """Free the lock's row if it carries one of our versions, and judge the answer.
+
+    The row is kept, marked released, with its fencing token (or deleted, when the client keeps
+    no released rows); either write is conditioned on every version the row may carry. With a
+    ``successor`` (an acquisition of this client waiting for the key), the same single write
+    hands the lock over instead: it writes the successor's row, with the next fencing token,
+    and ``ReleaseResult.handed`` carries it.
+    """
+    schema = settings.schema
+    state: LockState = lock._state
+    if successor is not None:
+        item = new_lock_item(successor, clock)
+        ours = item[COL_RECORD_VERSION_NUMBER]
+        removed = schema.extra_names(lock.additional_attributes)
+
+        def write(versions: Sequence[str]) -> Call:
+            return Call(acquire_over(schema, item, versions, token_floor(clock), removed))
+    else:
+        item, ours = {}, str(uuid.uuid4())
+
+        def write(versions: Sequence[str]) -> Call:
+            return Call(free_row(schema, lock.partition_key, lock.sort_key, versions, ours,
+                                 int(clock.time() + settings.expiry_period), int(clock.time()),
+                                 lock.additional_attributes, settings.keep_released_rows))
+
+    attempt_started = clock.monotonic()
+
+    def released(row: Optional[Mapping[str, Any]] = None) -> ReleaseResult:
+        handed = Written(with_token(item, row), attempt_started) if successor is not None else None
+        return ReleaseResult(ReleaseOutcome.RELEASED, handed=handed)
+
     try:
-        answer = yield Call(delete_if_version(schema, partition_key, sort_key, state.our_versions()))
+        answer = yield write(state.our_versions())
     except GeneratorExit:
         raise
     except BaseException:
-        state.note_release_maybe_applied()    # interrupted in flight: the delete may land
+        state.note_release_maybe_applied()    # interrupted in flight: the write may land
+        if successor is not None:             # and the row it hands over would be nobody's
+            yield Call(free_row(schema, lock.partition_key, lock.sort_key, [ours], str(uuid.uuid4()),
+                                int(clock.time() + settings.expiry_period), int(clock.time()),
+                                item, settings.keep_released_rows))
         raise
     if isinstance(answer, Refused):
         row_version = Schema.version_of(answer.item)
         if state.is_unconfirmed(row_version):
             # An old renewal of ours that landed unconfirmed, beyond the condition's list.
-            answer = yield Call(delete_if_version(schema, partition_key, sort_key, [row_version]))
+            answer = yield write([str(row_version)])
     if isinstance(answer, Applied):
-        return ReleaseResult(ReleaseOutcome.RELEASED)
+        return released(answer.response.get('Attributes'))
     if isinstance(answer, Refused):
-        if answer.item is None:
+        row = answer.item
+        if Schema.version_of(row) == ours:
+            return released(row)              # ours landed; botocore's retry met it
+        if row is None or Schema.is_released(row):
             return ReleaseResult(ReleaseOutcome.ROW_GONE)
         if (answer.retried or state.release_maybe_applied) and state.lease_running(clock.monotonic()):
-            return ReleaseResult(ReleaseOutcome.MET_NEXT_HOLDER, answer.item)
-        return ReleaseResult(ReleaseOutcome.STOLEN, answer.item)
+            return ReleaseResult(ReleaseOutcome.MET_NEXT_HOLDER, row)
+        return ReleaseResult(ReleaseOutcome.STOLEN, row)
     assert isinstance(answer, Failed)
     if not answer.maybe_applied:
         return ReleaseResult(ReleaseOutcome.FAILED, failed=answer)
     state.note_release_maybe_applied()
-    read = yield Call(get(schema, partition_key, sort_key))
+    read = yield Call(get(schema, lock.partition_key, lock.sort_key))
     if not isinstance(read, Applied):
         return ReleaseResult(ReleaseOutcome.FAILED, failed=read if isinstance(read, Failed) else answer)
     current = read.response.get('Item') or None
-    if current is not None and state.is_ours(Schema.version_of(current)):
+    if Schema.version_of(current) == ours:
+        return released(current)
+    if current is None or Schema.is_released(current):
+        return ReleaseResult(ReleaseOutcome.RELEASED)
+    if state.is_ours(Schema.version_of(current)):
         return ReleaseResult(ReleaseOutcome.FAILED, failed=answer)
-    if current is not None and not state.lease_running(clock.monotonic()):
+    if not state.lease_running(clock.monotonic()):
         return ReleaseResult(ReleaseOutcome.STOLEN, dict(current))
     return ReleaseResult(ReleaseOutcome.RELEASED)
+
+
+def free_handed(settings: ReleaseSettings, lock_key: Any, handed: Written, clock: Any) -> Protocol[None]:
+    """Free a row a release handed over to a waiter that had stopped waiting meanwhile: nobody
+    holds it, and it would block everybody for a lease."""
+    schema = settings.schema
+    yield Call(free_row(schema, lock_key[0], lock_key[1], [str(Schema.version_of(handed.item))], str(uuid.uuid4()),
+                        int(clock.time() + settings.expiry_period), int(clock.time()), handed.item,
+                        settings.keep_released_rows))
 
 
 def release_verdict(result: ReleaseResult, best_effort: bool, schema: Schema, unique_identifier: str) -> ReleaseVerdict:

@@ -1,12 +1,14 @@
 """Operator reads and writes: listing locks page by page, and force-releasing one."""
 from __future__ import annotations
 
+import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
 from .._errors import DynamoDBLockError
-from .._requests import Request, delete_if_version, scan
+from .._requests import Request, free_row, scan
 from .._schema import Schema
 from .answers import Answer, Applied, Failed, Refused
+from .release import ReleaseSettings
 from .effects import Call, Protocol
 from .messages import explain
 
@@ -27,13 +29,17 @@ def next_page(schema: Schema, answer: Answer) -> Tuple[List[Dict[str, Any]], Opt
     return rows, (scan(schema, last_key) if last_key else None)
 
 
-def force_release(schema: Schema, lock: Any) -> Protocol[bool]:
-    """Delete a lock's row only if it still carries ``lock.record_version_number``.
+def force_release(settings: ReleaseSettings, lock: Any, clock: Any) -> Protocol[bool]:
+    """Free a lock's row only if it still carries ``lock.record_version_number`` (marked released,
+    keeping its fencing token, unless the client keeps no released rows).
 
-    :returns: True when deleted, False when the row had changed or was gone.
-    :raises DynamoDBLockError: ``UNKNOWN`` when the delete fails.
+    :returns: True when freed, False when the row had changed or was gone.
+    :raises DynamoDBLockError: ``UNKNOWN`` when the write fails.
     """
-    answer = yield Call(delete_if_version(schema, lock.partition_key, lock.sort_key, [lock.record_version_number]))
+    schema = settings.schema
+    answer = yield Call(free_row(schema, lock.partition_key, lock.sort_key, [lock.record_version_number],
+                                 str(uuid.uuid4()), int(clock.time() + settings.expiry_period), int(clock.time()),
+                                 lock.additional_attributes, settings.keep_released_rows))
     if isinstance(answer, Applied):
         return True
     if isinstance(answer, Refused):

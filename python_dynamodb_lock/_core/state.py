@@ -69,6 +69,7 @@ class RenewalVerdict(enum.Enum):
 class RenewalResult(NamedTuple):
     verdict: RenewalVerdict
     recovered: bool = False                   # the renewal took the lock out of IN_DANGER
+    failure: Optional[Failed] = None          # why a FAILED renewal failed
 
 
 class LockState:
@@ -88,6 +89,8 @@ class LockState:
         # A release whose write may have landed although it was reported as failed.
         self.release_maybe_applied = False
         self.loss: Optional[Loss] = None
+        self.fencing_token: Optional[int] = None
+        self.acquisition_id: Optional[str] = None
 
     # -- reading -------------------------------------------------------------------------
 
@@ -138,10 +141,12 @@ class LockState:
 
     # -- transitions ---------------------------------------------------------------------
 
-    def acquired(self, at: float) -> None:
+    def acquired(self, at: float, fencing_token: Optional[int], acquisition_id: Optional[str]) -> None:
         with self._guard:
             self.status = Status.LOCKED
             self.last_confirmed = at
+            self.fencing_token = fencing_token
+            self.acquisition_id = acquisition_id
 
     def remember_unconfirmed(self, version: str) -> None:
         """A write that may have landed unanswered: later conditions accept its version too."""
@@ -175,13 +180,13 @@ class LockState:
         return None
 
     def next_renewal(self, new_version: str, new_expiry_time: int, partition_key: str,
-                     sort_key: str) -> Optional[Renewal]:
+                     sort_key: str, new_lease_expiry: Any = None) -> Optional[Renewal]:
         """The renewal to send while the lock is held, or None when it no longer is."""
         with self._guard:
             if self.status not in Status.HELD:
                 return None
             expected = [self.version, *self.unconfirmed[-(MAX_CONDITION_VERSIONS - 1):]]
-        return Renewal(partition_key, sort_key, expected, new_version, new_expiry_time)
+        return Renewal(partition_key, sort_key, expected, new_version, new_expiry_time, new_lease_expiry)
 
     def settle_renewal(self, renewal: Renewal, answer: Answer, attempt_started: float, now: float) -> RenewalResult:
         """Apply the answer to one renewal.
@@ -199,7 +204,7 @@ class LockState:
         elif isinstance(answer, Failed):
             if answer.maybe_applied:
                 self.remember_unconfirmed(renewal.new_version)
-            return RenewalResult(RenewalVerdict.FAILED)
+            return RenewalResult(RenewalVerdict.FAILED, failure=answer)
         else:
             verdict = RenewalVerdict.RENEWED
         with self._guard:
@@ -222,7 +227,8 @@ class LockState:
                 self.version = row_version
                 self.unconfirmed.clear()
                 return RenewalVerdict.ADOPTED_EARLIER
-            if self.release_maybe_applied and (refused.item is None or self.lease_running(now)):
+            if self.release_maybe_applied and (refused.item is None or Schema.is_released(refused.item)
+                                               or self.lease_running(now)):
                 self.status = Status.RELEASED
                 self.unconfirmed.clear()
                 return RenewalVerdict.RELEASED_EARLIER
@@ -230,6 +236,23 @@ class LockState:
             self.unconfirmed.clear()
             self.loss = loss_from_row(refused.item)
             return RenewalVerdict.STOLEN
+
+    def settle_guard_refused(self, row: Optional[Dict[str, Any]], now: float) -> Optional[str]:
+        """A guarded write found the lock row without this acquisition's id.
+
+        :returns: the new final status: RELEASED when our own release (reported as failed)
+            explains it, INVALID otherwise; None when the lock was no longer held anyway.
+        """
+        with self._guard:
+            if self.status not in Status.HELD:
+                return None
+            if self.release_maybe_applied and (row is None or Schema.is_released(row) or self.lease_running(now)):
+                self.status = Status.RELEASED
+            else:
+                self.status = Status.INVALID
+                self.loss = loss_from_row(row)
+            self.unconfirmed.clear()
+            return self.status
 
     def replaced_by_new_acquisition(self) -> Optional[str]:
         """This client acquired the key again with a conditional write, so our row is gone.
@@ -249,5 +272,8 @@ class LockState:
 
 
 def loss_from_row(row: Optional[Dict[str, Any]]) -> Loss:
-    """The loss a refused condition reveals: taken over (a foreign row) or gone (no row)."""
-    return Loss(Reason.TAKEN_OVER if row else Reason.ROW_GONE, row)
+    """The loss a refused condition reveals: taken over (a foreign lock row) or gone (no row,
+    or a row marked released, by a force release)."""
+    if not row or Schema.is_released(row):
+        return Loss(Reason.ROW_GONE, None)
+    return Loss(Reason.TAKEN_OVER, row)
