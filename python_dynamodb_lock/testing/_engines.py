@@ -199,13 +199,16 @@ class LockTable:
     def put_lock_row(self, partition_key: str, sort_key: str = '-', *, owner_name: str = 'someone-else',
                      lease_duration: Any = 30, record_version_number: Optional[str] = None,
                      expiry_time: Optional[int] = None, extra: Optional[Dict[str, Any]] = None,
-                     table_name: Optional[str] = None) -> Dict[str, Any]:
+                     table_name: Optional[str] = None, fencing_token: Optional[int] = 1) -> Dict[str, Any]:
         """Write a lock row directly (through :attr:`client`, past any lock client's hooks), as
         another process holding the lock would have; return the item as Python values.
 
         The row is a lock held by ``owner_name`` for ``lease_duration`` seconds that nobody
         renews (unless the test changes its version): a lock client waiting for it takes it
         over after the lease. ``expiry_time`` (the TTL) defaults to an hour from the real time.
+        ``fencing_token`` is the row's token; ``None`` writes the row as the published package
+        (0.9.x) does, with no token (a client that takes it over then warns that its holder did
+        not fence).
         """
         item: Dict[str, Any] = dict(extra or {})
         item.update({
@@ -216,6 +219,8 @@ class LockTable:
             'record_version_number': record_version_number or str(uuid.uuid4()),
             self.ttl_attribute_name: int(time.time() + 3600) if expiry_time is None else int(expiry_time),
         })
+        if fencing_token is not None:
+            item['fencing_token'] = fencing_token
         serializer = TypeSerializer()
         self.client.put_item(TableName=table_name or self.table_name,
                              Item={name: serializer.serialize(value) for name, value in item.items()})
@@ -237,6 +242,15 @@ class LockTable:
             return None
         deserializer = TypeDeserializer()
         return {name: deserializer.deserialize(value) for name, value in typed.items()}
+
+    def read_held_row(self, partition_key: str, sort_key: str = '-',
+                      table_name: Optional[str] = None) -> Optional[Dict[str, Any]]:
+        """The row as Python values if it records a held lock; None when there is no row or the
+        row only remembers a released lock (``released_at`` set, kept for its fencing token)."""
+        item = self.read_item(partition_key, sort_key, table_name)
+        if item is None or 'released_at' in item:
+            return None
+        return item
 
     def steal_row(self, partition_key: str, sort_key: str = '-', owner_name: str = 'thief') -> str:
         """Another owner takes the lock over: the row gets a new ``record_version_number`` and
