@@ -933,10 +933,10 @@ def write_plot(results: JsonDict, labels: Sequence[str], settings: Settings, pat
     batch_size = settings.capacity_batched_kwargs.get('heartbeat_batch_size')
     # Bars drawn after an implementation's own bar in one panel: (after label, figure, bar name, colour).
     asyncio_colour = '#5aa469'
-    capacity_extras = [('ours', 'capacity_batched', f'this package\nbatch size {batch_size}', '#7fb8dc'),
-                       ('ours', 'capacity_async_batched', f'asyncio\nbatch size {batch_size}', asyncio_colour)]
-    calls_extras = [('ours', 'calls_async', 'this package\nasyncio', asyncio_colour)]
-    handoff_extras = [('ours', 'handoff_async', 'this package\nasyncio', asyncio_colour)]
+    capacity_extras = [('ours', 'capacity_batched', f'batch\nsize {batch_size}', '#7fb8dc'),
+                       ('ours', 'capacity_async_batched', f'asyncio,\nbatch {batch_size}', asyncio_colour)]
+    calls_extras = [('ours', 'calls_async', 'asyncio', asyncio_colour)]
+    handoff_extras = [('ours', 'handoff_async', 'asyncio', asyncio_colour)]
     takeover_target = settings.takeover['lease_s'] + settings.takeover['retry_period_s']
     # (figure, title, value of an entry, log scale, value drawn when there is none, target line,
     #  extra bars from other figures)
@@ -1006,6 +1006,7 @@ def write_plot(results: JsonDict, labels: Sequence[str], settings: Settings, pat
             axis.text(0.5, 0.5, 'not measured', ha='center', va='center', transform=axis.transAxes)
             continue
         bars = axis.bar(names, values, color=bar_colours)
+        axis.tick_params(axis='x', labelsize=8)
         for bar, hatch, note in zip(bars, hatches, notes):
             bar.set_hatch(hatch)
             axis.annotate(note, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
