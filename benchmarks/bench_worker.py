@@ -16,21 +16,35 @@ warnings) goes to standard error. Figures:
     DynamoDB calls and latency of an uncontended acquire + release, counted with a botocore
     ``after-call`` hook (one event per API call, whatever the retries); then the CPU time of an
     acquire + release with every call answered at once by a hook (no engine).
+``calls_async``
+    ``calls`` for ``AsyncDynamoDBLockClient`` (this project only) on one event loop, through an
+    aiobotocore client; calls are counted for the measuring task only.
 ``close``
     Duration of ``close()`` for a client with the default heartbeat period that holds one lock.
 ``takeover``
     Time from the SIGKILL of a lock holder (a child process) until a waiting client owns the lock.
 ``handoff``
     Threads of one client contending for one key: time from a ``release_lock`` call to the next
-    holder's ``acquire_lock`` returning.
+    holder's ``acquire_lock`` returning, and the DynamoDB calls sent in between (the release's
+    own write included).
+``handoff_async``
+    ``handoff`` for tasks of one ``AsyncDynamoDBLockClient`` on one event loop.
 ``capacity``
     How many locks one client keeps alive when every DynamoDB call takes a fixed latency. A
     ``before-send`` hook sleeps and answers every call itself, so no engine is involved. The
     ``client_kwargs`` parameter passes extra keyword arguments to the client (for this project,
     ``heartbeat_batch_size``); heartbeats are counted whether they are sent one per UpdateItem call or
     as ``UPDATE`` statements of a PartiQL BatchExecuteStatement call.
+``capacity_async``
+    ``capacity`` for ``AsyncDynamoDBLockClient`` on one event loop: the hook is a coroutine that
+    waits with ``await asyncio.sleep`` and answers with an aiobotocore ``AioAWSResponse``.
 ``contended``
     Several processes acquiring and releasing a few keys in a loop (spawns ``contend-proc`` children).
+``guarded``
+    A guarded single-item write (``lock.put_item``) against the same item written with a plain
+    PutItem and with a plain TransactWriteItems, on the engine: latency, calls, and the capacity
+    units DynamoDB reports (``ReturnConsumedCapacity='TOTAL'``); and the acquire + release
+    around them.
 ``ceiling``
     No lock client: threads calling ``update_item`` as fast as one boto3 client allows when every
     call takes a fixed latency; the ceiling that ``capacity`` runs into.
@@ -40,8 +54,10 @@ The worker never asserts anything about timings: it only reports what it measure
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import datetime
+import functools
 import json
 import logging
 import os
@@ -111,20 +127,37 @@ class CallCounter:
     ``after-call`` fires once per API call (whatever botocore's retries did underneath), for
     successes and for error responses alike; ``after-call-error`` fires when no response came
     back at all. Outcomes are ``ok``, the error code (``ConditionalCheckFailedException``, ...)
-    or ``exception``. With ``thread_ident`` set, only calls made by that thread are counted, so
-    that background heartbeats do not pollute a per-operation count.
+    or ``exception``; with ``at_send``, calls are counted when sent instead (``before-call``,
+    outcome ``sent``). With ``thread_ident`` set, only calls made by that thread are counted, so
+    that background heartbeats do not pollute a per-operation count; ``only`` (a function of no
+    arguments, called in the caller's context) filters the same way for what a thread ident
+    cannot tell apart: asyncio tasks on one loop (``asyncio.current_task() is main``). Works for
+    boto3 clients and for aiobotocore clients alike (aiobotocore emits the same events).
     """
 
-    def __init__(self, client: Any, thread_ident: Optional[int] = None) -> None:
+    def __init__(self, client: Any, thread_ident: Optional[int] = None,
+                 only: Optional[Callable[[], bool]] = None, at_send: bool = False) -> None:
         self.counts: collections.Counter[str] = collections.Counter()
         self.outcomes: collections.Counter[str] = collections.Counter()
         self._thread_ident = thread_ident
+        self._only = only
         self._guard = threading.Lock()
+        if at_send:
+            # Count each call when it is sent (``before-call``, once per API call too), so that a
+            # window between two instants holds the calls sent in it, not those answered in it.
+            client.meta.events.register('before-call.dynamodb.*', self._on_send)
+            return
         client.meta.events.register('after-call.dynamodb.*', self._on_response)
         client.meta.events.register('after-call-error.dynamodb.*', self._on_exception)
 
+    def _on_send(self, event_name: str, **_: Any) -> None:
+        if self._counted():
+            self._record(event_name, 'sent')
+
     def _counted(self) -> bool:
-        return self._thread_ident is None or threading.get_ident() == self._thread_ident
+        if self._thread_ident is not None and threading.get_ident() != self._thread_ident:
+            return False
+        return self._only is None or self._only()
 
     def _record(self, event_name: str, outcome: str) -> None:
         operation = event_name.rsplit('.', 1)[-1]
@@ -155,6 +188,14 @@ class CallCounter:
             return collections.Counter(self.outcomes)
 
 
+def current_task() -> Any:
+    """The running asyncio task, or None outside one (a hook may run in a thread)."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None
+
+
 class _CannedBody:
     """The minimum of a urllib3 response that botocore's ``AWSResponse`` reads: ``stream()``."""
 
@@ -165,51 +206,139 @@ class _CannedBody:
         yield self._body
 
 
+class _AsyncCannedBody:
+    """The minimum of an aiohttp response that aiobotocore's ``AioAWSResponse`` reads: an
+    awaitable ``read()``."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    async def read(self) -> bytes:
+        return self._body
+
+
+_SET_CLAUSE = re.compile(r'\bSET\b(.*?)(?=\b(?:REMOVE|ADD|DELETE)\b|$)', re.IGNORECASE | re.DOTALL)
+_INCREMENT = re.compile(r'if_not_exists\s*\(\s*[^,]+,\s*(:\w+)\s*\)\s*\+\s*(:\w+)$')
+
+
+def _top_level_split(text: str) -> List[str]:
+    """``text`` split at the commas that are not inside parentheses."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        if char == '(':
+            depth += 1
+        elif char == ')':
+            depth -= 1
+        elif char == ',' and depth == 0:
+            parts.append(text[start:index])
+            start = index + 1
+    parts.append(text[start:])
+    return [part.strip() for part in parts if part.strip()]
+
+
+def updated_attributes(params: JsonDict) -> JsonDict:
+    """What DynamoDB returns as ``Attributes`` for an ``UpdateItem`` with ``ReturnValues``
+    ``UPDATED_NEW``: the new value of every attribute the ``SET`` clause assigns.
+
+    Understands the assignments lock clients send (``#name = :value`` and the fencing token's
+    ``#name = if_not_exists(#name, :floor) + :one``, which on a row without a token is
+    ``floor + one``); other assignments are left out.
+    """
+    match = _SET_CLAUSE.search(params.get('UpdateExpression') or '')
+    if not match:
+        return {}
+    names: Dict[str, str] = params.get('ExpressionAttributeNames') or {}
+    values: Dict[str, Any] = params.get('ExpressionAttributeValues') or {}
+    attributes: JsonDict = {}
+    for assignment in _top_level_split(match.group(1)):
+        left, _, right = assignment.partition('=')
+        name = names.get(left.strip(), left.strip())
+        right = right.strip()
+        if right in values:
+            attributes[name] = values[right]
+            continue
+        increment = _INCREMENT.match(right)
+        if increment and increment.group(1) in values and increment.group(2) in values:
+            total = int(values[increment.group(1)]['N']) + int(values[increment.group(2)]['N'])
+            attributes[name] = {'N': str(total)}
+    return attributes
+
+
 class CannedDynamoDB:
     """A ``before-send`` hook that answers every DynamoDB call itself after a fixed latency.
 
-    Each answer is a well-formed success: ``{}`` is a valid response for GetItem (no item),
-    PutItem (no old item), UpdateItem and DeleteItem; a BatchExecuteStatement call gets one
-    success entry (``{"TableName": ...}``, no ``Error``) per statement, in order. The hook sleeps
-    ``latency`` seconds first, releasing the GIL as a real network wait would.
+    Each answer is a well-formed success, shaped like DynamoDB's: ``{}`` for GetItem (no item),
+    PutItem and DeleteItem (no old item), TransactWriteItems, and UpdateItem without
+    ``ReturnValues``; an UpdateItem with ``ReturnValues='UPDATED_NEW'`` (how this project
+    acquires, so that the fencing token comes back) gets the attributes its ``SET`` clause
+    writes (:func:`updated_attributes`), as DynamoDB would return them; a BatchExecuteStatement
+    call gets one success entry (``{"TableName": ...}``, no ``Error``) per statement, in order.
+
+    For a boto3 client (``asynchronous=False``) the hook sleeps ``latency`` seconds first with
+    ``time.sleep``, releasing the GIL as a real network wait would. For an aiobotocore client
+    (``asynchronous=True``) the hook is a coroutine (aiobotocore awaits it) that waits with
+    ``await asyncio.sleep(latency)``, so the event loop goes on with other work meanwhile, as it
+    would during a real network wait, and it answers with an ``AioAWSResponse``.
 
     Counts answered calls per operation (``counts``), the statements inside BatchExecuteStatement
-    calls by their first word (``statements``: ``UPDATE``, ...), and heartbeats: UpdateItem calls
-    plus ``UPDATE`` statements inside BatchExecuteStatement calls.
+    calls by their first word (``statements``: ``UPDATE``, ...), and heartbeats: renewals sent as
+    UpdateItem calls (those without ``ReturnValues``, which an acquisition of this project sets,
+    and not marking the row ``released_at``, as a release of this project does) plus ``UPDATE``
+    statements inside BatchExecuteStatement calls.
     """
 
     _HEADERS = {'x-amzn-RequestId': 'benchmark', 'Content-Type': 'application/x-amz-json-1.0'}
     _TABLE_IN_STATEMENT = re.compile(r'\b(?:UPDATE|FROM|INTO)\s+"((?:[^"]|"")+)"', re.IGNORECASE)
 
-    def __init__(self, client: Any, latency: float, table_name: str = 'benchmark') -> None:
+    def __init__(self, client: Any, latency: float, table_name: str = 'benchmark',
+                 asynchronous: bool = False) -> None:
         self.latency = latency
         self.table_name = table_name
         self.counts: collections.Counter[str] = collections.Counter()
         self.statements: collections.Counter[str] = collections.Counter()
         self.heartbeats = 0
         self._guard = threading.Lock()
-        client.meta.events.register('before-send.dynamodb.*', self._answer)
+        client.meta.events.register('before-send.dynamodb.*',
+                                    self._answer_async if asynchronous else self._answer)
 
     def _answer(self, request: AWSPreparedRequest, event_name: str, **_: Any) -> AWSResponse:
         if self.latency > 0:
             time.sleep(self.latency)
+        return AWSResponse(request.url, 200, dict(self._HEADERS), _CannedBody(self._respond(request, event_name)))
+
+    async def _answer_async(self, request: AWSPreparedRequest, event_name: str, **_: Any) -> Any:
+        from aiobotocore.awsrequest import AioAWSResponse
+
+        if self.latency > 0:
+            await asyncio.sleep(self.latency)
+        return AioAWSResponse(request.url, 200, dict(self._HEADERS),
+                              _AsyncCannedBody(self._respond(request, event_name)))
+
+    def _respond(self, request: AWSPreparedRequest, event_name: str) -> bytes:
+        """The body of the answer to ``request``; counts it."""
         operation = event_name.rsplit('.', 1)[-1]
         body = b'{}'
         verbs: List[str] = []
+        renewal = False
         if operation == 'BatchExecuteStatement':
             statements = self._request_json(request).get('Statements') or []
             verbs = [self._verb(statement.get('Statement', '')) for statement in statements]
             body = json.dumps({'Responses': [
                 {'TableName': self._table_of(statement.get('Statement', ''))} for statement in statements
             ]}).encode()
+        elif operation == 'UpdateItem':
+            params = self._request_json(request)
+            if params.get('ReturnValues') in ('UPDATED_NEW', 'ALL_NEW'):
+                body = json.dumps({'Attributes': updated_attributes(params)}).encode()
+            else:
+                # Not an acquisition (those ask for the new values back) nor this project's
+                # release (it marks the row released): a renewal.
+                renewal = 'released_at' not in (params.get('ExpressionAttributeNames') or {}).values()
         with self._guard:
             self.counts[operation] += 1
             self.statements.update(verbs)
-            if operation == 'UpdateItem':
-                self.heartbeats += 1
-            else:
-                self.heartbeats += verbs.count('UPDATE')
-        return AWSResponse(request.url, 200, dict(self._HEADERS), _CannedBody(body))
+            self.heartbeats += 1 if renewal else verbs.count('UPDATE')
+        return body
 
     @staticmethod
     def _request_json(request: AWSPreparedRequest) -> JsonDict:
@@ -254,6 +383,49 @@ def unique_prefix(figure: str) -> str:
 # figures
 # --------------------------------------------------------------------------------------------------
 
+class _PairSamples:
+    """Latencies and DynamoDB calls of acquire + release pairs, as ``calls`` and ``calls_async``
+    report them."""
+
+    def __init__(self) -> None:
+        self.acquire: List[float] = []
+        self.release: List[float] = []
+        self.pair: List[float] = []
+        self.acquire_calls: collections.Counter[str] = collections.Counter()
+        self.release_calls: collections.Counter[str] = collections.Counter()
+
+    def add(self, started: float, acquired: float, released: float, before_acquire: collections.Counter,
+            after_acquire: collections.Counter, after_release: collections.Counter) -> None:
+        self.acquire.append(acquired - started)
+        self.release.append(released - acquired)
+        self.pair.append(released - started)
+        self.acquire_calls.update(after_acquire - before_acquire)
+        self.release_calls.update(after_release - after_acquire)
+
+    def result(self, cpu_acquire: float, cpu_release: float) -> JsonDict:
+        iterations = len(self.pair)
+        acquire_calls, release_calls = self.acquire_calls, self.release_calls
+        return {
+            'iterations': iterations,
+            'cpu_ms_per_acquire': cpu_acquire * 1000.0,
+            'cpu_ms_per_release': cpu_release * 1000.0,
+            'cpu_ms_per_acquire_release': (cpu_acquire + cpu_release) * 1000.0,
+            'calls_per_acquire': sum(acquire_calls.values()) / iterations,
+            'calls_per_release': sum(release_calls.values()) / iterations,
+            'calls_per_acquire_release': (sum(acquire_calls.values()) + sum(release_calls.values())) / iterations,
+            'acquire_operations': {op: n / iterations for op, n in sorted(acquire_calls.items())},
+            'release_operations': {op: n / iterations for op, n in sorted(release_calls.items())},
+            'acquire_ms': summarise(self.acquire, 1000.0),
+            'release_ms': summarise(self.release, 1000.0),
+            'acquire_release_ms': summarise(self.pair, 1000.0),
+            'samples_ms': {
+                'acquire': [value * 1000.0 for value in self.acquire],
+                'release': [value * 1000.0 for value in self.release],
+                'acquire_release': [value * 1000.0 for value in self.pair],
+            },
+        }
+
+
 def figure_calls(endpoint: str, table: str, params: JsonDict) -> JsonDict:
     """Uncontended acquire + release on one key, ``iterations`` times (after ``warmup`` rounds)."""
     iterations = int(params.get('iterations', 300))
@@ -262,11 +434,7 @@ def figure_calls(endpoint: str, table: str, params: JsonDict) -> JsonDict:
     counter = CallCounter(resource.meta.client, thread_ident=threading.get_ident())
     client = DynamoDBLockClient(resource, table_name=table)
     key = unique_prefix('calls')
-    acquire_times: List[float] = []
-    release_times: List[float] = []
-    pair_times: List[float] = []
-    acquire_calls: collections.Counter[str] = collections.Counter()
-    release_calls: collections.Counter[str] = collections.Counter()
+    samples = _PairSamples()
     try:
         for round_number in range(warmup + iterations):
             before_acquire = counter.snapshot()
@@ -277,35 +445,11 @@ def figure_calls(endpoint: str, table: str, params: JsonDict) -> JsonDict:
             client.release_lock(lock, best_effort=False)
             released = time.perf_counter()
             after_release = counter.snapshot()
-            if round_number < warmup:
-                continue
-            acquire_times.append(acquired - started)
-            release_times.append(released - acquired)
-            pair_times.append(released - started)
-            acquire_calls.update(after_acquire - before_acquire)
-            release_calls.update(after_release - after_acquire)
+            if round_number >= warmup:
+                samples.add(started, acquired, released, before_acquire, after_acquire, after_release)
     finally:
         client.close()
-    cpu_acquire, cpu_release = _client_cpu_per_acquire_release(table, int(params.get('cpu_iterations', 1000)))
-    return {
-        'iterations': iterations,
-        'cpu_ms_per_acquire': cpu_acquire * 1000.0,
-        'cpu_ms_per_release': cpu_release * 1000.0,
-        'cpu_ms_per_acquire_release': (cpu_acquire + cpu_release) * 1000.0,
-        'calls_per_acquire': sum(acquire_calls.values()) / iterations,
-        'calls_per_release': sum(release_calls.values()) / iterations,
-        'calls_per_acquire_release': (sum(acquire_calls.values()) + sum(release_calls.values())) / iterations,
-        'acquire_operations': {op: n / iterations for op, n in sorted(acquire_calls.items())},
-        'release_operations': {op: n / iterations for op, n in sorted(release_calls.items())},
-        'acquire_ms': summarise(acquire_times, 1000.0),
-        'release_ms': summarise(release_times, 1000.0),
-        'acquire_release_ms': summarise(pair_times, 1000.0),
-        'samples_ms': {
-            'acquire': [value * 1000.0 for value in acquire_times],
-            'release': [value * 1000.0 for value in release_times],
-            'acquire_release': [value * 1000.0 for value in pair_times],
-        },
-    }
+    return samples.result(*_client_cpu_per_acquire_release(table, int(params.get('cpu_iterations', 1000))))
 
 
 def _client_cpu_per_acquire_release(table: str, iterations: int) -> tuple:
@@ -328,6 +472,84 @@ def _client_cpu_per_acquire_release(table: str, iterations: int) -> tuple:
         client.release_lock(lock)
         acquire_cpu += acquired - started
         release_cpu += time.process_time() - acquired
+    return acquire_cpu / iterations, release_cpu / iterations
+
+
+def async_dynamodb_client(endpoint_url: str) -> Any:
+    """An aiobotocore DynamoDB client (an async context manager) with dummy credentials and
+    default configuration, as :func:`make_resource` makes the boto3 one."""
+    from aiobotocore.session import get_session
+
+    return get_session().create_client(
+        'dynamodb',
+        endpoint_url=endpoint_url,
+        region_name='us-east-1',
+        aws_access_key_id='benchmark',
+        aws_secret_access_key='benchmark',
+    )
+
+
+def figure_calls_async(endpoint: str, table: str, params: JsonDict) -> JsonDict:
+    """``calls`` for ``AsyncDynamoDBLockClient`` (this project only), on one event loop.
+
+    The same loop as ``calls`` (``await client.acquire_lock(key)``, ``await
+    client.release_lock(lock)``), with the calls counted for the measuring task only (the
+    client's heartbeat tasks run on the same loop and thread); then the CPU time per acquire
+    and release with every call answered at once by an async ``before-send`` hook.
+    """
+    return asyncio.run(_calls_async(endpoint, table, params))
+
+
+async def _calls_async(endpoint: str, table: str, params: JsonDict) -> JsonDict:
+    from python_dynamodb_lock.aio import AsyncDynamoDBLockClient
+
+    iterations = int(params.get('iterations', 300))
+    warmup = int(params.get('warmup', 20))
+    key = unique_prefix('calls-async')
+    samples = _PairSamples()
+    async with async_dynamodb_client(endpoint) as dynamodb:
+        measuring = asyncio.current_task()
+        counter = CallCounter(dynamodb, only=lambda: current_task() is measuring)
+        client = AsyncDynamoDBLockClient(dynamodb, table_name=table)
+        try:
+            for round_number in range(warmup + iterations):
+                before_acquire = counter.snapshot()
+                started = time.perf_counter()
+                lock = await client.acquire_lock(key)
+                acquired = time.perf_counter()
+                after_acquire = counter.snapshot()
+                await client.release_lock(lock, best_effort=False)
+                released = time.perf_counter()
+                after_release = counter.snapshot()
+                if round_number >= warmup:
+                    samples.add(started, acquired, released, before_acquire, after_acquire, after_release)
+        finally:
+            await client.close()
+    cpu = await _async_client_cpu_per_acquire_release(table, int(params.get('cpu_iterations', 1000)))
+    return samples.result(*cpu)
+
+
+async def _async_client_cpu_per_acquire_release(table: str, iterations: int) -> tuple:
+    """``_client_cpu_per_acquire_release`` for the asyncio client (async canned answers)."""
+    from python_dynamodb_lock.aio import AsyncDynamoDBLockClient
+
+    async with async_dynamodb_client('http://127.0.0.1:9') as dynamodb:
+        CannedDynamoDB(dynamodb, 0.0, asynchronous=True)
+        client = AsyncDynamoDBLockClient(dynamodb, table_name=table)
+        key = unique_prefix('cpu-async')
+        try:
+            for _ in range(min(100, iterations)):
+                await client.release_lock(await client.acquire_lock(key))
+            acquire_cpu = release_cpu = 0.0
+            for _ in range(iterations):
+                started = time.process_time()
+                lock = await client.acquire_lock(key)
+                acquired = time.process_time()
+                await client.release_lock(lock)
+                acquire_cpu += acquired - started
+                release_cpu += time.process_time() - acquired
+        finally:
+            await client.close()
     return acquire_cpu / iterations, release_cpu / iterations
 
 
@@ -457,47 +679,105 @@ def figure_takeover(endpoint: str, table: str, params: JsonDict) -> JsonDict:
     }
 
 
+class _HandoffLog:
+    """What happens between a contender's ``release_lock`` call and the next holder's
+    ``acquire_lock`` returning: the time, and the DynamoDB calls made meanwhile.
+
+    ``contender_calls`` counts the calls the contending threads (or tasks) send in that window
+    (counted when sent, ``at_send``): the release's own write, and any polls, reads and writes
+    of the waiters, including a first attempt of the thread that released before, if it sends
+    one before the lock changed hands. ``all_calls`` counts every call sent by the process,
+    so that background calls in the window (heartbeats) show separately. The caller serialises
+    :meth:`releasing` and :meth:`acquired` (one holder at a time does either).
+    """
+
+    def __init__(self, contender_calls: CallCounter, all_calls: CallCounter) -> None:
+        self._contender_calls = contender_calls
+        self._all_calls = all_calls
+        self._last_release: Optional[tuple] = None
+        self.latencies: List[float] = []
+        self.calls: List[int] = []
+        self.background_calls: List[int] = []
+        self.operations: collections.Counter[str] = collections.Counter()
+
+    def releasing(self) -> None:
+        """Called by the holder just before it calls ``release_lock``."""
+        self._last_release = (time.perf_counter(), self._contender_calls.snapshot(), self._all_calls.snapshot())
+
+    def acquired(self) -> None:
+        """Called by the next holder as soon as its ``acquire_lock`` returned."""
+        now = time.perf_counter()
+        contender_after, all_after = self._contender_calls.snapshot(), self._all_calls.snapshot()
+        if self._last_release is None:
+            return
+        released_at, contender_before, all_before = self._last_release
+        self._last_release = None
+        made = contender_after - contender_before
+        self.latencies.append(now - released_at)
+        self.calls.append(sum(made.values()))
+        self.background_calls.append(sum((all_after - all_before).values()) - sum(made.values()))
+        self.operations.update(made)
+
+    def result(self) -> JsonDict:
+        handoffs = len(self.latencies)
+        return {
+            'handoffs': handoffs,
+            'handoff_ms': summarise(self.latencies, 1000.0),
+            # DynamoDB calls sent from the release_lock call until the next holder had the lock,
+            # counting the release's own write: 1 when the release hands the lock over itself.
+            'calls_between': summarise([float(n) for n in self.calls]),
+            'calls_between_histogram': {str(n): count for n, count in sorted(collections.Counter(self.calls).items())},
+            'operations_between': {op: n / handoffs for op, n in sorted(self.operations.items())} if handoffs else {},
+            'background_calls_between': sum(self.background_calls),
+        }
+
+
 def figure_handoff(endpoint: str, table: str, params: JsonDict) -> JsonDict:
     """Threads of one default-configured client contending for one key.
 
     Each thread acquires (blocking, default retry_period), holds ``hold_ms``, notes the time and
-    releases; then waits until another thread has taken the lock before competing again, so that
-    every measured interval is a real handoff between two threads.
+    the call counts and releases; then waits until another thread has taken the lock before
+    competing again, so that every measured interval is a real handoff between two threads.
+    Measured per handoff: the time from the ``release_lock`` call to the next holder's
+    ``acquire_lock`` returning, and the DynamoDB calls the contending threads made in between
+    (the release's own write included).
     """
     threads = int(params.get('threads', 3))
     duration = float(params.get('duration_s', 30.0))
     max_handoffs = int(params.get('max_handoffs', 200))
     hold = float(params.get('hold_ms', 10.0)) / 1000.0
     resource = make_resource(endpoint)
+    contenders: set = set()
+    handoffs = _HandoffLog(
+        CallCounter(resource.meta.client, only=lambda: threading.get_ident() in contenders, at_send=True),
+        CallCounter(resource.meta.client, at_send=True))
     client = DynamoDBLockClient(resource, table_name=table)
     key = unique_prefix('handoff')
     state = threading.Condition()
-    latencies: List[float] = []
     generation = [0]
-    last_release: List[Optional[float]] = [None]
     stop = threading.Event()
     errors: List[str] = []
     deadline = time.monotonic() + duration
 
     def contend() -> None:
+        with state:
+            contenders.add(threading.get_ident())
         while not stop.is_set():
             try:
                 lock = client.acquire_lock(key, retry_timeout=seconds(duration + 60))
             except DynamoDBLockError as error:
                 errors.append(error.code)
                 return
-            acquired = time.monotonic()
             with state:
-                if last_release[0] is not None:
-                    latencies.append(acquired - last_release[0])
+                handoffs.acquired()
                 generation[0] += 1
                 my_generation = generation[0]
-                if len(latencies) >= max_handoffs or acquired >= deadline:
+                if len(handoffs.latencies) >= max_handoffs or time.monotonic() >= deadline:
                     stop.set()
                 state.notify_all()
             time.sleep(hold)
             with state:
-                last_release[0] = time.monotonic()
+                handoffs.releasing()
             client.release_lock(lock)
             with state:
                 while generation[0] == my_generation and not stop.is_set():
@@ -513,14 +793,86 @@ def figure_handoff(endpoint: str, table: str, params: JsonDict) -> JsonDict:
     stop.set()
     with state:
         state.notify_all()
-    elapsed = time.monotonic() - started
+        result = handoffs.result()
     return {
         'threads': threads,
         'retry_period_s': DynamoDBLockClient._DEFAULT_HEARTBEAT_PERIOD.total_seconds(),
-        'elapsed_s': elapsed,
-        'handoffs': len(latencies),
+        'elapsed_s': time.monotonic() - started,
         'errors': errors,
-        'handoff_ms': summarise(latencies, 1000.0),
+        **result,
+    }
+
+
+def figure_handoff_async(endpoint: str, table: str, params: JsonDict) -> JsonDict:
+    """``handoff`` for ``AsyncDynamoDBLockClient`` (this project only): ``threads`` tasks of one
+    client on one event loop contend for one key, each holding it ``hold_ms``
+    (``await asyncio.sleep``) and competing again only after another task got it."""
+    return asyncio.run(_handoff_async(endpoint, table, params))
+
+
+async def _handoff_async(endpoint: str, table: str, params: JsonDict) -> JsonDict:
+    from python_dynamodb_lock.aio import AsyncDynamoDBLockClient
+
+    tasks_count = int(params.get('threads', 3))
+    duration = float(params.get('duration_s', 30.0))
+    max_handoffs = int(params.get('max_handoffs', 200))
+    hold = float(params.get('hold_ms', 10.0)) / 1000.0
+    key = unique_prefix('handoff-async')
+    errors: List[str] = []
+    async with async_dynamodb_client(endpoint) as dynamodb:
+        contenders: set = set()
+        handoffs = _HandoffLog(CallCounter(dynamodb, only=lambda: current_task() in contenders, at_send=True),
+                               CallCounter(dynamodb, at_send=True))
+        client = AsyncDynamoDBLockClient(dynamodb, table_name=table)
+        changed = asyncio.Condition()
+        generation = [0]
+        stop = asyncio.Event()
+        deadline = time.monotonic() + duration
+
+        async def contend() -> None:
+            contenders.add(asyncio.current_task())
+            while not stop.is_set():
+                try:
+                    lock = await client.acquire_lock(key, retry_timeout=seconds(duration + 60))
+                except DynamoDBLockError as error:
+                    errors.append(error.code)
+                    return
+                handoffs.acquired()
+                generation[0] += 1
+                my_generation = generation[0]
+                if len(handoffs.latencies) >= max_handoffs or time.monotonic() >= deadline:
+                    stop.set()
+                async with changed:
+                    changed.notify_all()
+                await asyncio.sleep(hold)
+                handoffs.releasing()
+                await client.release_lock(lock)
+                async with changed:
+                    while generation[0] == my_generation and not stop.is_set():
+                        try:
+                            await asyncio.wait_for(changed.wait(), 0.2)
+                        except asyncio.TimeoutError:
+                            pass
+
+        started = time.monotonic()
+        workers = [asyncio.create_task(contend()) for _ in range(tasks_count)]
+        try:
+            await asyncio.wait_for(stop.wait(), duration + 30)
+        except asyncio.TimeoutError:
+            pass
+        stop.set()
+        elapsed = time.monotonic() - started
+        result = handoffs.result()
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        await client.close()
+    return {
+        'threads': tasks_count,
+        'retry_period_s': DynamoDBLockClient._DEFAULT_HEARTBEAT_PERIOD.total_seconds(),
+        'elapsed_s': elapsed,
+        'errors': errors,
+        **result,
     }
 
 
@@ -532,9 +884,9 @@ def figure_capacity(endpoint: str, table: str, params: JsonDict) -> JsonDict:
     and only meaningful for an implementation that has those arguments). Every DynamoDB call is
     answered by a ``before-send`` hook after ``latency_ms`` (no engine). After acquiring all locks
     and ``warmup_periods`` heartbeat periods, the worker measures for ``measure_periods`` periods:
-    the heartbeat rate achieved (UpdateItem calls plus ``UPDATE`` statements inside
-    BatchExecuteStatement calls, per second), the DynamoDB calls per second, the CPU time per
-    heartbeat, and during the last period the largest age of any lock's last successful write
+    the heartbeat rate achieved (renewals sent as UpdateItem calls plus ``UPDATE`` statements
+    inside BatchExecuteStatement calls, per second), the DynamoDB calls per second, the CPU time
+    per heartbeat, and during the last period the largest age of any lock's last successful write
     (``last_updated_time``). Callbacks LOCK_IN_DANGER / LOCK_STOLEN are counted throughout.
     """
     locks_wanted = int(params['locks'])
@@ -547,81 +899,171 @@ def figure_capacity(endpoint: str, table: str, params: JsonDict) -> JsonDict:
     # application's would: a client may size its heartbeat concurrency from it.
     resource = make_resource('http://127.0.0.1:9')
     canned = CannedDynamoDB(resource.meta.client, latency, table_name=table)
-    callbacks: collections.Counter[str] = collections.Counter()
-    callback_guard = threading.Lock()
-
-    def on_callback(code: str, lock: Any) -> None:
-        with callback_guard:
-            callbacks[code] += 1
-
+    callbacks = _CallbackCounter()
     client = DynamoDBLockClient(resource, table_name=table, **client_kwargs)
     period = DynamoDBLockClient._DEFAULT_HEARTBEAT_PERIOD.total_seconds()
     prefix = unique_prefix('capacity')
     acquire_started = time.monotonic()
     with ThreadPoolExecutor(max_workers=acquire_threads) as pool:
         locks = list(pool.map(
-            lambda index: client.acquire_lock(f'{prefix}-{index}', app_callback=on_callback),
+            lambda index: client.acquire_lock(f'{prefix}-{index}', app_callback=callbacks),
             range(locks_wanted),
         ))
     acquire_seconds = time.monotonic() - acquire_started
     acquire_calls = dict(canned.counts)
     time.sleep(warmup_periods * period)
 
-    heartbeats_before, calls_before = canned.snapshot()
-    statements_before = collections.Counter(canned.statements)
-    cpu_before = time.process_time()
-    measure_started = time.monotonic()
-    measure_end = measure_started + measure_periods * period
-    staleness_from = measure_end - period
-    worst_staleness = 0.0
-    while True:
+    window = _CapacityWindow(canned, period, measure_periods)
+    while window.sample(locks):
+        time.sleep(window.pause())
+    return window.result(locks_wanted, latency, client_kwargs, acquire_seconds, acquire_calls, callbacks)
+
+
+class _CallbackCounter:
+    """An ``app_callback`` that counts the codes it is called with (from any thread)."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self.codes: collections.Counter[str] = collections.Counter()
+
+    def __call__(self, code: str, lock: Any) -> None:
+        with self._guard:
+            self.codes[code] += 1
+
+    def snapshot(self) -> Dict[str, int]:
+        with self._guard:
+            return dict(self.codes)
+
+
+class _CapacityWindow:
+    """The measuring part of ``capacity``: ``measure_periods`` heartbeat periods during which the
+    heartbeats, calls and CPU time are counted, and in whose last period the age of the oldest
+    lock's last confirmed write is sampled every 0.25 s (the caller sleeps :meth:`pause` between
+    calls to :meth:`sample`, with ``time.sleep`` or ``await asyncio.sleep``)."""
+
+    def __init__(self, canned: CannedDynamoDB, period: float, measure_periods: float) -> None:
+        self.canned = canned
+        self.period = period
+        self.heartbeats_before, self.calls_before = canned.snapshot()
+        self.statements_before = collections.Counter(canned.statements)
+        self.cpu_before = time.process_time()
+        self.started = time.monotonic()
+        self.end = self.started + measure_periods * period
+        self.staleness_from = self.end - period
+        self.worst_staleness = 0.0
+        self.worst_lag = 0.0
+        self._expected_wake: Optional[float] = None
+
+    def sample(self, locks: List[Any]) -> bool:
+        """Take a sample; False once the window is over."""
         now = time.monotonic()
-        if now >= measure_end:
-            break
-        if now >= staleness_from:
+        if self._expected_wake is not None:
+            self.worst_lag = max(self.worst_lag, now - self._expected_wake)
+        if now >= self.end:
+            return False
+        if now >= self.staleness_from:
             oldest = min(lock.last_updated_time for lock in locks)
-            worst_staleness = max(worst_staleness, time.monotonic() - oldest)
-        time.sleep(min(0.25, measure_end - now))
-    measured = time.monotonic() - measure_started
-    cpu = time.process_time() - cpu_before
-    heartbeats_after, calls_after = canned.snapshot()
-    heartbeats = heartbeats_after - heartbeats_before
-    operations = calls_after - calls_before
-    statements = collections.Counter(canned.statements) - statements_before
-    calls = sum(operations.values())
-    batches = operations.get('BatchExecuteStatement', 0)
-    required_rate = locks_wanted / period
-    achieved_rate = heartbeats / measured
-    with callback_guard:
-        seen_callbacks = dict(callbacks)
-    kept_alive = (
-        achieved_rate >= 0.95 * required_rate
-        and worst_staleness <= 1.5 * period
-        and not seen_callbacks
-    )
-    return {
-        'locks': locks_wanted,
-        'latency_ms': latency * 1000.0,
-        'heartbeat_period_s': period,
-        'client_kwargs': client_kwargs,
-        'acquire_s': acquire_seconds,
-        'acquire_calls': acquire_calls,
-        'measured_s': measured,
-        'heartbeats': heartbeats,
-        'calls': calls,
-        'operations': dict(operations),
-        'batch_statements': dict(statements),
-        'statements_per_batch': (sum(statements.values()) / batches) if batches else None,
-        'required_heartbeats_per_s': required_rate,
-        'achieved_heartbeats_per_s': achieved_rate,
-        'calls_per_s': calls / measured,
-        'worst_staleness_s': worst_staleness,
-        'cpu_s': cpu,
-        'cpu_ms_per_heartbeat': (cpu / heartbeats * 1000.0) if heartbeats else None,
-        'cpu_ms_per_call': (cpu / calls * 1000.0) if calls else None,
-        'callbacks': seen_callbacks,
-        'kept_alive': kept_alive,
-    }
+            self.worst_staleness = max(self.worst_staleness, time.monotonic() - oldest)
+        return True
+
+    def pause(self) -> float:
+        seconds_ = min(0.25, max(0.0, self.end - time.monotonic()))
+        self._expected_wake = time.monotonic() + seconds_
+        return seconds_
+
+    def result(self, locks_wanted: int, latency: float, client_kwargs: JsonDict, acquire_seconds: float,
+               acquire_calls: Dict[str, int], callbacks: _CallbackCounter) -> JsonDict:
+        measured = time.monotonic() - self.started
+        cpu = time.process_time() - self.cpu_before
+        heartbeats_after, calls_after = self.canned.snapshot()
+        heartbeats = heartbeats_after - self.heartbeats_before
+        operations = calls_after - self.calls_before
+        statements = collections.Counter(self.canned.statements) - self.statements_before
+        calls = sum(operations.values())
+        batches = operations.get('BatchExecuteStatement', 0)
+        required_rate = locks_wanted / self.period
+        achieved_rate = heartbeats / measured
+        seen_callbacks = callbacks.snapshot()
+        kept_alive = (
+            achieved_rate >= 0.95 * required_rate
+            and self.worst_staleness <= 1.5 * self.period
+            and not seen_callbacks
+        )
+        return {
+            'locks': locks_wanted,
+            'latency_ms': latency * 1000.0,
+            'heartbeat_period_s': self.period,
+            'client_kwargs': client_kwargs,
+            'acquire_s': acquire_seconds,
+            'acquire_calls': acquire_calls,
+            'measured_s': measured,
+            'heartbeats': heartbeats,
+            'calls': calls,
+            'operations': dict(operations),
+            'batch_statements': dict(statements),
+            'statements_per_batch': (sum(statements.values()) / batches) if batches else None,
+            'required_heartbeats_per_s': required_rate,
+            'achieved_heartbeats_per_s': achieved_rate,
+            'calls_per_s': calls / measured,
+            'worst_staleness_s': self.worst_staleness,
+            # How late the sampler woke from its 0.25 s sleeps at worst: for the asyncio client,
+            # how long the event loop was kept from other work.
+            'worst_sampler_lag_s': self.worst_lag,
+            'cpu_s': cpu,
+            'cpu_ms_per_heartbeat': (cpu / heartbeats * 1000.0) if heartbeats else None,
+            'cpu_ms_per_call': (cpu / calls * 1000.0) if calls else None,
+            'callbacks': seen_callbacks,
+            'kept_alive': kept_alive,
+        }
+
+
+def figure_capacity_async(endpoint: str, table: str, params: JsonDict) -> JsonDict:
+    """``capacity`` for ``AsyncDynamoDBLockClient`` on one event loop (this project only).
+
+    The same measurement, with an aiobotocore client (default configuration: 10 pooled
+    connections) whose ``before-send`` hook is a coroutine: it waits ``latency_ms`` with ``await
+    asyncio.sleep`` and answers with an ``AioAWSResponse``, so waiting for DynamoDB never blocks
+    the loop. The locks are acquired by ``acquire_threads`` tasks; the sampler runs as a task on
+    the same loop and also records how late it woke (``worst_sampler_lag_s``).
+    """
+    return asyncio.run(_capacity_async(table, params))
+
+
+async def _capacity_async(table: str, params: JsonDict) -> JsonDict:
+    from python_dynamodb_lock.aio import AsyncDynamoDBLockClient
+
+    locks_wanted = int(params['locks'])
+    latency = float(params.get('latency_ms', 10.0)) / 1000.0
+    warmup_periods = float(params.get('warmup_periods', 1.0))
+    measure_periods = float(params.get('measure_periods', 3.0))
+    acquirers = int(params.get('acquire_threads', 32))
+    client_kwargs: JsonDict = dict(params.get('client_kwargs') or {})
+    period = DynamoDBLockClient._DEFAULT_HEARTBEAT_PERIOD.total_seconds()
+    prefix = unique_prefix('capacity-async')
+    callbacks = _CallbackCounter()
+    async with async_dynamodb_client('http://127.0.0.1:9') as dynamodb:
+        canned = CannedDynamoDB(dynamodb, latency, table_name=table, asynchronous=True)
+        client = AsyncDynamoDBLockClient(dynamodb, table_name=table, **client_kwargs)
+        try:
+            locks: List[Any] = [None] * locks_wanted
+            indices = iter(range(locks_wanted))
+
+            async def acquire_some() -> None:
+                for index in indices:
+                    locks[index] = await client.acquire_lock(f'{prefix}-{index}', app_callback=callbacks)
+
+            acquire_started = time.monotonic()
+            await asyncio.gather(*(acquire_some() for _ in range(acquirers)))
+            acquire_seconds = time.monotonic() - acquire_started
+            acquire_calls = dict(canned.counts)
+            await asyncio.sleep(warmup_periods * period)
+
+            window = _CapacityWindow(canned, period, measure_periods)
+            while window.sample(locks):
+                await asyncio.sleep(window.pause())
+            return window.result(locks_wanted, latency, client_kwargs, acquire_seconds, acquire_calls, callbacks)
+        finally:
+            await client.close()
 
 
 def figure_ceiling(endpoint: str, table: str, params: JsonDict) -> JsonDict:
@@ -672,6 +1114,159 @@ def figure_ceiling(endpoint: str, table: str, params: JsonDict) -> JsonDict:
         'calls_per_s': calls / elapsed,
         'cpu_ms_per_call': cpu / calls * 1000.0 if calls else None,
         'cpu_share': cpu / elapsed,
+    }
+
+
+class _ConsumedCapacity:
+    """Asks DynamoDB for the capacity each call consumed and adds it up, per table.
+
+    A ``provide-client-params`` hook adds ``ReturnConsumedCapacity='TOTAL'`` to the calls of
+    the operations in ``ask`` that do not ask already (the lock client's own calls, which have
+    no such option), and an ``after-call`` hook adds the ``CapacityUnits`` of each answer (one
+    entry, or one per table for a transaction) to ``units[table]``; only calls made by the
+    thread ``thread_ident`` count. The answer keeps ``ConsumedCapacity``; the lock client
+    ignores it.
+    """
+
+    ASK = ('UpdateItem', 'PutItem', 'DeleteItem', 'GetItem', 'TransactWriteItems')
+
+    def __init__(self, client: Any, thread_ident: int) -> None:
+        self._thread_ident = thread_ident
+        self.units: collections.Counter[str] = collections.Counter()
+        for operation in self.ASK:
+            client.meta.events.register(f'provide-client-params.dynamodb.{operation}', self._ask)
+        client.meta.events.register('after-call.dynamodb.*', self._add)
+
+    def _ask(self, params: JsonDict, **_: Any) -> None:
+        if threading.get_ident() == self._thread_ident:
+            params.setdefault('ReturnConsumedCapacity', 'TOTAL')
+
+    def _add(self, parsed: Any = None, **_: Any) -> None:
+        if threading.get_ident() != self._thread_ident:
+            return
+        consumed = (parsed or {}).get('ConsumedCapacity')
+        for entry in consumed if isinstance(consumed, list) else [consumed] if consumed else []:
+            self.units[str(entry.get('TableName'))] += float(entry.get('CapacityUnits', 0.0))
+
+    def snapshot(self) -> collections.Counter[str]:
+        return collections.Counter(self.units)
+
+
+def _ensure_table(client: Any, name: str) -> None:
+    """Create an on-demand table with a string HASH key ``pk``, unless it exists."""
+    if name in client.list_tables().get('TableNames', []):
+        return
+    client.create_table(
+        TableName=name,
+        KeySchema=[{'AttributeName': 'pk', 'KeyType': 'HASH'}],
+        AttributeDefinitions=[{'AttributeName': 'pk', 'AttributeType': 'S'}],
+        BillingMode='PAY_PER_REQUEST',
+    )
+    client.get_waiter('table_exists').wait(TableName=name)
+
+
+# DynamoDB's published rule for transactions: every item in a TransactWriteItems call costs two
+# write units per KB (rounded up), one to prepare and one to commit it, a ConditionCheck
+# included; a plain write of an item up to 1 KB costs one write unit.
+PUBLISHED_RULE_WCU = {'guarded': 2.0 * 2, 'put_item': 1.0, 'transact_write_items': 2.0 * 1}
+
+
+class _Tally:
+    """Latencies, calls per operation and capacity units per table of one kind of operation."""
+
+    def __init__(self) -> None:
+        self.seconds: List[float] = []
+        self.operations: collections.Counter[str] = collections.Counter()
+        self.units: collections.Counter[str] = collections.Counter()
+
+    def add(self, seconds_: float, operations: collections.Counter, units: collections.Counter) -> None:
+        self.seconds.append(seconds_)
+        self.operations.update(operations)
+        self.units.update(units)
+
+    def result(self) -> JsonDict:
+        n = len(self.seconds)
+        return {
+            'ms': summarise(self.seconds, 1000.0),
+            'calls': sum(self.operations.values()) / n,
+            'operations': {op: count / n for op, count in sorted(self.operations.items())},
+            'consumed_units': sum(self.units.values()) / n,
+            'consumed_units_by_table': {table: units / n for table, units in sorted(self.units.items())},
+        }
+
+
+def figure_guarded(endpoint: str, table: str, params: JsonDict) -> JsonDict:
+    """A guarded single-item write against the same write made plainly (this project only).
+
+    For ``iterations`` rounds (after ``warmup``), a default client acquires one free key, then
+    writes one small item (``item_bytes`` of payload, in the table ``data_table``, created if
+    missing) three ways, in an order that rotates every round: ``lock.put_item(TableName=...,
+    Item=...)`` (the guarded write: one TransactWriteItems with the lock's ConditionCheck), a
+    plain ``put_item`` and a plain ``transact_write_items`` holding just that Put; then it
+    releases. Each write passes ``ReturnConsumedCapacity='TOTAL'``. Per commit kind, and for the
+    acquire and the release: latency, DynamoDB calls per operation (counted for the measuring
+    thread only), and the capacity units DynamoDB reports (for the lock client's own calls a
+    hook asks for them).
+    """
+    iterations = int(params.get('iterations', 200))
+    warmup = int(params.get('warmup', 30))
+    item_bytes = int(params.get('item_bytes', 200))
+    data_table = str(params.get('data_table', f'{table}Data'))
+    resource = make_resource(endpoint)
+    low_level = resource.meta.client
+    _ensure_table(low_level, data_table)
+    me = threading.get_ident()
+    counter = CallCounter(low_level, thread_ident=me)
+    capacity = _ConsumedCapacity(low_level, me)
+    client = DynamoDBLockClient(resource, table_name=table)
+    key = unique_prefix('guarded')
+    item = {'pk': f'{key}-item', 'payload': 'x' * item_bytes}
+
+    def guarded(lock: Any) -> Any:
+        return lock.put_item(TableName=data_table, Item=item, ReturnConsumedCapacity='TOTAL')
+
+    def put_item(lock: Any) -> Any:
+        return low_level.put_item(TableName=data_table, Item=item, ReturnConsumedCapacity='TOTAL')
+
+    def transact_write_items(lock: Any) -> Any:
+        return low_level.transact_write_items(TransactItems=[{'Put': {'TableName': data_table, 'Item': item}}],
+                                              ReturnConsumedCapacity='TOTAL')
+
+    def measured(tally: _Tally, counted: bool, action: Callable[[], Any]) -> Any:
+        calls_before, units_before = counter.snapshot(), capacity.snapshot()
+        started = time.perf_counter()
+        outcome = action()
+        elapsed = time.perf_counter() - started
+        if counted:
+            tally.add(elapsed, counter.snapshot() - calls_before, capacity.snapshot() - units_before)
+        return outcome
+
+    commits: List[tuple] = [('guarded', guarded), ('put_item', put_item),
+                            ('transact_write_items', transact_write_items)]
+    tallies = {name: _Tally() for name, _ in commits}
+    acquires, releases = _Tally(), _Tally()
+    try:
+        for round_number in range(warmup + iterations):
+            counted = round_number >= warmup
+            lock = measured(acquires, counted, functools.partial(client.acquire_lock, key))
+            turn = round_number % len(commits)
+            for name, commit in commits[turn:] + commits[:turn]:
+                measured(tallies[name], counted, functools.partial(commit, lock))
+            measured(releases, counted, functools.partial(client.release_lock, lock, best_effort=False))
+    finally:
+        client.close()
+    results = {name: {**tally.result(), 'published_rule_wcu': PUBLISHED_RULE_WCU[name]}
+               for name, tally in tallies.items()}
+    acquire, release = acquires.result(), releases.result()
+    return {
+        'iterations': iterations,
+        'item_bytes': item_bytes,
+        'data_table': data_table,
+        'commits': results,
+        'acquire': acquire,
+        'release': release,
+        'calls_per_acquire_release': acquire['calls'] + release['calls'],
+        'consumed_units_per_acquire_release': acquire['consumed_units'] + release['consumed_units'],
     }
 
 
@@ -787,12 +1382,16 @@ def figure_contended(endpoint: str, table: str, params: JsonDict) -> JsonDict:
 
 FIGURES: Dict[str, Callable[[str, str, JsonDict], JsonDict]] = {
     'calls': figure_calls,
+    'calls_async': figure_calls_async,
     'close': figure_close,
     'takeover': figure_takeover,
     'hold': figure_hold,
     'handoff': figure_handoff,
+    'handoff_async': figure_handoff_async,
     'capacity': figure_capacity,
+    'capacity_async': figure_capacity_async,
     'contended': figure_contended,
+    'guarded': figure_guarded,
     'ceiling': figure_ceiling,
     'contend-proc': figure_contend_proc,
 }

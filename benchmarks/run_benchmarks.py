@@ -2,8 +2,8 @@
 
 Run from the repository root::
 
-    python benchmarks/run_benchmarks.py            # full run, about 13 minutes on 2 cores
-    python benchmarks/run_benchmarks.py --quick    # smoke run, about 2-3 minutes
+    python benchmarks/run_benchmarks.py            # full run, about 16 minutes on 2 cores
+    python benchmarks/run_benchmarks.py --quick    # smoke run, about 5 minutes
 
 What it does:
 
@@ -16,11 +16,14 @@ What it does:
 2. Starts DynamoDB Local on 127.0.0.1 with ``python_dynamodb_lock._embedded.start_dynamodb_local()``
    (or uses ``--endpoint``), creates the lock table with the low-level ``create_table`` call, and
    warms the engine up.
-3. Measures every figure for every implementation (``capacity_batched``, the capacity figure with
-   heartbeats batched into PartiQL ``BatchExecuteStatement`` calls, for this project only: the
-   published releases have no ``heartbeat_batch_size``), prints a table and writes ``results.json``,
+3. Measures every figure for every implementation, prints a table and writes ``results.json``,
    ``results_table.rst`` (included by ``docs/performance.rst``) and ``benchmark.png`` (needs
    matplotlib: ``pip install -r benchmarks/requirements.txt``; without it the plot is skipped).
+   Some figures are measured for this project only, since the published releases have no such
+   thing: ``calls_async``, ``handoff_async`` and ``capacity_async_batched`` (the asyncio client,
+   ``AsyncDynamoDBLockClient``; ``calls_async`` runs in the rounds of ``calls``, right after this
+   project's threaded client), ``capacity_batched`` (heartbeats batched into PartiQL
+   ``BatchExecuteStatement`` calls) and ``guarded`` (guarded writes against plain ones).
 
 A full run writes to ``benchmarks/results/``; ``--quick`` writes to ``benchmarks/results/_work/quick/``
 unless ``--output`` says otherwise, so a smoke run never replaces the published figures.
@@ -41,7 +44,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent
@@ -97,7 +100,10 @@ class Settings:
     # keyword arguments for the client (heartbeats batched into PartiQL BatchExecuteStatement calls).
     capacity_batched_kwargs: JsonDict = field(default_factory=lambda: {'heartbeat_batch_size': 25})
     capacity_batched_ladder: List[int] = field(default_factory=list)
+    # The asyncio client on one event loop, heartbeats batched as above (capacity_batched_kwargs).
+    capacity_async_batched_ladder: List[int] = field(default_factory=list)
     contended: JsonDict = field(default_factory=dict)
+    guarded: JsonDict = field(default_factory=dict)
 
     @classmethod
     def for_run(cls, quick: bool) -> 'Settings':
@@ -114,8 +120,10 @@ class Settings:
                 capacity={'latency_ms': 10.0, 'warmup_periods': 1.0, 'measure_periods': 2.0},
                 capacity_ladder=[250, 2000],
                 capacity_batched_ladder=[500, 2500],
+                capacity_async_batched_ladder=[2500, 20000],
                 contended={'processes': 4, 'keys': 2, 'duration_s': 5.0, 'retry_period_s': 0.1,
                            'hold_ms': 5.0},
+                guarded={'iterations': 60, 'warmup': 20, 'item_bytes': 200},
             )
         return cls(
             quick=False,
@@ -129,8 +137,10 @@ class Settings:
             capacity={'latency_ms': 10.0, 'warmup_periods': 1.0, 'measure_periods': 3.0},
             capacity_ladder=[250, 1000, 2500, 5000, 10000],
             capacity_batched_ladder=[2500, 10000, 20000],
+            capacity_async_batched_ladder=[5000, 20000, 40000],
             contended={'processes': 4, 'keys': 2, 'duration_s': 5.0, 'retry_period_s': 0.1,
                        'hold_ms': 5.0},
+            guarded={'iterations': 200, 'warmup': 30, 'item_bytes': 200},
         )
 
 
@@ -138,17 +148,31 @@ class Settings:
 # how acquire_lock decides that a holder is dead, so it is measured where acquiring matters.
 DEFAULT_PLAN: Dict[str, Sequence[str]] = {
     'calls': ('ours', '0.9.1', '0.9.3'),
+    'calls_async': ('ours',),
     'close': ('ours', '0.9.1'),
     'takeover': ('ours', '0.9.1', '0.9.3'),
     'handoff': ('ours', '0.9.1'),
+    'handoff_async': ('ours',),
     'capacity': ('ours', '0.9.1'),
     'capacity_batched': ('ours',),
+    'capacity_async_batched': ('ours',),
     'contended': ('ours', '0.9.1', '0.9.3'),
+    'guarded': ('ours',),
 }
 
-# Figures that only this project can be measured for (they use constructor arguments the published
-# releases do not have); ``--every-figure-for-0.9.3`` does not add 0.9.3 to them.
-OURS_ONLY = frozenset({'capacity_batched'})
+# Figures that only this project can be measured for (they use constructor arguments, the asyncio
+# client or lock methods the published releases do not have); ``--every-figure-for-0.9.3`` does not
+# add 0.9.3 to them.
+OURS_ONLY = frozenset({'calls_async', 'handoff_async', 'capacity_batched', 'capacity_async_batched', 'guarded'})
+
+# The worker figure that measures each figure, and the settings it takes its parameters from, where
+# they are not the figure's own name.
+WORKER_FIGURES = {'capacity_batched': 'capacity', 'capacity_async_batched': 'capacity_async'}
+PARAMS_OF = {'calls_async': 'calls', 'handoff_async': 'handoff'}
+
+# ``calls_async`` is measured in the rounds of ``calls`` when both are measured, so that the two
+# clients of this project are compared under the same conditions.
+MEASURED_WITH = {'calls_async': 'calls'}
 
 
 def log(message: str) -> None:
@@ -192,10 +216,16 @@ def create_lock_table(client: Any, table_name: str) -> None:
 
 
 def warm_up_engine(client: Any, table_name: str, seconds: float) -> int:
-    """Exercise the engine (its JIT) with the operations the lock clients use; returns call count."""
+    """Exercise the engine (its JIT) with the operations the lock clients use; returns call count.
+
+    The published clients' GetItem, PutItem, UpdateItem and DeleteItem; this project's conditional
+    UpdateItem that takes a fencing token (``if_not_exists(...) + 1``) and returns the new values;
+    and a TransactWriteItems with a ConditionCheck, as a guarded write sends.
+    """
     deadline = time.monotonic() + seconds
     calls = 0
     key = {'lock_key': {'S': 'benchmark-warm-up'}, 'sort_key': {'S': '-'}}
+    other = {'lock_key': {'S': 'benchmark-warm-up-data'}, 'sort_key': {'S': '-'}}
     while time.monotonic() < deadline:
         client.put_item(TableName=table_name, Item={**key, 'record_version_number': {'S': str(calls)}},
                         ReturnValues='ALL_OLD')
@@ -204,11 +234,26 @@ def warm_up_engine(client: Any, table_name: str, seconds: float) -> int:
                            ConditionExpression='attribute_exists(lock_key)',
                            ExpressionAttributeNames={'#v': 'record_version_number'},
                            ExpressionAttributeValues={':v': {'S': f'{calls}-updated'}})
+        client.update_item(TableName=table_name, Key=key,
+                           UpdateExpression='SET #t = if_not_exists(#t, :floor) + :one, #v = :v REMOVE #r',
+                           ConditionExpression='attribute_not_exists(#k) OR #v = :old',
+                           ExpressionAttributeNames={'#t': 'fencing_token', '#v': 'record_version_number',
+                                                     '#r': 'released_at', '#k': 'lock_key'},
+                           ExpressionAttributeValues={':floor': {'N': '1'}, ':one': {'N': '1'},
+                                                      ':v': {'S': f'{calls}-token'},
+                                                      ':old': {'S': f'{calls}-updated'}},
+                           ReturnValues='UPDATED_NEW', ReturnValuesOnConditionCheckFailure='ALL_OLD')
+        client.transact_write_items(TransactItems=[
+            {'Put': {'TableName': table_name, 'Item': {**other, 'payload': {'S': str(calls)}}}},
+            {'ConditionCheck': {'TableName': table_name, 'Key': key, 'ConditionExpression': '#v = :v',
+                                'ExpressionAttributeNames': {'#v': 'record_version_number'},
+                                'ExpressionAttributeValues': {':v': {'S': f'{calls}-token'}}}},
+        ])
         client.delete_item(TableName=table_name, Key=key,
                            ConditionExpression='#v = :v',
                            ExpressionAttributeNames={'#v': 'record_version_number'},
-                           ExpressionAttributeValues={':v': {'S': f'{calls}-updated'}})
-        calls += 4
+                           ExpressionAttributeValues={':v': {'S': f'{calls}-token'}})
+        calls += 6
     return calls
 
 
@@ -281,11 +326,12 @@ def run_worker(implementation: Implementation, figure: str, endpoint: str, param
 
 def measure_capacity(implementation: Implementation, settings: Settings, endpoint: str,
                      ladder: Optional[Sequence[int]] = None,
-                     client_kwargs: Optional[JsonDict] = None) -> JsonDict:
+                     client_kwargs: Optional[JsonDict] = None, worker_figure: str = 'capacity') -> JsonDict:
     """Try increasing lock counts; after the first failure, narrow the gap with up to two trials.
 
     ``ladder`` defaults to ``settings.capacity_ladder``; ``client_kwargs`` (keyword arguments for
-    the client, e.g. ``heartbeat_batch_size``) defaults to none.
+    the client, e.g. ``heartbeat_batch_size``) defaults to none; ``worker_figure`` is ``capacity``
+    (the threaded client) or ``capacity_async`` (the asyncio client, this project only).
 
     A failed trial tells the heartbeat rate that client sustained; ``0.95 * rate * period`` locks
     is then the most it could keep alive, and one trial there (rounded down to 50) checks it.
@@ -297,18 +343,20 @@ def measure_capacity(implementation: Implementation, settings: Settings, endpoin
     if client_kwargs:
         params['client_kwargs'] = dict(client_kwargs)
     described = ', '.join(f'{name}={value!r}' for name, value in (client_kwargs or {}).items())
-    tag = f'capacity/{implementation.label}' + (f' ({described})' if described else '')
+    tag = (f'{worker_figure}/{implementation.label}' + (f' ({described})' if described else ''))
 
     def trial(locks: int) -> JsonDict:
         log(f'  {tag}: {locks} locks')
-        result = run_worker(implementation, 'capacity', endpoint, {**params, 'locks': locks}, timeout=600)
+        result = run_worker(implementation, worker_figure, endpoint, {**params, 'locks': locks}, timeout=600)
         calls_per_s = result.get('calls_per_s')
         log(f'    kept alive: {result["kept_alive"]}, {result["achieved_heartbeats_per_s"]:.0f}'
             f'/{result["required_heartbeats_per_s"]:.0f} heartbeats/s'
             + ('' if calls_per_s is None else f' in {calls_per_s:.0f} calls/s')
             + f', worst age {result["worst_staleness_s"]:.1f} s, '
             f'{result["cpu_ms_per_heartbeat"] or 0:.2f} ms CPU/heartbeat'
-            + (f', callbacks {result["callbacks"]}' if result['callbacks'] else ''))
+            + (f', callbacks {result["callbacks"]}' if result['callbacks'] else '')
+            + (f', sampler woke up to {result["worst_sampler_lag_s"] * 1000:.0f} ms late'
+               if worker_figure == 'capacity_async' else ''))
         trials.append(result)
         return result
 
@@ -365,17 +413,23 @@ def _cpu_per_heartbeat(trials: List[JsonDict]) -> Optional[float]:
     return trials[0]['cpu_ms_per_heartbeat'] if trials else None
 
 
-FIGURE_TIMEOUTS = {'calls': 300, 'close': 300, 'takeover': 300, 'handoff': 300, 'contended': 400}
+FIGURE_TIMEOUTS = {'calls': 300, 'calls_async': 300, 'close': 300, 'takeover': 300, 'handoff': 300,
+                   'handoff_async': 300, 'contended': 400, 'guarded': 400}
+
+
+def figure_params(settings: Settings, figure: str) -> JsonDict:
+    params: JsonDict = getattr(settings, PARAMS_OF.get(figure, figure))
+    return params
 
 
 def measure(figure: str, implementation: Implementation, settings: Settings, endpoint: str) -> JsonDict:
     if figure == 'capacity':
         return measure_capacity(implementation, settings, endpoint)
-    if figure == 'capacity_batched':
-        return measure_capacity(implementation, settings, endpoint, ladder=settings.capacity_batched_ladder,
-                                client_kwargs=settings.capacity_batched_kwargs)
-    params: JsonDict = getattr(settings, figure)
-    return run_worker(implementation, figure, endpoint, params, timeout=FIGURE_TIMEOUTS[figure])
+    if figure in ('capacity_batched', 'capacity_async_batched'):
+        return measure_capacity(implementation, settings, endpoint, ladder=getattr(settings, f'{figure}_ladder'),
+                                client_kwargs=settings.capacity_batched_kwargs, worker_figure=WORKER_FIGURES[figure])
+    return run_worker(implementation, WORKER_FIGURES.get(figure, figure), endpoint, figure_params(settings, figure),
+                      timeout=FIGURE_TIMEOUTS[figure])
 
 
 def percentile(values: List[float], fraction: float) -> Optional[float]:
@@ -399,18 +453,23 @@ def summarise(values: List[float]) -> JsonDict:
 # DynamoDB's published capacity rules, for items as small as a lock's (well under 1 KB):
 # a strongly consistent read of an item up to 4 KB costs 1 read unit (RCU), also when no item is
 # found; a put, update or delete of an item up to 1 KB costs 1 write unit (WCU), also when its
-# condition fails.
+# condition fails. This project acquires and releases with UpdateItem (1 WCU each, like the
+# PutItem and DeleteItem of the published client). Operations whose cost depends on what they
+# carry (TransactWriteItems: 2 WCU per item per KB; BatchExecuteStatement: per statement) are not
+# counted here but named in ``not_counted``; the ``guarded`` figure asks the engine instead.
 READ_UNITS = {'GetItem': 1.0}
 WRITE_UNITS = {'PutItem': 1.0, 'UpdateItem': 1.0, 'DeleteItem': 1.0}
 
 
 def capacity_units(operations: Dict[str, float], per: float) -> JsonDict:
     """RCU and WCU per ``per`` (e.g. per acquisition) for operation counts, by the rules above."""
+    not_counted = sorted(name for name, count in operations.items()
+                         if count and name not in READ_UNITS and name not in WRITE_UNITS)
     if not per:
-        return {'rcu': None, 'wcu': None}
+        return {'rcu': None, 'wcu': None, 'not_counted': not_counted}
     reads = sum(READ_UNITS.get(name, 0.0) * count for name, count in operations.items())
     writes = sum(WRITE_UNITS.get(name, 0.0) * count for name, count in operations.items())
-    return {'rcu': reads / per, 'wcu': writes / per}
+    return {'rcu': reads / per, 'wcu': writes / per, 'not_counted': not_counted}
 
 
 def merge_call_rounds(rounds: List[JsonDict]) -> JsonDict:
@@ -482,37 +541,63 @@ def merge_contended_rounds(rounds: List[JsonDict]) -> JsonDict:
 
 INTERLEAVED: Dict[str, Callable[[List[JsonDict]], JsonDict]] = {
     'calls': merge_call_rounds,
+    'calls_async': merge_call_rounds,
     'contended': merge_contended_rounds,
 }
 
 
-def measure_interleaved(figure: str, implementations: Sequence[Implementation], settings: Settings,
-                        endpoint: str) -> Dict[str, JsonDict]:
-    """Measure ``figure`` in rounds that alternate between implementations, then merge the rounds.
+def measure_interleaved(entrants: Sequence[Tuple[str, Implementation]], settings: Settings,
+                        endpoint: str) -> Dict[str, Dict[str, JsonDict]]:
+    """Measure ``(figure, implementation)`` pairs in rounds that alternate between them, then
+    merge each pair's rounds: ``{figure: {label: merged}}``.
 
     Figures that depend on the engine's speed are measured this way, so that a change in the
-    engine (its JIT warming up) or in the machine's load hits every implementation alike.
+    engine (its JIT warming up) or in the machine's load hits every implementation alike. Every
+    other round runs the entrants in the reverse order, so that none is always first after
+    another. The number of rounds is that of the first entrant's figure (``calls_rounds``,
+    ``contended_rounds``).
     """
-    round_count: int = getattr(settings, f'{figure}_rounds')
-    params: JsonDict = getattr(settings, figure)
-    rounds: Dict[str, List[JsonDict]] = {impl.label: [] for impl in implementations}
-    failures: Dict[str, JsonDict] = {}
+    first_figure = entrants[0][0]
+    round_count: int = getattr(settings, f'{PARAMS_OF.get(first_figure, first_figure)}_rounds')
+    rounds: Dict[Tuple[str, str], List[JsonDict]] = {(figure, impl.label): [] for figure, impl in entrants}
+    failures: Dict[Tuple[str, str], JsonDict] = {}
     for round_number in range(round_count):
-        for implementation in implementations:
-            if implementation.label in failures:
+        ordered = list(entrants) if round_number % 2 == 0 else list(reversed(entrants))
+        for figure, implementation in ordered:
+            entrant = (figure, implementation.label)
+            if entrant in failures:
                 continue
             log(f'{figure}: {implementation.label} (round {round_number + 1}/{round_count})')
             try:
-                rounds[implementation.label].append(run_worker(
-                    implementation, figure, endpoint, params, FIGURE_TIMEOUTS[figure]))
+                rounds[entrant].append(run_worker(
+                    implementation, WORKER_FIGURES.get(figure, figure), endpoint, figure_params(settings, figure),
+                    FIGURE_TIMEOUTS[figure]))
             except WorkerFailed as error:
                 log(f'FAILED {error}')
-                failures[implementation.label] = {'error': str(error)}
-    merged: Dict[str, JsonDict] = dict(failures)
-    for label, results in rounds.items():
-        if label not in failures and results:
-            merged[label] = INTERLEAVED[figure](results)
+                failures[entrant] = {'error': str(error)}
+    merged: Dict[str, Dict[str, JsonDict]] = {}
+    for (figure, label), results in rounds.items():
+        if (figure, label) in failures:
+            merged.setdefault(figure, {})[label] = failures[(figure, label)]
+        elif results:
+            merged.setdefault(figure, {})[label] = INTERLEAVED[figure](results)
     return merged
+
+
+def compare_async_with_threaded(results: JsonDict) -> None:
+    """Add to this project's ``calls_async`` entry how its p50 compares with the threaded
+    client's in the same run: overall, and round by round when both ran the same rounds."""
+    threaded = (results.get('calls') or {}).get('ours')
+    asynchronous = (results.get('calls_async') or {}).get('ours')
+    if not threaded or not asynchronous or 'error' in threaded or 'error' in asynchronous:
+        return
+    asynchronous['threaded_p50_ms'] = threaded['acquire_release_ms']['p50']
+    asynchronous['p50_vs_threaded'] = asynchronous['acquire_release_ms']['p50'] / threaded['acquire_release_ms']['p50']
+    if len(threaded['round_p50_ms']) == len(asynchronous['round_p50_ms']):
+        asynchronous['round_p50_vs_threaded'] = [
+            a / t for a, t in zip(asynchronous['round_p50_ms'], threaded['round_p50_ms'])]
+    asynchronous['cpu_vs_threaded'] = (asynchronous['cpu_ms_per_acquire_release']
+                                       / threaded['cpu_ms_per_acquire_release'])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -554,13 +639,14 @@ def _calls(entry: JsonDict) -> str:
     operations = {**entry['acquire_operations']}
     for name, count in entry['release_operations'].items():
         operations[name] = operations.get(name, 0) + count
-    detail = ' + '.join(f'{name}' if count == 1 else f'{count:g} {name}'
-                        for name, count in operations.items())
-    return f'{entry["calls_per_acquire_release"]:g} ({detail})'
+    return f'{entry["calls_per_acquire_release"]:g} ({_operations(operations)})'
 
 
 def _units(units: JsonDict) -> str:
-    return f'{units["rcu"]:.2g} RCU + {units["wcu"]:.2g} WCU'
+    text = f'{units["rcu"]:.2g} RCU + {units["wcu"]:.2g} WCU'
+    if units.get('not_counted'):
+        text += ' + ' + ', '.join(units['not_counted']) + ' (not counted)'
+    return text
 
 
 def _calls_units(entry: JsonDict) -> str:
@@ -590,11 +676,59 @@ def _takeover(entry: JsonDict) -> str:
     return text
 
 
+def _operations(operations: Dict[str, float]) -> str:
+    """``UpdateItem`` / ``1.5 GetItem + PutItem``: operations with their counts per occasion."""
+    return ' + '.join(name if count == 1 else f'{count:.2g} {name}' for name, count in operations.items())
+
+
 def _handoff(entry: JsonDict) -> str:
     figures = entry['handoff_ms']
     if not figures['n']:
         return 'no handoff'
-    return f'{_fmt(figures["p50"])} / {_fmt(figures["p99"])} (n={figures["n"]})'
+    text = f'{_fmt(figures["p50"])} / {_fmt(figures["p99"])} (n={figures["n"]})'
+    calls = entry.get('calls_between')
+    if calls and calls['n']:
+        # Results written before the call count existed have none.
+        spread = '' if calls['max'] == calls['p50'] else f', max {calls["max"]:g}'
+        plural = '' if calls['mean'] == 1 else 's'
+        text += (f'; {calls["mean"]:.3g} call{plural} per handoff ({_operations(entry["operations_between"])}'
+                 f'{spread})')
+    return text
+
+
+def _async_latency(entry: JsonDict) -> str:
+    text = _latency(entry)
+    if entry.get('p50_vs_threaded') is not None:
+        text += f'; p50 {entry["p50_vs_threaded"]:.2f}x the threaded client\'s'
+        rounds = entry.get('round_p50_vs_threaded')
+        if rounds and len(rounds) > 1:
+            text += ' (rounds: ' + ', '.join(f'{ratio:.2f}' for ratio in rounds) + ')'
+    return text
+
+
+def _async_cpu(entry: JsonDict) -> str:
+    text = _fmt(entry['cpu_ms_per_acquire_release'], 2)
+    if entry.get('cpu_vs_threaded') is not None:
+        text += f' ({entry["cpu_vs_threaded"]:.2f}x the threaded client\'s)'
+    return text
+
+
+def _guarded_commit(name: str) -> Callable[[JsonDict], str]:
+    def render_commit(entry: JsonDict) -> str:
+        commit = entry['commits'][name]
+        figures = commit['ms']
+        return (f'{_fmt(figures["p50"])} / {_fmt(figures["p99"])} ms; {commit["calls"]:g} call '
+                f'({_operations(commit["operations"])}); {commit["consumed_units"]:g} WCU reported, '
+                f'{commit["published_rule_wcu"]:g} by the published rule')
+    return render_commit
+
+
+def _guarded_pair(entry: JsonDict) -> str:
+    operations: Dict[str, float] = dict(entry['acquire']['operations'])
+    for name, count in entry['release']['operations'].items():
+        operations[name] = operations.get(name, 0.0) + count
+    return (f'{entry["calls_per_acquire_release"]:g} ({_operations(operations)}); '
+            f'{entry["consumed_units_per_acquire_release"]:g} WCU reported')
 
 
 def _capacity(entry: JsonDict) -> str:
@@ -638,6 +772,8 @@ def table_rows(settings: Settings) -> List[Row]:
     handoff = settings.handoff
     contended = settings.contended
     capacity = settings.capacity
+    ours = ('ours',)
+    guarded = settings.guarded
     return [
         Row('DynamoDB calls per uncontended acquire + release', '2 (published: 3)', _calls, 'calls'),
         Row('capacity units per uncontended acquire + release', 'fewer than published', _calls_units,
@@ -645,23 +781,45 @@ def table_rows(settings: Settings) -> List[Row]:
         Row('uncontended acquire + release, p50 / p99 (ms)', 'no regression', _latency, 'calls'),
         Row('client CPU per acquire + release, no engine (ms)', 'no regression',
             lambda e: _fmt(e['cpu_ms_per_acquire_release'], 2), 'calls'),
+        Row('asyncio client (one event loop): DynamoDB calls per uncontended acquire + release', '2', _calls,
+            'calls_async', only=ours, optional=True),
+        Row('asyncio client: uncontended acquire + release, p50 / p99 (ms), same rounds as the threaded client',
+            "p50 within 1.2x of the threaded client's", _async_latency, 'calls_async', only=ours, optional=True),
+        Row('asyncio client: client CPU per acquire + release, no engine (ms)', 'no regression', _async_cpu,
+            'calls_async', only=ours, optional=True),
         Row('close() at the default 5 s heartbeat period, p50 / max (ms)', 'under 50 ms', _close, 'close'),
         Row(f'takeover of a killed holder, lease {takeover["lease_s"]:g} s, retry_period '
             f'{takeover["retry_period_s"]:g} s, p50 / max (s)',
             f'within {takeover["lease_s"] + takeover["retry_period_s"]:g} s', _takeover, 'takeover'),
-        Row(f'same-process handoff, {handoff["threads"]} threads, default retry_period, p50 / p99 (ms)',
-            'under 20 ms', _handoff, 'handoff'),
+        Row(f'same-process handoff, {handoff["threads"]} threads, default retry_period, p50 / p99 (ms); '
+            'DynamoDB calls from release_lock() to the next holder (the release included)',
+            'p50 under 5 ms; 1 call', _handoff, 'handoff'),
+        Row(f'asyncio client: same-process handoff, {handoff["threads"]} tasks, p50 / p99 (ms); calls',
+            'p50 under 5 ms; 1 call', _handoff, 'handoff_async', only=ours, optional=True),
         Row(f'locks kept alive by one client, 5 s period, {capacity["latency_ms"]:g} ms per call',
             '10,000 (published: ~500)', _capacity, 'capacity'),
         Row(f'locks kept alive by one client, 5 s period, {capacity["latency_ms"]:g} ms per call, '
             f'{_kwargs_text(settings.capacity_batched_kwargs)} (PartiQL BatchExecuteStatement)',
-            '10,000', _capacity_batched, 'capacity_batched', only=('ours',), optional=True),
+            '10,000', _capacity_batched, 'capacity_batched', only=ours, optional=True),
+        Row(f'asyncio client: locks kept alive on one event loop, 5 s period, {capacity["latency_ms"]:g} ms per '
+            f'call, {_kwargs_text(settings.capacity_batched_kwargs)}',
+            '20,000', _capacity_batched, 'capacity_async_batched', only=ours, optional=True),
         Row(f'CPU time per heartbeat at {settings.capacity_ladder[0]:,} locks (ms)', 'no regression', _cpu,
             'capacity'),
         Row(f'contended acquisitions/s, {contended["processes"]} processes, {contended["keys"]} keys, '
             f'retry_period {contended["retry_period_s"]:g} s', 'no regression', _contended, 'contended'),
         Row('capacity units per contended acquisition (incl. its release)', 'no regression',
             _contended_units, 'contended'),
+        Row(f'guarded write of one {guarded.get("item_bytes", 200)}-byte item, lock.put_item (TransactWriteItems '
+            'with the lock\'s ConditionCheck): p50 / p99; calls; write units',
+            '1 call, no read; 4 WCU (2 items x 2)', _guarded_commit('guarded'), 'guarded', only=ours,
+            optional=True),
+        Row('the same item, plain PutItem', '1 WCU', _guarded_commit('put_item'), 'guarded', only=ours,
+            optional=True),
+        Row('the same item, plain TransactWriteItems (one Put)', '2 WCU', _guarded_commit('transact_write_items'),
+            'guarded', only=ours, optional=True),
+        Row('uncontended acquire + release around those writes: calls; write units reported by the engine',
+            '2 calls, 2 WCU', _guarded_pair, 'guarded', only=ours, optional=True),
     ]
 
 
@@ -774,15 +932,21 @@ def write_plot(results: JsonDict, labels: Sequence[str], settings: Settings, pat
     colours = {'ours': '#2a7ab0', '0.9.1': '#d08c2c', '0.9.3': '#9a9a9a'}
     batch_size = settings.capacity_batched_kwargs.get('heartbeat_batch_size')
     # Bars drawn after an implementation's own bar in one panel: (after label, figure, bar name, colour).
-    capacity_extras = [('ours', 'capacity_batched', f'this package\nbatch size {batch_size}', '#7fb8dc')]
+    asyncio_colour = '#5aa469'
+    capacity_extras = [('ours', 'capacity_batched', f'batch\nsize {batch_size}', '#7fb8dc'),
+                       ('ours', 'capacity_async_batched', f'asyncio,\nbatch {batch_size}', asyncio_colour)]
+    calls_extras = [('ours', 'calls_async', 'asyncio', asyncio_colour)]
+    handoff_extras = [('ours', 'handoff_async', 'asyncio', asyncio_colour)]
     takeover_target = settings.takeover['lease_s'] + settings.takeover['retry_period_s']
     # (figure, title, value of an entry, log scale, value drawn when there is none, target line,
     #  extra bars from other figures)
     panels: List[tuple] = [
         ('calls', 'DynamoDB calls per\nuncontended acquire + release',
-         lambda e: e['calls_per_acquire_release'], False, None, 2, ()),
+         lambda e: e['calls_per_acquire_release'], False, None, 2, calls_extras),
         ('calls', 'uncontended acquire + release\np50 latency (ms)',
-         lambda e: e['acquire_release_ms']['p50'], False, None, None, ()),
+         lambda e: e['acquire_release_ms']['p50'], False, None, None, calls_extras),
+        ('calls', 'client CPU per acquire + release\nno engine (ms)',
+         lambda e: e['cpu_ms_per_acquire_release'], False, None, None, calls_extras),
         ('close', 'close() at 5 s heartbeat period\np50 (ms, log scale)',
          lambda e: e['close_ms']['p50'], True, None, 50, ()),
         ('takeover', f'takeover of a killed holder (s)\nlease {settings.takeover["lease_s"]:g} s, '
@@ -790,7 +954,9 @@ def write_plot(results: JsonDict, labels: Sequence[str], settings: Settings, pat
          lambda e: e['takeover_s']['p50'] if e['took_over'] else None, False,
          lambda e: e['cap_s'], takeover_target, ()),
         ('handoff', 'same-process handoff\np50 (ms, log scale)',
-         lambda e: e['handoff_ms']['p50'], True, None, 20, ()),
+         lambda e: e['handoff_ms']['p50'], True, None, 5, handoff_extras),
+        ('handoff', 'DynamoDB calls per handoff\n(release included)',
+         lambda e: (e.get('calls_between') or {}).get('mean'), False, None, 1, handoff_extras),
         ('capacity', f'locks kept alive, 5 s period,\n{settings.capacity["latency_ms"]:g} ms per call '
          '(log scale)', lambda e: e['max_locks_kept_alive'] or None, True, None, 10000, capacity_extras),
         ('capacity', f'CPU per heartbeat (ms)\nat {settings.capacity_ladder[0]:,} locks',
@@ -799,8 +965,12 @@ def write_plot(results: JsonDict, labels: Sequence[str], settings: Settings, pat
          f'{settings.contended["processes"]} processes, {settings.contended["keys"]} keys',
          lambda e: e['acquisitions_per_s'], False, None, None, ()),
     ]
-    figure, axes = plt.subplots(2, 4, figsize=(15, 7.5))
-    for axis, (name, title, value_of, log_scale, cap_of, target, extras) in zip(axes.flat, panels):
+    figure, axes = plt.subplots(3, 4, figsize=(15, 11))
+    flat = list(axes.flat)
+    _guarded_panels(results.get('guarded', {}).get('ours'), flat[len(panels):len(panels) + 2])
+    for axis in flat[len(panels) + 2:]:
+        axis.set_axis_off()
+    for axis, (name, title, value_of, log_scale, cap_of, target, extras) in zip(flat, panels):
         names: List[str] = []
         bar_colours: List[str] = []
         values: List[float] = []
@@ -836,6 +1006,7 @@ def write_plot(results: JsonDict, labels: Sequence[str], settings: Settings, pat
             axis.text(0.5, 0.5, 'not measured', ha='center', va='center', transform=axis.transAxes)
             continue
         bars = axis.bar(names, values, color=bar_colours)
+        axis.tick_params(axis='x', labelsize=8)
         for bar, hatch, note in zip(bars, hatches, notes):
             bar.set_hatch(hatch)
             axis.annotate(note, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
@@ -862,6 +1033,36 @@ def write_plot(results: JsonDict, labels: Sequence[str], settings: Settings, pat
     figure.savefig(path, dpi=90)
     plt.close(figure)
     return None
+
+
+def _guarded_panels(entry: Optional[JsonDict], axes: Sequence[Any]) -> None:
+    """Two panels for the ``guarded`` figure: p50 latency, and write units reported by the engine
+    with DynamoDB's published rule marked, of a guarded write and the same item written plainly."""
+    titles = ['one-item write on the engine\np50 latency (ms)', 'write units per one-item write\n'
+              '(bar: engine reports; tick: published rule)']
+    if entry is None or 'error' in entry:
+        for axis, title in zip(axes, titles):
+            axis.set_title(title, fontsize=10)
+            axis.set_axis_off()
+            axis.text(0.5, 0.5, 'not measured', ha='center', va='center', transform=axis.transAxes)
+        return
+    kinds = [('guarded', 'lock.put_item\n(guarded)', '#2a7ab0'), ('put_item', 'PutItem', '#bbbbbb'),
+             ('transact_write_items', 'TransactWriteItems', '#888888')]
+    commits = entry['commits']
+    names = [name for _, name, _ in kinds]
+    colours = [colour for _, _, colour in kinds]
+    for axis, title, values in (
+            (axes[0], titles[0], [commits[kind]['ms']['p50'] for kind, _, _ in kinds]),
+            (axes[1], titles[1], [commits[kind]['consumed_units'] for kind, _, _ in kinds])):
+        bars = axis.bar(names, values, color=colours)
+        for bar, value in zip(bars, values):
+            axis.annotate(_short(value), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                          ha='center', va='bottom', fontsize=8)
+        axis.set_title(title, fontsize=10)
+        axis.tick_params(axis='x', labelsize=8)
+        axis.margins(y=0.25)
+    rule = [commits[kind]['published_rule_wcu'] for kind, _, _ in kinds]
+    axes[1].scatter(names, rule, marker='_', s=900, color='#c0392b', zorder=3)
 
 
 def _file_sha1(path: Path) -> Optional[str]:
@@ -899,7 +1100,7 @@ def environment_facts(engine: Engine, implementations: Sequence[Implementation])
 
 def parse_arguments(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--quick', action='store_true', help='a ~2-3 minute smoke run with small sizes')
+    parser.add_argument('--quick', action='store_true', help='a smoke run of about 5 minutes with small sizes')
     parser.add_argument('--output', type=Path, default=None,
                         help='directory for results.json, results_table.rst and benchmark.png '
                              '(default: benchmarks/results, or benchmarks/results/_work/quick with --quick)')
@@ -954,12 +1155,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         load_before = os.getloadavg()
         warm_calls = warm_up_engine(client, TABLE_NAME, settings.warm_up_s)
         log(f'engine at {engine.endpoint_url} warmed up with {warm_calls} calls')
+        def chosen_for(figure: str) -> List[Implementation]:
+            return [impl for impl in implementations
+                    if impl.label in DEFAULT_PLAN[figure]
+                    or (arguments.all_093 and impl.label == '0.9.3' and figure not in OURS_ONLY)]
+
         for figure in figures:
-            chosen = [impl for impl in implementations
-                      if impl.label in DEFAULT_PLAN[figure]
-                      or (arguments.all_093 and impl.label == '0.9.3' and figure not in OURS_ONLY)]
+            chosen = chosen_for(figure)
+            if MEASURED_WITH.get(figure) in figures:
+                continue   # measured in the rounds of the figure it is compared with
             if figure in INTERLEAVED:
-                results[figure] = measure_interleaved(figure, chosen, settings, engine.endpoint_url)
+                entrants = [(figure, impl) for impl in chosen]
+                for companion, host in MEASURED_WITH.items():
+                    if host == figure and companion in figures:
+                        # right after this project's entry: ours threaded, ours asyncio, 0.9.1, ...
+                        position = next((i + 1 for i, (_, impl) in enumerate(entrants) if impl.label == 'ours'), 0)
+                        entrants[position:position] = [(companion, impl) for impl in chosen_for(companion)]
+                if entrants:
+                    results.update(measure_interleaved(entrants, settings, engine.endpoint_url))
                 continue
             ceilings: List[JsonDict] = []
             if figure == 'capacity':
@@ -977,6 +1190,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 ceilings.append(measure_ceiling(implementations[0], settings))
                 results['ceiling'] = max(ceilings, key=lambda c: c.get('calls_per_s', 0.0))
                 results['ceiling']['samples_calls_per_s'] = [c.get('calls_per_s') for c in ceilings]
+        compare_async_with_threaded(results)
         facts = environment_facts(engine, implementations)
         facts['load_average_before'] = load_before
         facts['load_average_after'] = os.getloadavg()
@@ -991,7 +1205,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         'settings': {name: getattr(settings, name) for name in
                      ('warm_up_s', 'calls_rounds', 'contended_rounds', 'calls', 'close', 'takeover',
                       'handoff', 'capacity', 'capacity_ladder', 'capacity_batched_kwargs',
-                      'capacity_batched_ladder', 'contended')},
+                      'capacity_batched_ladder', 'capacity_async_batched_ladder', 'contended', 'guarded')},
         'elapsed_s': time.monotonic() - started,
         'results': results,
     }
