@@ -32,7 +32,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import timedelta
 from multiprocessing import connection as mp_connection
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, TextIO, Tuple
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, TextIO, Tuple, cast
 
 import boto3
 from botocore.config import Config
@@ -472,7 +472,10 @@ def _interrupt_on_sigterm() -> Callable[[], None]:
         raise KeyboardInterrupt(f'signal {signum}')
 
     previous = signal.signal(signal.SIGTERM, interrupt)
-    return lambda: signal.signal(signal.SIGTERM, previous)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+    return restore
 
 
 def _start_engine(settings: DemoSettings, printer: _Printer) -> Any:
@@ -557,7 +560,8 @@ class _Run:
 
     def receive(self, timeout: float) -> None:
         """Handle what the workers sent within ``timeout``; notice workers that exited."""
-        for reader in mp_connection.wait(list(self.open_readers), timeout=timeout):
+        for ready in mp_connection.wait(list(self.open_readers), timeout=timeout):
+            reader = cast(mp_connection.Connection, ready)
             index = self.open_readers[reader]
             try:
                 message = reader.recv()
@@ -566,7 +570,7 @@ class _Run:
                 reader.close()
                 self._exited(index)
                 continue
-            self.handle(message)
+            self.handle(cast(Message, message))
 
     def _exited(self, index: int) -> None:
         if index in self.done or index in self.killed:

@@ -14,7 +14,7 @@ from typing import Any, Iterator, List, Union
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ._core.answers import Answer, Applied, judge_batch, judge_error
+from ._core.answers import Answer, Applied, judge_batch, judge_error, single
 from ._requests import Request
 from ._wire import Wire
 
@@ -45,7 +45,7 @@ class Store:
         """The answers to a paginated request (``scan``), page by page, until one fails."""
         params = dict(first.params)
         while True:
-            answer = self.send(Request(first.operation, params))
+            answer = single(self.send(Request(first.operation, params)))
             yield answer
             if not isinstance(answer, Applied) or not answer.response.get('LastEvaluatedKey'):
                 return

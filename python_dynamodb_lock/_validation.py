@@ -11,7 +11,7 @@ import datetime
 import math
 import threading
 from decimal import Decimal
-from typing import Any, Optional
+from typing import Any, Optional, Set, Tuple
 
 from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 
@@ -86,20 +86,20 @@ def _utf8_size(name: str, value: str) -> int:
 
 def require_attribute_name(name: str, value: Any) -> str:
     """A DynamoDB attribute name: a non-empty ``str`` of at most 255 UTF-8 bytes."""
-    require_text(name, value)
-    size = _utf8_size(name, value)
+    text = require_text(name, value)
+    size = _utf8_size(name, text)
     if size > 255:
         raise ValueError(f'{name} must be at most 255 bytes in UTF-8, got {size}')
-    return value
+    return text
 
 
 def require_key(name: str, value: Any, max_bytes: int) -> str:
     """A key attribute value: a non-empty ``str`` of at most ``max_bytes`` UTF-8 bytes."""
-    require_text(name, value)
-    size = _utf8_size(name, value)   # a lone surrogate can be neither stored nor quoted in unique_identifier
+    text = require_text(name, value)
+    size = _utf8_size(name, text)   # a lone surrogate can be neither stored nor quoted in unique_identifier
     if size > max_bytes:
         raise ValueError(f'{name} is {size} bytes in UTF-8; DynamoDB allows at most {max_bytes}')
-    return value
+    return text
 
 
 def require_duration(name: str, value: Any, *, allow_zero: bool = False) -> float:
@@ -174,7 +174,7 @@ def require_storable(name: str, value: Any) -> None:
     _check_value(name, value, 1, set(), set())
 
 
-def _check_value(path: str, value: Any, level: int, ancestors: set, checked: set) -> None:
+def _check_value(path: str, value: Any, level: int, ancestors: Set[int], checked: Set[Tuple[int, int]]) -> None:
     """Check one value standing at nesting ``level`` (a top-level attribute is level 1)."""
     if value is None or isinstance(value, bool):
         return

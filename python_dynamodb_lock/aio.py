@@ -115,7 +115,9 @@ class AsyncDynamoDBLock(HeldLock):
                                    ClientRequestToken: Optional[str] = None, **options: Any) -> Dict[str, Any]:
         """Write only while this lock is held; see the threaded lock's
         :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLock.transact_write_items`."""
-        return await self.lock_client._guarded_write(self, TransactItems, typed, options, ClientRequestToken)
+        response: Dict[str, Any] = await self.lock_client._guarded_write(self, TransactItems, typed, options,
+                                                                         ClientRequestToken)
+        return response
 
     async def put_item(self, **params: Any) -> Dict[str, Any]:
         """A ``put_item`` that commits only while this lock is held."""
@@ -493,7 +495,9 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
 
     async def _guarded_write(self, lock: AsyncDynamoDBLock, items: Any, typed: bool, options: Mapping[str, Any],
                              client_token: Optional[str]) -> Dict[str, Any]:
-        return await self._run(self._guard_protocol(lock, items, typed, options, client_token, self._store.wire))
+        response: Dict[str, Any] = await self._run(
+            self._guard_protocol(lock, items, typed, options, client_token, self._store.wire))
+        return response
 
     def _new_lock(self, **fields: Any) -> AsyncDynamoDBLock:
         return AsyncDynamoDBLock(lock_client=self, **fields)

@@ -144,7 +144,7 @@ class HeldLock(BaseDynamoDBLock):
 
     # The published attributes, kept by the lock's state.
 
-    @property  # type: ignore[override]
+    @property
     def record_version_number(self) -> str:
         return self._state.version
 
@@ -152,7 +152,7 @@ class HeldLock(BaseDynamoDBLock):
     def record_version_number(self, value: str) -> None:
         self._state.version = value
 
-    @property  # type: ignore[override]
+    @property
     def expiry_time(self) -> int:
         return self._state.expiry_time
 
@@ -160,7 +160,7 @@ class HeldLock(BaseDynamoDBLock):
     def expiry_time(self, value: int) -> None:
         self._state.expiry_time = int(value)
 
-    @property  # type: ignore[override]
+    @property
     def fencing_token(self) -> Optional[int]:
         """This acquisition's fencing token (see the Safety and fencing page): larger than the
         token of every earlier acquisition of the key, the same for as long as this lock is
@@ -289,7 +289,9 @@ class DynamoDBLock(HeldLock):
         :raises TypeError, ValueError: for actions DynamoDB would refuse (more than 99, over
             4 MB, on the lock row itself, ...), before anything is sent.
         """
-        return self.lock_client._guarded_write(self, TransactItems, typed, options, ClientRequestToken)
+        response: Dict[str, Any] = self.lock_client._guarded_write(self, TransactItems, typed, options,
+                                                                   ClientRequestToken)
+        return response
 
     def put_item(self, **params: Any) -> Dict[str, Any]:
         """A ``put_item`` (boto3's arguments) that commits only while this lock is held; see
@@ -342,7 +344,7 @@ def _suppress_after_block(lock: HeldLock, exc_type: Optional[Type[BaseException]
     logger.warning(
         'Suppressed an exception raised while holding %s (raise_context_exception=False)',
         lock.unique_identifier,
-        exc_info=(exc_type, exc_value, traceback),
+        exc_info=exc_value,
     )
     return True
 
@@ -557,8 +559,10 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
                                               additional_attributes, app_callback)
         _config.require_bool('reentrant', reentrant)
-        return self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True,
+        lock = self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True,
                              reentrant)
+        assert lock is not None   # a timeout raises here: timeout_is_error=True
+        return lock
 
     def try_acquire_lock(
         self,
@@ -801,7 +805,9 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
 
     def _guarded_write(self, lock: DynamoDBLock, items: Any, typed: bool, options: Mapping[str, Any],
                        client_token: Optional[str]) -> Dict[str, Any]:
-        return self._run(self._guard_protocol(lock, items, typed, options, client_token, self._store.wire))
+        response: Dict[str, Any] = self._run(
+            self._guard_protocol(lock, items, typed, options, client_token, self._store.wire))
+        return response
 
     def _new_lock(self, **fields: Any) -> DynamoDBLock:
         return DynamoDBLock(lock_client=self, **fields)

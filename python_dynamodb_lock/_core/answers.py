@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import decimal
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Union, cast
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -34,6 +34,7 @@ __all__ = [
     'Refused',
     'judge_batch',
     'judge_error',
+    'single',
     'statement_retryable',
 ]
 
@@ -81,6 +82,13 @@ class Failed:
 
 
 Answer = Union[Applied, Refused, Failed]
+
+
+def single(answer: Union[Answer, List[Answer]]) -> Answer:
+    """The answer to a request that is not a batch (a list here is a programming error)."""
+    if isinstance(answer, list):
+        raise TypeError('one answer expected, got the answers of a batch')
+    return answer
 
 
 def statement_retryable(answer: Answer) -> bool:
@@ -139,7 +147,8 @@ def judge_error(exc: BaseException) -> Union[Refused, Failed]:
     code = error_code(exc)
     if code == CONDITION_FAILED and isinstance(exc, ClientError):
         attempts_before = int(exc.response.get('ResponseMetadata', {}).get('RetryAttempts') or 0)
-        return Refused(deserialize(exc.response.get('Item')), retried=attempts_before > 0)
+        item = cast(Optional[Mapping[str, Any]], exc.response.get('Item'))
+        return Refused(deserialize(item), retried=attempts_before > 0)
     return Failed(exc, maybe_applied(exc), reason_of(exc), code)
 
 
@@ -161,8 +170,9 @@ def judge_batch(response: Mapping[str, Any], count: int) -> List[Answer]:
     answers = response.get('Responses') or []
     if len(answers) != count:
         error = ClientError(
-            {'Error': {'Code': 'UnexpectedResponse', 'Message': f'{len(answers)} answers to {count} statements'},
-             'ResponseMetadata': {**metadata, 'HTTPStatusCode': 500}},
+            cast(Any, {'Error': {'Code': 'UnexpectedResponse',
+                                 'Message': f'{len(answers)} answers to {count} statements'},
+                       'ResponseMetadata': {**metadata, 'HTTPStatusCode': 500}}),
             'BatchExecuteStatement',
         )
         return [judge_error(error)] * count
@@ -178,8 +188,8 @@ def _statement_answer(error: Optional[Mapping[str, Any]], metadata: Mapping[str,
         return Refused(dict(item) if item else None, retried=retried)
     status = 500 if code in _STATEMENT_OUTCOME_UNKNOWN else 400
     failure = ClientError(
-        {'Error': {'Code': code, 'Message': str(error.get('Message', ''))},
-         'ResponseMetadata': {**metadata, 'HTTPStatusCode': status}},
+        cast(Any, {'Error': {'Code': code, 'Message': str(error.get('Message', ''))},
+                   'ResponseMetadata': {**metadata, 'HTTPStatusCode': status}}),
         'BatchExecuteStatement',
     )
     return judge_error(failure)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import uuid
 from decimal import Decimal
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .._errors import DynamoDBLockError
 from .._requests import Request
@@ -66,7 +66,7 @@ _ACTION_FIELDS = {
 _TRANSACTION_OPTIONS = ('ReturnConsumedCapacity', 'ReturnItemCollectionMetrics')
 
 
-def single_action(kind: str, params: Mapping[str, Any]) -> tuple:
+def single_action(kind: str, params: Mapping[str, Any]) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
     """The transaction action and options for one ``put_item``/``update_item``/``delete_item``
     call given with boto3's arguments: ``([action], options)``.
 

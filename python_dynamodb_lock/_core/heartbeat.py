@@ -128,7 +128,7 @@ def settle(settings: HeartbeatSettings, lock: Any, renewal: Renewal, answer: Ans
            clock: Any) -> Protocol[RenewalResult]:
     """Apply one renewal's answer to its lock, and tell what it meant."""
     now = clock.monotonic()
-    result = lock._state.settle_renewal(renewal, answer, attempt_started, now)
+    result: RenewalResult = lock._state.settle_renewal(renewal, answer, attempt_started, now)
     if result.verdict in (RenewalVerdict.STOLEN, RenewalVerdict.RELEASED_EARLIER):
         yield Unregister(lock)
     for event in settle_events(settings, lock, renewal, answer, result, now - attempt_started):

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from .._errors import DynamoDBLockError
 from .._requests import Request, free_row, scan
 from .._schema import Schema
-from .answers import Answer, Applied, Failed, Refused
+from .answers import Answer, Applied, Failed, Refused, single
 from .release import ReleaseSettings
 from .effects import Call, Protocol
 from .messages import explain
@@ -15,11 +15,12 @@ from .messages import explain
 __all__ = ['force_release', 'next_page']
 
 
-def next_page(schema: Schema, answer: Answer) -> Tuple[List[Dict[str, Any]], Optional[Request]]:
+def next_page(schema: Schema, answer: Union[Answer, List[Answer]]) -> Tuple[List[Dict[str, Any]], Optional[Request]]:
     """The rows of one scan page, and the request for the next page (None after the last).
 
     :raises DynamoDBLockError: ``UNKNOWN`` when the scan failed.
     """
+    answer = single(answer)
     if not isinstance(answer, Applied):
         assert isinstance(answer, Failed), answer
         raise DynamoDBLockError(DynamoDBLockError.UNKNOWN, explain(schema, answer.error),

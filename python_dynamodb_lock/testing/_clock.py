@@ -13,7 +13,7 @@ import contextlib
 import contextvars
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple, Union
 
 __all__ = ['REAL_TIMEOUT', 'Actor', 'ManualClock', 'wait_until']
 
@@ -182,7 +182,8 @@ class ManualClock:
                     if alarm.done():
                         alarm = loop.create_future()
                         self._alarms[key] = (loop, alarm)
-                await asyncio.wait({alarm, woken}, return_when=asyncio.FIRST_COMPLETED)
+                waits: 'Set[asyncio.Future[Any]]' = {alarm, woken}
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
             woken.cancel()
             with self._cond:

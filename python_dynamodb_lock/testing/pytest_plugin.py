@@ -27,11 +27,11 @@ moto and the moto server's dependencies it defines nothing. Every fixture is nam
 from __future__ import annotations
 
 import importlib.util
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, List
 
 import pytest
 
-__all__: list = []
+__all__: List[str] = []
 
 #: What the ``testing`` extra installs besides pytest: without it, this plugin stays silent.
 REQUIRED_MODULES = ('moto', 'flask', 'flask_cors')
