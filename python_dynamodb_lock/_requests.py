@@ -32,8 +32,6 @@ __all__ = [
     'delete_if_version',
     'free_row',
     'get',
-    'put_if_absent',
-    'put_if_version',
     'release_row',
     'renew',
     'renew_many',
@@ -178,28 +176,6 @@ def free_row(schema: Schema, partition_key: str, sort_key: str, expected_version
         return release_row(schema, partition_key, sort_key, expected_versions, new_version, expiry_time,
                            released_at, remove)
     return delete_if_version(schema, partition_key, sort_key, expected_versions)
-
-
-def put_if_absent(schema: Schema, item: Item) -> Request:
-    """Create the lock row; refused when a row with that key exists."""
-    return _conditional(
-        schema, 'put_item',
-        Item=dict(item),
-        ConditionExpression='attribute_not_exists(#partition_key)',
-        ExpressionAttributeNames={'#partition_key': schema.partition_key_name},
-    )
-
-
-def put_if_version(schema: Schema, item: Item, expected_version: str) -> Request:
-    """Overwrite the lock row; refused unless it still carries ``expected_version``."""
-    condition, values = _version_condition([expected_version])
-    return _conditional(
-        schema, 'put_item',
-        Item=dict(item),
-        ConditionExpression=condition,
-        ExpressionAttributeNames={'#version': COL_RECORD_VERSION_NUMBER},
-        ExpressionAttributeValues=values,
-    )
 
 
 def renew(schema: Schema, renewal: Renewal) -> Request:

@@ -1,0 +1,195 @@
+"""The IAM page (docs/iam.rst) grants every action each feature's DynamoDB calls need.
+
+Each feature runs through the public API with a CallRecorder on the table's boto3 objects (a
+botocore before-call hook, so it sees the statements of a batch and the actions of a
+transaction); every call is turned into the IAM actions it needs, on the table it names, and
+each must be granted by the policy the page gives for that feature.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import pathlib
+import re
+from typing import Any, Dict, Iterable, List, Set, Tuple
+
+import pytest
+
+from helpers import CallRecorder, LockClients, RecordedCall
+from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient
+
+IAM_PAGE = pathlib.Path(__file__).resolve().parent.parent / 'docs' / 'iam.rst'
+DOC_LOCK_TABLE = 'my-locks'
+DOC_APP_TABLE = 'orders'
+
+Grant = Tuple[str, str]   # (IAM action, table name)
+
+_TRANSACTION_ACTIONS = {'Put': 'dynamodb:PutItem', 'Update': 'dynamodb:UpdateItem',
+                        'Delete': 'dynamodb:DeleteItem', 'ConditionCheck': 'dynamodb:ConditionCheckItem'}
+_PARTIQL_ACTIONS = {'SELECT': 'dynamodb:PartiQLSelect', 'INSERT': 'dynamodb:PartiQLInsert',
+                    'UPDATE': 'dynamodb:PartiQLUpdate', 'DELETE': 'dynamodb:PartiQLDelete'}
+_PARTIQL_TABLE = re.compile(r'^\s*(?:UPDATE|DELETE\s+FROM|INSERT\s+INTO|SELECT\s.*?\sFROM)\s+"([^"]+)"',
+                            re.IGNORECASE | re.DOTALL)
+
+
+def documented_policies() -> Dict[str, Set[Grant]]:
+    """The page's policies by name (``.. iam-policy: NAME`` before a JSON code block), as the
+    (action, table) pairs they allow."""
+    lines = IAM_PAGE.read_text(encoding='utf-8').splitlines()
+    policies: Dict[str, Set[Grant]] = {}
+    index = 0
+    while index < len(lines):
+        marker = re.fullmatch(r'\.\. iam-policy: (\S+)', lines[index])
+        index += 1
+        if not marker:
+            continue
+        while not lines[index].startswith('.. code-block:: json'):
+            index += 1
+        index += 1
+        block: List[str] = []
+        while index < len(lines) and (not lines[index] or lines[index].startswith('   ')):
+            block.append(lines[index])
+            index += 1
+        document = json.loads('\n'.join(block))
+        grants: Set[Grant] = set()
+        for statement in document['Statement']:
+            assert statement['Effect'] == 'Allow'
+            actions = statement['Action'] if isinstance(statement['Action'], list) else [statement['Action']]
+            resources = statement['Resource'] if isinstance(statement['Resource'], list) else [statement['Resource']]
+            for resource in resources:
+                table = resource.rpartition(':table/')[2]
+                grants.update((action, table) for action in actions)
+        policies[marker.group(1)] = grants
+    return policies
+
+
+def needed(calls: Iterable[RecordedCall], table_names: Dict[str, str]) -> Set[Grant]:
+    """The (action, documented table name) pairs that these calls need."""
+    def doc_table(name: str) -> str:
+        return table_names[name]
+
+    grants: Set[Grant] = set()
+    for call in calls:
+        if call.operation == 'TransactWriteItems':
+            for action in call.params['TransactItems']:
+                (kind, body), = action.items()
+                grants.add((_TRANSACTION_ACTIONS[kind], doc_table(body['TableName'])))
+        elif call.operation == 'BatchExecuteStatement':
+            for statement in call.params['Statements']:
+                text = statement['Statement']
+                verb = text.split(None, 1)[0].upper()
+                table = _PARTIQL_TABLE.match(text)
+                assert table, text
+                grants.add((_PARTIQL_ACTIONS[verb], doc_table(table.group(1))))
+        else:
+            grants.add((f'dynamodb:{call.operation}', doc_table(call.params['TableName'])))
+    return grants
+
+
+def assert_granted(feature: str, calls: CallRecorder, table_names: Dict[str, str]) -> Set[Grant]:
+    recorded = calls.calls
+    assert recorded, f'{feature}: no DynamoDB call was recorded'
+    need = needed(recorded, table_names)
+    missing = need - documented_policies()[feature]
+    assert not missing, f'docs/iam.rst: the {feature!r} policy misses {sorted(missing)}'
+    return need
+
+
+def test_the_page_has_a_policy_for_each_feature() -> None:
+    assert set(documented_policies()) == {'locks', 'batched-heartbeats', 'operator', 'guarded-writes',
+                                          'table-creation', 'cli'}
+
+
+def test_a_call_outside_a_policy_is_reported() -> None:
+    # The check itself can fail: a PutItem on the lock table is in no lock policy.
+    stray = RecordedCall('PutItem', {'TableName': 'real-locks'}, 'MainThread', None)
+    assert needed([stray], {'real-locks': DOC_LOCK_TABLE}) - documented_policies()['locks'] == {
+        ('dynamodb:PutItem', DOC_LOCK_TABLE)}
+
+
+def test_locks(engine: Any, clients: LockClients) -> None:
+    tables = {engine.table_name: DOC_LOCK_TABLE}
+    with CallRecorder(engine.resource) as calls:
+        client = clients.make()
+        lock = client.acquire_lock('job')
+        client.send_heartbeats()
+        lock.extend()
+        assert clients.make().try_acquire_lock('job') is None
+        assert client.get_lock('job') is not None
+        lock.release()
+        deleting = clients.make(keep_released_rows=False)
+        deleting.acquire_lock('other').release()
+        waiter = clients.make()
+        engine.put_lock_row('abandoned', lease_duration=2)
+        with clients.clock.auto_advance_in_current_thread():   # waits out the lease, then takes over
+            taken = waiter.acquire_lock('abandoned', retry_period=datetime.timedelta(seconds=1))
+        assert taken.took_over_from is not None
+        taken.release()
+        client.close()
+    operations = set(calls.operations())
+    assert {'UpdateItem', 'GetItem', 'DeleteItem'} <= operations
+    assert_granted('locks', calls, tables)
+
+
+@pytest.mark.local   # PartiQL runs on DynamoDB and DynamoDB Local, not on moto
+def test_batched_heartbeats(local_engine: Any, local_clients: LockClients) -> None:
+    tables = {local_engine.table_name: DOC_LOCK_TABLE}
+    with CallRecorder(local_engine.resource) as calls:
+        client = local_clients.make(heartbeat_batch_size=25)
+        locks = [client.acquire_lock(f'batch-{index}') for index in range(3)]
+        client.send_heartbeats()
+        for lock in locks:
+            lock.release()
+    assert 'BatchExecuteStatement' in calls.operations()
+    locks_policy = documented_policies()['locks']
+    need = assert_granted('batched-heartbeats', calls, tables)
+    assert need - locks_policy == {('dynamodb:PartiQLUpdate', DOC_LOCK_TABLE)}
+
+
+def test_operator(engine: Any, clients: LockClients) -> None:
+    tables = {engine.table_name: DOC_LOCK_TABLE}
+    holder = clients.make()
+    holder.acquire_lock('stuck')
+    with CallRecorder(engine.resource) as calls:
+        operator = clients.make()
+        listed = list(operator.list_locks())
+        assert [lock.partition_key for lock in listed] == ['stuck']
+        assert operator.force_release_lock(operator.get_lock('stuck'))
+        engine.put_lock_row('stuck-too')
+        deleting = clients.make(keep_released_rows=False)
+        assert deleting.force_release_lock(deleting.get_lock('stuck-too'))
+    assert {'Scan', 'GetItem'} <= set(calls.operations())
+    assert_granted('operator', calls, tables)
+
+
+def test_guarded_writes(engine: Any, clients: LockClients) -> None:
+    app_table = f'{engine.table_name}-app'
+    engine.client.create_table(TableName=app_table, KeySchema=[{'AttributeName': 'id', 'KeyType': 'HASH'}],
+                               AttributeDefinitions=[{'AttributeName': 'id', 'AttributeType': 'S'}],
+                               BillingMode='PAY_PER_REQUEST')
+    tables = {engine.table_name: DOC_LOCK_TABLE, app_table: DOC_APP_TABLE}
+    with CallRecorder(engine.resource) as calls:
+        client = clients.make()
+        lock = client.acquire_lock('orders')
+        lock.put_item(TableName=app_table, Item={'id': 'o-1', 'count': 1})
+        lock.update_item(TableName=app_table, Key={'id': 'o-1'}, UpdateExpression='SET #c = #c + :one',
+                         ExpressionAttributeNames={'#c': 'count'}, ExpressionAttributeValues={':one': 1})
+        lock.delete_item(TableName=app_table, Key={'id': 'o-1'})
+        lock.release()
+    need = assert_granted('guarded-writes', calls, tables)
+    assert ('dynamodb:ConditionCheckItem', DOC_LOCK_TABLE) in need
+    assert {('dynamodb:PutItem', DOC_APP_TABLE), ('dynamodb:UpdateItem', DOC_APP_TABLE),
+            ('dynamodb:DeleteItem', DOC_APP_TABLE)} <= need
+
+
+def test_table_creation(engine: Any) -> None:
+    table_name = f'{engine.table_name}-new'
+    with CallRecorder(engine.client) as calls:
+        DynamoDBLockClient.create_dynamodb_table(engine.client, table_name=table_name)
+    assert 'CreateTable' in calls.operations()
+    assert_granted('table-creation', calls, {table_name: DOC_LOCK_TABLE})
+
+
+def test_the_cli_policy_covers_the_features_the_cli_uses() -> None:
+    policies = documented_policies()
+    assert policies['operator'] | policies['table-creation'] <= policies['cli']
