@@ -42,18 +42,30 @@ def bump_version(engine: Any, key: str, sort_key: str = '-') -> None:
         UpdateExpression='SET record_version_number = :v', ExpressionAttributeValues={':v': {'S': str(uuid.uuid4())}})
 
 
+def is_acquire(params: Dict[str, Any]) -> bool:
+    """An acquiring write: the UpdateItem that takes the lock and its next fencing token
+    (heartbeats and releases never touch the token)."""
+    return 'fencing_token' in params.get('ExpressionAttributeNames', {}).values()
+
+
 def is_takeover(params: Dict[str, Any]) -> bool:
-    """A PutItem conditioned on a version (a takeover), not on the row's absence."""
-    return 'attribute_not_exists' not in params.get('ConditionExpression', '')
+    """An acquiring UpdateItem conditioned on a version (a takeover), not on the key being free."""
+    return is_acquire(params) and 'attribute_not_exists' not in params.get('ConditionExpression', '')
+
+
+def is_acquire_free(params: Dict[str, Any]) -> bool:
+    """An acquiring UpdateItem conditioned on the key being free (no row, or a released one)."""
+    return is_acquire(params) and 'attribute_not_exists' in params.get('ConditionExpression', '')
 
 
 # --- success --------------------------------------------------------------------------------
 
-def test_uncontended_acquire_is_exactly_one_put(engine: Any, clients: LockClients) -> None:
+def test_uncontended_acquire_is_exactly_one_conditional_update(engine: Any, clients: LockClients) -> None:
     client = clients.make(owner_name='me')
     with CallRecorder(engine.resource) as calls:
         lock = client.acquire_lock('free', additional_attributes={'purpose': 'test'})
-    assert calls.operations() == ['PutItem']
+    assert calls.operations() == ['UpdateItem']
+    assert is_acquire_free(calls.calls[0].params)
     assert lock.status == DynamoDBLock.LOCKED
     assert is_registered(client, lock)
     assert (lock.partition_key, lock.sort_key, lock.owner_name) == ('free', '-', 'me')
@@ -63,6 +75,8 @@ def test_uncontended_acquire_is_exactly_one_put(engine: Any, clients: LockClient
     assert row['owner_name'] == 'me'
     assert row['record_version_number'] == lock.record_version_number
     assert row['purpose'] == 'test'
+    assert row['fencing_token'] == lock.fencing_token
+    assert row['acquisition_id'] == lock.record_version_number
 
 
 def test_locks_with_different_sort_keys_are_independent(engine: Any, clients: LockClients) -> None:
@@ -82,9 +96,10 @@ def test_acquire_after_release_by_the_same_and_by_another_client(engine: Any, cl
     again.release()
     with CallRecorder(other._dynamodb_resource) as calls:
         theirs = other.acquire_lock('reuse')
-    assert calls.operations() == ['PutItem']
+    assert calls.operations() == ['UpdateItem']
     assert engine.read_item('reuse')['owner_name'] == other._owner_name
     assert theirs.status == DynamoDBLock.LOCKED
+    assert theirs.fencing_token == again.fencing_token + 1     # the released row kept the count
 
 
 def test_acquire_after_close_raises_client_shutdown_without_calls(engine: Any, clients: LockClients) -> None:
@@ -117,12 +132,14 @@ def test_abandoned_lock_is_taken_over_after_its_lease_within_one_retry_period(
     takeover = calls.writes()[-1]
     waited = takeover.clock_time - first_seen
     assert lease - 1e-6 <= waited <= lease + retry_period + 1e-6, f'took over after {waited}s'
-    assert [call.operation for call in calls.writes()] == ['PutItem', 'PutItem']
+    assert [call.operation for call in calls.writes()] == ['UpdateItem', 'UpdateItem']
+    assert is_acquire_free(calls.writes()[0].params) and is_takeover(takeover.params)
     assert dead['record_version_number'] in takeover.expression_values().values()
     assert all(call.operation == 'GetItem' for call in calls.calls[1:-1])
     row = engine.read_item('abandoned')
     assert row['owner_name'] == client._owner_name
     assert row['record_version_number'] == lock.record_version_number
+    assert row['fencing_token'] == lock.fencing_token == dead['fencing_token'] + 1
     assert lock.status == DynamoDBLock.LOCKED
 
 
@@ -181,7 +198,8 @@ def test_live_lock_is_never_taken_over(engine: Any, clients: LockClients) -> Non
         with pytest.raises(DynamoDBLockError) as raised:
             acquire_fast(client, clock, 'live', retry_period=seconds(seconds=5), retry_timeout=seconds(seconds=120))
     assert raised.value.code == DynamoDBLockError.ACQUIRE_TIMEOUT
-    assert [call.operation for call in calls.writes()] == ['PutItem']
+    assert [call.operation for call in calls.writes()] == ['UpdateItem']
+    assert is_acquire_free(calls.writes()[0].params)
     assert engine.read_item('live')['owner_name'] == 'alive'
 
 
@@ -197,7 +215,7 @@ def test_waiting_polls_with_consistent_reads_and_never_writes(engine: Any, clien
             acquire_fast(client, clock, 'held', retry_period=seconds(seconds=5), retry_timeout=seconds(seconds=20))
     assert raised.value.code == DynamoDBLockError.ACQUIRE_TIMEOUT
     assert clock.monotonic() - start == pytest.approx(20)
-    assert calls.operations()[0] == 'PutItem'
+    assert calls.operations()[0] == 'UpdateItem' and is_acquire_free(calls.calls[0].params)
     polls = calls.calls[1:]
     assert len(polls) >= 4
     assert all(call.operation == 'GetItem' and call.params.get('ConsistentRead') is True for call in polls)
@@ -220,7 +238,8 @@ def test_zero_retry_timeout_makes_exactly_one_call_when_the_lock_is_held(engine:
         with pytest.raises(DynamoDBLockError) as raised:
             client.acquire_lock('once', retry_timeout=seconds(0))
     assert raised.value.code == DynamoDBLockError.ACQUIRE_TIMEOUT
-    assert calls.operations() == ['PutItem']
+    assert calls.operations() == ['UpdateItem']
+    assert is_acquire_free(calls.calls[0].params)
 
 
 def test_try_acquire_lock_makes_one_call_and_returns_none_when_held(engine: Any, clients: LockClients) -> None:
@@ -228,7 +247,8 @@ def test_try_acquire_lock_makes_one_call_and_returns_none_when_held(engine: Any,
     engine.put_lock_row('try-held')
     with CallRecorder(engine.resource) as calls:
         assert client.try_acquire_lock('try-held') is None
-    assert calls.operations() == ['PutItem']
+    assert calls.operations() == ['UpdateItem']
+    assert is_acquire_free(calls.calls[0].params)
     lock = client.try_acquire_lock('try-free', 'x', additional_attributes={'a': 'b'})
     assert lock is not None and lock.status == DynamoDBLock.LOCKED and is_registered(client, lock)
     assert engine.read_item('try-free', 'x')['a'] == 'b'
@@ -282,32 +302,47 @@ def test_zero_retry_period_polls_without_sleeping(engine: Any, clients: LockClie
 
 # --- races -----------------------------------------------------------------------------------
 
-def test_losing_the_race_for_a_free_lock_is_a_retry_not_an_error(engine: Any, clients: LockClients) -> None:
+@pytest.mark.parametrize('rival_frees', ['released', 'deleted'])
+def test_losing_the_race_for_a_free_lock_is_a_retry_not_an_error(engine: Any, clients: LockClients,
+                                                                 rival_frees: str) -> None:
+    """A rival takes the free lock just before our acquiring write, and frees it before our
+    poll: by a release of this package (the row is kept, marked released) or by deleting it
+    (a published client, or DynamoDB's TTL)."""
     clock = clients.clock
     client = clients.make()
+    rival = clients.make(engine.new_resource(), owner_name='rival')
+    rival_locks: list = []
 
     def rival_wins(params: Dict[str, Any]) -> None:
-        engine.put_lock_row('race', owner_name='rival')
+        rival_locks.append(rival.acquire_lock('race', retry_timeout=seconds(0)))
 
     def rival_releases(params: Dict[str, Any]) -> None:
-        engine.client.delete_item(TableName=engine.table_name,
-                                  Key={'lock_key': {'S': 'race'}, 'sort_key': {'S': '-'}})
+        if rival_frees == 'released':
+            rival_locks[0].release(best_effort=False)
+        else:
+            engine.client.delete_item(TableName=engine.table_name,
+                                      Key={'lock_key': {'S': 'race'}, 'sort_key': {'S': '-'}})
 
     with FaultInjector(engine.resource) as faults:
-        faults.before_call('PutItem', rival_wins, times=1)
-        faults.before_call('GetItem', rival_releases, times=1)
+        won = faults.before_call('UpdateItem', rival_wins, times=1, when=is_acquire)
+        released = faults.before_call('GetItem', rival_releases, times=1)
         lock = acquire_fast(client, clock, 'race', retry_period=seconds(seconds=1), retry_timeout=seconds(seconds=10))
+    assert (won.hits, released.hits) == (1, 1)
     assert lock.status == DynamoDBLock.LOCKED
     assert engine.read_item('race')['owner_name'] == client._owner_name
+    if rival_frees == 'released':              # the kept row kept the count
+        assert lock.fencing_token == rival_locks[0].fencing_token + 1
 
 
 def test_losing_the_race_with_zero_timeout_is_a_timeout_not_an_error(engine: Any, clients: LockClients) -> None:
     client = clients.make()
     with FaultInjector(engine.resource) as faults:
-        faults.before_call('PutItem', lambda params: engine.put_lock_row('race-once', owner_name='rival'))
+        rival = faults.before_call('UpdateItem', lambda params: engine.put_lock_row('race-once', owner_name='rival'),
+                                   when=is_acquire)
         assert client.try_acquire_lock('race-once') is None
         with pytest.raises(DynamoDBLockError) as raised:
             client.acquire_lock('race-once', retry_timeout=seconds(0))
+    assert rival.hits == 1
     assert raised.value.code == DynamoDBLockError.ACQUIRE_TIMEOUT
     assert engine.read_item('race-once')['owner_name'] == 'rival'
 
@@ -316,22 +351,24 @@ def test_losing_a_takeover_race_waits_a_full_lease_for_the_winner(engine: Any, c
     """Another waiter took the abandoned lock first: its fresh row gets a fresh lease."""
     clock = clients.clock
     client = clients.make()
-    engine.put_lock_row('takeover-race', lease_duration=10, owner_name='dead')
+    engine.put_lock_row('takeover-race', lease_duration=10, owner_name='dead', fencing_token=1)
     winner_at: list = []
 
     def rival_takes_over(params: Dict[str, Any]) -> None:
         winner_at.append(clock.monotonic())
-        engine.put_lock_row('takeover-race', lease_duration=10, owner_name='rival')
+        engine.put_lock_row('takeover-race', lease_duration=10, owner_name='rival', fencing_token=2)
 
     with FaultInjector(engine.resource) as faults, CallRecorder(engine.resource, clock) as calls:
-        faults.before_call('PutItem', rival_takes_over, times=1, when=is_takeover)
+        rival = faults.before_call('UpdateItem', rival_takes_over, times=1, when=is_takeover)
         lock = acquire_fast(client, clock, 'takeover-race', retry_period=seconds(seconds=1),
                             retry_timeout=seconds(seconds=60))
+    assert rival.hits == 1
     assert lock.status == DynamoDBLock.LOCKED
     takeovers = [call for call in calls.writes() if is_takeover(call.params)]
     assert len(takeovers) == 2            # the one that lost, then the one that won
     assert takeovers[1].clock_time - winner_at[0] >= 10
     assert engine.read_item('takeover-race')['owner_name'] == client._owner_name
+    assert lock.fencing_token == 3        # one more than the winner's, whose row it took over
 
 
 def test_a_waiter_is_woken_as_soon_as_the_same_client_releases(engine: Any, clients: LockClients) -> None:
@@ -353,7 +390,8 @@ def test_a_waiter_is_woken_as_soon_as_the_same_client_releases(engine: Any, clie
 
 def test_a_release_wakes_only_the_longest_waiting_thread(engine: Any, clients: LockClients) -> None:
     """Two threads wait; the clock never moves, so only releases can end their waits. Each
-    release hands the lock to one waiter, oldest first, and nobody spends a failed put."""
+    release hands the lock to one waiter, oldest first, in the release's own write: nobody
+    spends a write of its own, let alone a failed one."""
     clock = clients.clock
     client = clients.make()
     held = client.acquire_lock('queue')
@@ -368,28 +406,44 @@ def test_a_release_wakes_only_the_longest_waiting_thread(engine: Any, clients: L
     first_lock = first.result()
     clock.wait_until_idle([second.thread])
     assert not second.done                          # still waiting: it was not woken
-    assert calls.count('PutItem') == 1              # the woken waiter's put, and no other
+    assert calls.operations() == ['UpdateItem']     # the release handing over, and no other write
+    handover = calls.calls[0]
+    assert is_takeover(handover.params) and held.record_version_number in handover.expression_values().values()
+    assert first_lock.status == DynamoDBLock.LOCKED
+    assert engine.read_item('queue')['record_version_number'] == first_lock.record_version_number
+    assert first_lock.fencing_token == held.fencing_token + 1
+    calls.clear()
     first_lock.release()
     second_lock = second.result()
+    calls.stop()
+    assert calls.operations() == ['UpdateItem']
     assert second_lock.status == DynamoDBLock.LOCKED
     assert engine.read_item('queue')['record_version_number'] == second_lock.record_version_number
+    assert second_lock.fencing_token == first_lock.fencing_token + 1
 
 
 # --- lost answers ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize('retry', [True, False], ids=['botocore-retries', 'timeout-raised'])
-def test_put_whose_answer_was_lost_still_acquires(engine: Any, clients: LockClients, retry: bool) -> None:
+def test_acquiring_write_whose_answer_was_lost_still_acquires(engine: Any, clients: LockClients,
+                                                              retry: bool) -> None:
     client = clients.make()
-    with FaultInjector(engine.resource) as faults:
-        lost = faults.lose_answers('PutItem', retry=retry)
+    with FaultInjector(engine.resource) as faults, CallRecorder(engine.resource) as calls:
+        # The only UpdateItem of the block is the acquiring one (``when`` needs the body,
+        # which the raising variant does not see).
+        lost = faults.lose_answers('UpdateItem', retry=retry)
         lock = client.acquire_lock('lost-put', retry_timeout=seconds(0))
     assert lost.hits == 1
+    assert [call.operation for call in calls.writes()] == ['UpdateItem'] and is_acquire(calls.writes()[0].params)
     assert lock.status == DynamoDBLock.LOCKED
-    assert engine.read_item('lost-put')['record_version_number'] == lock.record_version_number
+    row = engine.read_item('lost-put')
+    assert row['record_version_number'] == lock.record_version_number
+    assert row['fencing_token'] == lock.fencing_token          # the token the lost answer carried
     client.send_heartbeats([lock])                     # and the lock works afterwards
     assert lock.status == DynamoDBLock.LOCKED
     lock.release(best_effort=False)
-    assert engine.read_item('lost-put') is None
+    assert engine.read_held_row('lost-put') is None
+    assert engine.read_item('lost-put')['fencing_token'] == lock.fencing_token   # kept, released
 
 
 def test_takeover_whose_answer_was_lost_still_acquires(engine: Any, clients: LockClients) -> None:
@@ -397,21 +451,25 @@ def test_takeover_whose_answer_was_lost_still_acquires(engine: Any, clients: Loc
     client = clients.make()
     engine.put_lock_row('lost-takeover', lease_duration=10)
     with FaultInjector(engine.resource) as faults:
-        lost = faults.lose_answers('PutItem', retry=True, when=is_takeover)
+        lost = faults.lose_answers('UpdateItem', retry=True, when=is_takeover)
         lock = acquire_fast(client, clock, 'lost-takeover', retry_period=seconds(seconds=2),
                             retry_timeout=seconds(seconds=30))
     assert lost.hits == 1
-    assert engine.read_item('lost-takeover')['record_version_number'] == lock.record_version_number
+    row = engine.read_item('lost-takeover')
+    assert row['record_version_number'] == lock.record_version_number
+    assert row['fencing_token'] == lock.fencing_token == 2     # one more than the abandoned row's
 
 
 # --- errors ---------------------------------------------------------------------------------
 
-def test_dynamodb_error_on_put_is_unknown_with_the_cause_chained(engine: Any, clients: LockClients) -> None:
+def test_dynamodb_error_on_the_acquiring_write_is_unknown_with_the_cause_chained(engine: Any,
+                                                                                 clients: LockClients) -> None:
     client = clients.make()
     with FaultInjector(engine.resource) as faults:
-        faults.fail_calls('PutItem', code='ProvisionedThroughputExceededException')
+        throttled = faults.fail_calls('UpdateItem', code='ProvisionedThroughputExceededException', when=is_acquire)
         with pytest.raises(DynamoDBLockError) as raised:
             client.acquire_lock('throttled')
+    assert throttled.hits == 1
     assert raised.value.code == DynamoDBLockError.UNKNOWN
     cause = raised.value.__cause__
     assert isinstance(cause, ClientError)
@@ -420,15 +478,17 @@ def test_dynamodb_error_on_put_is_unknown_with_the_cause_chained(engine: Any, cl
     assert client.held_locks() == []
 
 
-def test_server_error_on_put_that_did_not_land_is_unknown(engine: Any, clients: LockClients) -> None:
+def test_server_error_on_an_acquiring_write_that_did_not_land_is_unknown(engine: Any, clients: LockClients) -> None:
     client = clients.make()
     with FaultInjector(engine.resource) as faults:
-        faults.fail_calls('PutItem', code='InternalServerError', status=500)
+        failed = faults.fail_calls('UpdateItem', code='InternalServerError', status=500, when=is_acquire)
         with pytest.raises(DynamoDBLockError) as raised:
             client.acquire_lock('server-error')
+    assert failed.hits == 1
     assert raised.value.code == DynamoDBLockError.UNKNOWN
     assert isinstance(raised.value.__cause__, ClientError)
     assert client.held_locks() == []
+    assert engine.read_item('server-error') is None
 
 
 def test_dynamodb_error_while_polling_is_unknown(engine: Any, clients: LockClients) -> None:

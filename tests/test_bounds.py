@@ -17,6 +17,7 @@ import datetime
 import math
 import socket
 import threading
+import time
 import uuid
 from decimal import Decimal
 from typing import Any, Dict, Iterator, List, Tuple, Type
@@ -145,7 +146,11 @@ def test_durations_of_exactly_the_maximum_work(moto_engine: LockTable) -> None:
         assert all(seconds <= threading.TIMEOUT_MAX for _, seconds in clock.waits), clock.waits
         assert client._heartbeat_sender.is_alive() and client._heartbeat_checker.is_alive()
         lock.release(best_effort=False)
-        assert table_rows(moto_engine) == []
+        assert len(table_rows(moto_engine)) == 1         # the row is kept, marked released
+        assert moto_engine.read_held_row('longest') is None
+        kept = moto_engine.read_item('longest')
+        assert kept['fencing_token'] == lock.fencing_token
+        assert kept['expiry_time'] >= time.time() + MAX_DURATION.total_seconds() - 60   # TTL: expiry_period ahead
     finally:
         client.close()
     assert not client._heartbeat_sender.is_alive() and not client._heartbeat_checker.is_alive()

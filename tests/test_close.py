@@ -7,7 +7,7 @@ import datetime
 import logging
 import threading
 import uuid
-from typing import Any
+from typing import Any, Dict
 
 import pytest
 
@@ -25,6 +25,23 @@ from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLock
 
 MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
 seconds = datetime.timedelta
+
+
+def is_acquire(params: Dict[str, Any]) -> bool:
+    """An acquiring write: the UpdateItem that takes the lock and its next fencing token."""
+    return 'fencing_token' in params.get('ExpressionAttributeNames', {}).values()
+
+
+def is_release(params: Dict[str, Any]) -> bool:
+    """A release: the UpdateItem that marks the row released (and takes no token)."""
+    return 'released_at' in params.get('ExpressionAttributeNames', {}).values() and not is_acquire(params)
+
+
+def assert_released(engine: Any, lock: Any, key: str) -> None:
+    """The row no longer records a held lock; it is kept, marked released, with the lock's token."""
+    assert engine.read_held_row(key) is None
+    row = engine.read_item(key)
+    assert row is not None and 'released_at' in row and row['fencing_token'] == lock.fencing_token
 
 
 def test_close_returns_without_waiting_out_a_long_heartbeat_period(engine: Any, clients: LockClients) -> None:
@@ -59,15 +76,16 @@ def test_close_from_another_thread_interrupts_a_waiting_acquire(engine: Any, cli
     assert isinstance(error, DynamoDBLockError) and error.code == DynamoDBLockError.CLIENT_SHUTDOWN
 
 
-def test_close_while_the_put_is_in_flight_reports_shutdown_and_leaves_no_row(engine: Any,
-                                                                            clients: LockClients) -> None:
+def test_close_while_the_acquiring_write_is_in_flight_reports_shutdown_and_leaves_no_held_row(
+        engine: Any, clients: LockClients) -> None:
     client = clients.make(hand_driven=False)
     with FaultInjector(engine.resource) as faults:
-        faults.before_call('PutItem', lambda params: client.close())
+        closing = faults.before_call('UpdateItem', lambda params: client.close(), when=is_acquire)
         with pytest.raises(DynamoDBLockError) as raised:
             client.acquire_lock('closing-race')
+    assert closing.hits == 1
     assert raised.value.code == DynamoDBLockError.CLIENT_SHUTDOWN
-    assert engine.read_item('closing-race') is None
+    assert engine.read_held_row('closing-race') is None
     assert client.held_locks() == []
 
 
@@ -83,11 +101,12 @@ def test_close_twice_is_a_no_op(engine: Any, clients: LockClients, caplog: pytes
 
 def test_concurrent_closes_all_return(engine: Any, clients: LockClients) -> None:
     client = clients.make(hand_driven=False)
-    client.acquire_lock('concurrent-close')
+    lock = client.acquire_lock('concurrent-close')
     closers = [BackgroundCall(client.close, True, name=f'closer-{index}') for index in range(4)]
     for closer in closers:
         closer.result()
-    assert engine.read_item('concurrent-close') is None
+    assert lock.status == DynamoDBLock.RELEASED
+    assert_released(engine, lock, 'concurrent-close')
 
 
 def test_close_does_not_release_by_default(engine: Any, clients: LockClients) -> None:
@@ -101,14 +120,29 @@ def test_close_does_not_release_by_default(engine: Any, clients: LockClients) ->
     assert engine.read_item('kept')['record_version_number'] == lock.record_version_number
 
 
-def test_close_with_release_locks_deletes_every_row(engine: Any, clients: LockClients) -> None:
+def test_close_with_release_locks_releases_every_row(engine: Any, clients: LockClients) -> None:
     client = clients.make(hand_driven=False)
     locks = [client.acquire_lock(f'release-all-{index}') for index in range(3)]
     with CallRecorder(engine.resource) as calls:
         client.close(release_locks=True)
+    assert calls.operations() == ['UpdateItem'] * 3
+    assert all(is_release(call.params) for call in calls.calls)
+    released_versions = {value for call in calls.calls for value in call.expression_values().values()}
+    assert {lock.record_version_number for lock in locks} <= released_versions
+    assert all(lock.status == DynamoDBLock.RELEASED for lock in locks)
+    for index, lock in enumerate(locks):
+        assert_released(engine, lock, f'release-all-{index}')
+
+
+def test_close_with_release_locks_deletes_every_row_when_told_to_keep_none(engine: Any,
+                                                                          clients: LockClients) -> None:
+    client = clients.make(hand_driven=False, keep_released_rows=False)
+    locks = [client.acquire_lock(f'delete-all-{index}') for index in range(3)]
+    with CallRecorder(engine.resource) as calls:
+        client.close(release_locks=True)
     assert calls.operations() == ['DeleteItem'] * 3
     assert all(lock.status == DynamoDBLock.RELEASED for lock in locks)
-    assert all(engine.read_item(f'release-all-{index}') is None for index in range(3))
+    assert all(engine.read_item(f'delete-all-{index}') is None for index in range(3))
 
 
 def test_close_with_release_locks_leaves_a_stolen_row_alone(engine: Any, clients: LockClients) -> None:
@@ -170,7 +204,9 @@ def test_close_from_inside_a_stolen_callback(engine: Any, clients: LockClients, 
     for thread in background_threads(client):
         thread.join(30)
         assert not thread.is_alive()
-    assert (engine.read_item('other-lock') is None) == release_locks
+    assert (engine.read_held_row('other-lock') is None) == release_locks
+    if release_locks:
+        assert_released(engine, other, 'other-lock')
     assert other.status == (DynamoDBLock.RELEASED if release_locks else DynamoDBLock.LOCKED)
 
 

@@ -80,16 +80,27 @@ def test_str_of_a_lock_names_it(offline_client: DynamoDBLockClient) -> None:
 
 # --- context manager ------------------------------------------------------------------------
 
+def assert_released(engine: Any, lock: Any, key: str) -> None:
+    """The lock's row no longer records a held lock; it is kept, marked released, with the
+    lock's fencing token (so the next token is larger)."""
+    assert engine.read_held_row(key) is None
+    row = engine.read_item(key)
+    assert row is not None and 'released_at' in row
+    assert row['fencing_token'] == lock.fencing_token
+
+
+
 def test_context_manager_returns_the_lock_and_releases_on_exit(engine: Any, clients: LockClients) -> None:
     client = clients.make()
     lock = client.acquire_lock('ctx')
     with CallRecorder(engine.resource) as calls:
         with lock as entered:
             assert entered is lock
-            assert engine.read_item('ctx') is not None
-    assert calls.operations() == ['DeleteItem']
+            assert engine.read_held_row('ctx') is not None
+    assert calls.operations() == ['UpdateItem']
+    assert lock.record_version_number in calls.calls[0].expression_values().values()
     assert lock.status == DynamoDBLock.RELEASED
-    assert engine.read_item('ctx') is None
+    assert_released(engine, lock, 'ctx')
     assert not is_registered(client, lock)
 
 
@@ -100,7 +111,7 @@ def test_context_manager_suppresses_exceptions_by_default_and_logs_them(
     with client.acquire_lock('ctx-suppress') as lock:
         raise ValueError('boom inside the block')
     assert lock.status == DynamoDBLock.RELEASED
-    assert engine.read_item('ctx-suppress') is None
+    assert_released(engine, lock, 'ctx-suppress')
     logged = [record for record in caplog.records
               if record.exc_info and isinstance(record.exc_info[1], ValueError)]
     assert len(logged) == 1
@@ -114,7 +125,7 @@ def test_context_manager_propagates_when_asked(engine: Any, clients: LockClients
         with client.acquire_lock('ctx-raise', raise_context_exception=True) as lock:
             raise ValueError('boom')
     assert lock.status == DynamoDBLock.RELEASED
-    assert engine.read_item('ctx-raise') is None
+    assert_released(engine, lock, 'ctx-raise')
 
 
 @pytest.mark.parametrize('exception', [KeyboardInterrupt, SystemExit, GeneratorExit])
@@ -125,7 +136,7 @@ def test_base_exceptions_always_propagate_and_still_release(engine: Any, clients
         with client.acquire_lock(f'ctx-{exception.__name__}') as lock:
             raise exception()
     assert lock.status == DynamoDBLock.RELEASED
-    assert engine.read_item(f'ctx-{exception.__name__}') is None
+    assert_released(engine, lock, f'ctx-{exception.__name__}')
 
 
 @pytest.mark.threaded_only

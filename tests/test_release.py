@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 import logging
-from typing import Any
+from typing import Any, Dict
 
 import pytest
 
@@ -20,17 +20,45 @@ def delete_row(engine: Any, key: str) -> None:
     engine.client.delete_item(TableName=engine.table_name, Key={'lock_key': {'S': key}, 'sort_key': {'S': '-'}})
 
 
+def is_acquire(params: Dict[str, Any]) -> bool:
+    """An acquiring write: the UpdateItem that takes the lock and its next fencing token."""
+    return 'fencing_token' in params.get('ExpressionAttributeNames', {}).values()
+
+
+def is_release(params: Dict[str, Any]) -> bool:
+    """A release: the UpdateItem that marks the row released (and takes no token)."""
+    return 'released_at' in params.get('ExpressionAttributeNames', {}).values() and not is_acquire(params)
+
+
+def assert_released(engine: Any, lock: Any, key: str, keep_released_rows: bool = True) -> None:
+    """The row no longer records a held lock. Kept (the default): marked released, with the
+    lock's fencing token, so that the next token is larger. Otherwise: gone."""
+    assert engine.read_held_row(key) is None
+    row = engine.read_item(key)
+    if not keep_released_rows:
+        assert row is None
+        return
+    assert row is not None and 'released_at' in row and row['fencing_token'] == lock.fencing_token
+    assert 'acquisition_id' not in row
+
+
+@pytest.mark.parametrize('keep_released_rows', [True, False], ids=['kept', 'deleted'])
 @pytest.mark.parametrize('best_effort', [True, False])
-def test_release_is_one_conditional_delete(engine: Any, clients: LockClients, best_effort: bool) -> None:
-    client = clients.make()
+def test_release_is_one_conditional_write(engine: Any, clients: LockClients, best_effort: bool,
+                                          keep_released_rows: bool) -> None:
+    client = clients.make(keep_released_rows=keep_released_rows)
     lock = client.acquire_lock('release-me')
     with CallRecorder(engine.resource) as calls:
         client.release_lock(lock, best_effort=best_effort)
-    assert calls.operations() == ['DeleteItem']
+    if keep_released_rows:
+        assert calls.operations() == ['UpdateItem'] and is_release(calls.calls[0].params)
+    else:
+        assert calls.operations() == ['DeleteItem']
+    assert calls.calls[0].params.get('ConditionExpression')
     assert lock.record_version_number in calls.calls[0].expression_values().values()
     assert lock.status == DynamoDBLock.RELEASED
     assert not is_registered(client, lock)
-    assert engine.read_item('release-me') is None
+    assert_released(engine, lock, 'release-me', keep_released_rows)
 
 
 def test_release_defaults_to_best_effort(engine: Any, clients: LockClients) -> None:
@@ -77,7 +105,8 @@ def test_strict_release_of_a_stolen_lock_raises_lock_stolen_and_leaves_the_thief
         with pytest.raises(DynamoDBLockError) as raised:
             client.release_lock(lock, best_effort=False)
     assert raised.value.code == DynamoDBLockError.LOCK_STOLEN
-    assert calls.operations() == ['DeleteItem']
+    assert raised.value.holder.owner_name == 'thief'
+    assert calls.operations() == ['UpdateItem'] and is_release(calls.calls[0].params)
     assert lock.status == DynamoDBLock.INVALID
     assert not is_registered(client, lock)
     row = engine.read_item('stolen')
@@ -97,24 +126,36 @@ def test_best_effort_release_of_a_stolen_lock_is_silent(engine: Any, clients: Lo
     assert any(record.levelno == logging.WARNING for record in caplog.records)
 
 
+@pytest.mark.parametrize('gone', ['deleted', 'force-released'])
 @pytest.mark.parametrize('best_effort', [True, False])
 def test_release_of_a_lock_whose_row_is_gone_counts_as_released(engine: Any, clients: LockClients,
-                                                                 best_effort: bool) -> None:
+                                                                 best_effort: bool, gone: str) -> None:
     client = clients.make()
     lock = client.acquire_lock('vanished')
-    delete_row(engine, 'vanished')          # e.g. deleted by TTL or by an operator
+    if gone == 'deleted':
+        delete_row(engine, 'vanished')          # e.g. deleted by TTL or by an operator
+    else:                                       # an operator's force release: kept, marked released
+        operator = clients.make(engine.new_resource())
+        assert operator.force_release_lock(operator.get_lock('vanished'))
+        assert engine.read_held_row('vanished') is None
+        kept = engine.read_item('vanished')
     client.release_lock(lock, best_effort=best_effort)
     assert lock.status == DynamoDBLock.RELEASED
     assert not is_registered(client, lock)
+    if gone == 'deleted':
+        assert engine.read_item('vanished') is None
+    else:
+        assert engine.read_item('vanished') == kept     # the operator's released row is left as it was
 
 
 def test_strict_release_error_is_unknown_and_keeps_the_lock_held(engine: Any, clients: LockClients) -> None:
     client = clients.make()
     lock = client.acquire_lock('sticky')
     with FaultInjector(engine.resource) as faults:
-        faults.fail_calls('DeleteItem', code='ProvisionedThroughputExceededException')
+        throttled = faults.fail_calls('UpdateItem', code='ProvisionedThroughputExceededException', when=is_release)
         with pytest.raises(DynamoDBLockError) as raised:
             client.release_lock(lock, best_effort=False)
+    assert throttled.hits == 1
     assert raised.value.code == DynamoDBLockError.UNKNOWN
     assert raised.value.__cause__ is not None
     assert lock.status == DynamoDBLock.LOCKED
@@ -122,10 +163,12 @@ def test_strict_release_error_is_unknown_and_keeps_the_lock_held(engine: Any, cl
     assert engine.read_item('sticky')['record_version_number'] == lock.record_version_number
     with CallRecorder(engine.resource) as calls:
         client.send_heartbeats([lock])          # still kept alive
-    assert calls.operations() == ['UpdateItem']
+    assert calls.operations() == ['UpdateItem'] and not is_release(calls.calls[0].params)
+    assert not is_acquire(calls.calls[0].params)
     assert lock.status == DynamoDBLock.LOCKED
+    assert engine.read_held_row('sticky')['record_version_number'] == lock.record_version_number
     client.release_lock(lock, best_effort=False)   # and the release can be retried
-    assert engine.read_item('sticky') is None
+    assert_released(engine, lock, 'sticky')
     assert lock.status == DynamoDBLock.RELEASED
 
 
@@ -135,49 +178,62 @@ def test_best_effort_release_error_forgets_the_lock(engine: Any, clients: LockCl
     client = clients.make()
     lock = client.acquire_lock('forgotten')
     with FaultInjector(engine.resource) as faults:
-        faults.fail_calls('DeleteItem', code='InternalServerError', status=500)
+        failed = faults.fail_calls('UpdateItem', code='InternalServerError', status=500, when=is_release)
         faults.fail_calls('GetItem', code='InternalServerError', status=500)
         client.release_lock(lock, best_effort=True)
+    assert failed.hits == 1
     assert lock.status not in (DynamoDBLock.LOCKED, DynamoDBLock.IN_DANGER)
     assert not is_registered(client, lock)
-    assert engine.read_item('forgotten') is not None      # left to expire or be taken over
+    held = engine.read_held_row('forgotten')                   # left to expire or be taken over
+    assert held is not None and held['record_version_number'] == lock.record_version_number
     assert any(record.levelno == logging.WARNING for record in caplog.records)
     with CallRecorder(engine.resource) as calls:
         client.send_heartbeats([lock])
     assert calls.calls == []                                  # no longer heartbeated
 
 
+@pytest.mark.parametrize('keep_released_rows', [True, False], ids=['kept', 'deleted'])
 @pytest.mark.parametrize('retry', [True, False], ids=['botocore-retries', 'timeout-raised'])
-def test_delete_whose_answer_was_lost_is_a_successful_release(engine: Any, clients: LockClients,
-                                                              retry: bool) -> None:
-    client = clients.make()
+def test_release_whose_answer_was_lost_is_a_successful_release(engine: Any, clients: LockClients,
+                                                               retry: bool, keep_released_rows: bool) -> None:
+    client = clients.make(keep_released_rows=keep_released_rows)
     lock = client.acquire_lock('lost-delete')
-    with FaultInjector(engine.resource) as faults:
-        lost = faults.lose_answers('DeleteItem', retry=retry)
+    with FaultInjector(engine.resource) as faults, CallRecorder(engine.resource) as calls:
+        # The release is the only write of the block (``when`` needs the body, which the
+        # raising variant does not see).
+        lost = faults.lose_answers('UpdateItem' if keep_released_rows else 'DeleteItem', retry=retry)
         client.release_lock(lock, best_effort=False)
     assert lost.hits == 1
+    assert len(calls.writes()) == 1
+    assert not keep_released_rows or is_release(calls.writes()[0].params)
     assert lock.status == DynamoDBLock.RELEASED
-    assert engine.read_item('lost-delete') is None
+    assert_released(engine, lock, 'lost-delete', keep_released_rows)
 
 
-def test_lost_delete_answer_then_the_next_holder_is_still_a_successful_release(engine: Any,
-                                                                              clients: LockClients) -> None:
-    """Our delete landed, its answer was lost, another client acquired the free lock, and then
+@pytest.mark.parametrize('keep_released_rows', [True, False], ids=['kept', 'deleted'])
+def test_lost_release_answer_then_the_next_holder_is_still_a_successful_release(
+        engine: Any, clients: LockClients, keep_released_rows: bool) -> None:
+    """Our release landed, its answer was lost, another client acquired the free lock, and then
     botocore's retry met that client's row: the release worked, nothing was stolen."""
-    client = clients.make()
+    client = clients.make(keep_released_rows=keep_released_rows)
     lock = client.acquire_lock('handed-on')
     next_holder = clients.make(engine.new_resource(), owner_name='next-holder')
     taken: list = []
     with FaultInjector(engine.resource) as faults:
-        faults.lose_answers('DeleteItem', retry=True,
-                            between=lambda: taken.append(next_holder.acquire_lock('handed-on', retry_timeout=seconds0)))
+        lost = faults.lose_answers(
+            'UpdateItem' if keep_released_rows else 'DeleteItem', retry=True,
+            when=is_release if keep_released_rows else None,
+            between=lambda: taken.append(next_holder.acquire_lock('handed-on', retry_timeout=seconds0)))
         client.release_lock(lock, best_effort=False)
+    assert lost.hits == 1
     assert lock.status == DynamoDBLock.RELEASED
-    assert engine.read_item('handed-on')['record_version_number'] == taken[0].record_version_number
+    assert engine.read_held_row('handed-on')['record_version_number'] == taken[0].record_version_number
+    if keep_released_rows:                              # the kept row carried the count on
+        assert taken[0].fencing_token == lock.fencing_token + 1
 
 
 def test_release_after_a_lost_heartbeat_answer(engine: Any, clients: LockClients) -> None:
-    """The row carries a version whose write was never confirmed: release still deletes it."""
+    """The row carries a version whose write was never confirmed: release still frees it."""
     client = clients.make()
     lock = client.acquire_lock('unconfirmed')
     with FaultInjector(engine.resource) as faults:
@@ -185,7 +241,7 @@ def test_release_after_a_lost_heartbeat_answer(engine: Any, clients: LockClients
         client.send_heartbeats([lock])
     assert engine.read_item('unconfirmed')['record_version_number'] != lock.record_version_number
     client.release_lock(lock, best_effort=False)
-    assert engine.read_item('unconfirmed') is None
+    assert_released(engine, lock, 'unconfirmed')
     assert lock.status == DynamoDBLock.RELEASED
 
 
@@ -200,16 +256,16 @@ def test_release_when_the_row_holds_an_old_unconfirmed_renewal(engine: Any, clie
             client.send_heartbeats([lock])
     client.release_lock(lock, best_effort=False)
     assert lock.status == DynamoDBLock.RELEASED
-    assert engine.read_item('old-unconfirmed-release') is None
+    assert_released(engine, lock, 'old-unconfirmed-release')
 
 
-def test_release_after_close_still_deletes(engine: Any, clients: LockClients) -> None:
+def test_release_after_close_still_releases(engine: Any, clients: LockClients) -> None:
     client = clients.make()
     lock = client.acquire_lock('after-close')
     client.close()
-    assert engine.read_item('after-close') is not None      # close does not release by default
+    assert engine.read_held_row('after-close') is not None      # close does not release by default
     client.release_lock(lock, best_effort=False)
-    assert engine.read_item('after-close') is None
+    assert_released(engine, lock, 'after-close')
 
 
 def test_release_rejects_what_is_not_a_held_lock_type(clients: LockClients) -> None:
