@@ -363,6 +363,9 @@ class Fault:
             self.times = self.hits
 
 
+_LOST_ANSWER_BODY = 'python_dynamodb_lock.testing.request_body'
+
+
 class FaultInjector:
     """Makes the DynamoDB calls of one client fail the ways DynamoDB and networks fail.
 
@@ -522,13 +525,21 @@ class FaultInjector:
 
             return self._register(_event('needs-retry', operation), make_retry, fault)
 
+        # after-call does not see the request: before-call keeps its body in the call's context.
+        def make_stash(is_async: bool) -> Callable[..., Any]:
+            def stash(params: Dict[str, Any], context: Dict[str, Any], **kwargs: Any) -> None:
+                context[_LOST_ANSWER_BODY] = params.get('body')
+
+            return stash
+
         def make_raising(is_async: bool) -> Callable[..., Any]:
-            def handler(http_response: Any, **kwargs: Any) -> None:
-                if http_response.status_code < 300 and fault.take({}):
+            def handler(http_response: Any, context: Dict[str, Any], **kwargs: Any) -> None:
+                if http_response.status_code < 300 and fault.take(_decode_body(context.get(_LOST_ANSWER_BODY))):
                     raise ReadTimeoutError(endpoint_url='injected-lost-answer')
 
             return handler
 
+        self._hooks.append(_attach(self._target, _event('before-call', operation), make_stash))
         return self._register(_event('after-call', operation), make_raising, fault)
 
     def before_call(self, operation: str, action: Callable[[Dict[str, Any]], Any], times: Optional[int] = 1,
