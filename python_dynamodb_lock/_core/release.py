@@ -65,7 +65,7 @@ def precheck_release(state: LockState, owned_here: bool, best_effort: bool,
     status = state.status
     if status == Status.INVALID and not best_effort:
         loss = state.loss or Loss(Reason.TAKEN_OVER, None)
-        return ReleaseVerdict(None, Kind.RELEASE_SKIPPED, _stolen_error(unique_identifier, loss, 'before'), loss)
+        return ReleaseVerdict(None, Kind.RELEASE_SKIPPED, _stolen_error(unique_identifier, loss, 'before it was'), loss)
     if status not in Status.HELD:
         return ReleaseVerdict(None, Kind.RELEASE_SKIPPED)
     if not owned_here:
