@@ -66,7 +66,7 @@ _LINES: Dict[Kind, Tuple[int, str, Tuple[str, ...]]] = {
         'alone',
         ('key', 'owner')),
     Kind.RELEASE_FAILED_FORGOTTEN: (WARNING,
-        'Could not delete the row of %s (%s); forgetting it anyway: others take it over '
+        'Could not free the row of %s (%s); forgetting it anyway: others take it over '
         'after its lease of %ss',
         ('key', 'error', 'lease')),
     Kind.RELEASE_FAILED: (DEBUG, 'Strict release of %s failed: %s',
