@@ -17,6 +17,7 @@ as long as boto3 is installed.
 """
 from __future__ import annotations
 
+import doctest
 import pathlib
 import re
 import sys
@@ -76,6 +77,9 @@ napoleon_numpy_docstring = True
 napoleon_use_rtype = True
 
 # -- Doctest ------------------------------------------------------------------
+
+# Sphinx's default flags, less IGNORE_EXCEPTION_DETAIL: an example's exception message is checked.
+doctest_default_flags = doctest.ELLIPSIS | doctest.DONT_ACCEPT_TRUE_FOR_1
 
 # The examples that run (``>>>`` blocks, ``.. testcode::``) do so against moto's in-process
 # DynamoDB: a page starts it in its hidden ``.. testsetup::`` with ``start_moto()`` (which also
