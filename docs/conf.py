@@ -4,6 +4,11 @@ Build with::
 
     python -m sphinx -W --keep-going -b html docs docs/_build/html
 
+and run the examples of the pages (``sphinx.ext.doctest``; they need moto, which the
+``testing`` extra installs) with::
+
+    python -m sphinx -W --keep-going -b doctest docs docs/_build/doctest
+
 The version is read from ``python_dynamodb_lock/_version.py`` as text, so
 building the documentation does not import the package just to learn its
 version. Autodoc (``api.rst``) does import the package, which is why the
@@ -12,6 +17,7 @@ as long as boto3 is installed.
 """
 from __future__ import annotations
 
+import doctest
 import pathlib
 import re
 import sys
@@ -49,6 +55,7 @@ version = '.'.join(release.split('.')[:2])
 # No sphinx.ext.intersphinx: the documentation must build without network access.
 extensions = [
     'sphinx.ext.autodoc',
+    'sphinx.ext.doctest',
     'sphinx.ext.napoleon',
 ]
 
@@ -68,6 +75,61 @@ autodoc_typehints = 'signature'
 napoleon_google_docstring = True
 napoleon_numpy_docstring = True
 napoleon_use_rtype = True
+
+# -- Doctest ------------------------------------------------------------------
+
+# Sphinx's default flags, less IGNORE_EXCEPTION_DETAIL: an example's exception message is checked.
+doctest_default_flags = doctest.ELLIPSIS | doctest.DONT_ACCEPT_TRUE_FOR_1
+
+# The examples that run (``>>>`` blocks, ``.. testcode::``) do so against moto's in-process
+# DynamoDB: a page starts it in its hidden ``.. testsetup::`` with ``start_moto()`` (which also
+# creates the default lock table) and stops it in ``.. testcleanup::`` with ``stop_moto()``.
+# Nothing reaches AWS: moto intercepts every call, and the region and credentials are dummies.
+doctest_global_setup = """
+import logging as _logging
+import os as _os
+import sys as _sys
+
+_MOTO_ENVIRONMENT = {'AWS_DEFAULT_REGION': 'us-east-1', 'AWS_ACCESS_KEY_ID': 'testing',
+                     'AWS_SECRET_ACCESS_KEY': 'testing'}
+
+
+def start_moto():
+    import boto3
+    from moto import mock_aws
+    from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient
+
+    saved = {name: _os.environ.get(name) for name in _MOTO_ENVIRONMENT}
+    _os.environ.update(_MOTO_ENVIRONMENT)
+    mock = mock_aws()
+    mock.start()
+    mock.saved_environment = saved
+    DynamoDBLockClient.create_dynamodb_table(boto3.client('dynamodb'))
+    # The library's log stays out of the examples' output unless a page asks for it.
+    _logging.getLogger('python_dynamodb_lock').addHandler(_logging.NullHandler())
+    return mock
+
+
+def stop_moto(mock):
+    mock.stop()
+    for name, value in mock.saved_environment.items():
+        if value is None:
+            _os.environ.pop(name, None)
+        else:
+            _os.environ[name] = value
+
+
+class _PrintWarnings(_logging.Handler):
+    # Prints the library's warnings where doctest sees them (sys.stdout at the time of the call).
+    def emit(self, record):
+        print(f'{record.levelname}: {record.getMessage()}', file=_sys.stdout)
+
+
+def show_warnings():
+    handler = _PrintWarnings(_logging.WARNING)
+    _logging.getLogger('python_dynamodb_lock').addHandler(handler)
+    return handler
+"""
 
 # -- HTML output --------------------------------------------------------------
 

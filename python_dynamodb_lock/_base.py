@@ -266,7 +266,7 @@ class ClientCore(Generic[L]):
             self._unregister(lock, wake=not handed_over)
         row = verdict.loss.row if verdict.loss else None
         self._emit(verdict.event, lock, status=lock._state.status, owner=Schema.owner_of(row),
-                   error=verdict.error.message if verdict.error else '', lease=lock.lease_duration,
+                   error=verdict.error.message if verdict.error else verdict.detail, lease=lock.lease_duration,
                    duration=verdict.duration, handed_over=verdict.handed_over)
         if verdict.error is not None:
             raise self._public_error(verdict.error)

@@ -66,15 +66,15 @@ _LINES: Dict[Kind, Tuple[int, str, Tuple[str, ...]]] = {
         'alone',
         ('key', 'owner')),
     Kind.RELEASE_FAILED_FORGOTTEN: (WARNING,
-        'Could not delete the row of %s (%s); forgetting it anyway: others take it over '
+        'Could not free the row of %s (%s); forgetting it anyway: others take it over '
         'after its lease of %ss',
         ('key', 'error', 'lease')),
     Kind.RELEASE_FAILED: (DEBUG, 'Strict release of %s failed: %s',
         ('key', 'error')),
     Kind.RELEASE_SKIPPED: (DEBUG, 'Not releasing %s: its status is %s',
         ('key', 'status')),
-    Kind.RELEASE_NOT_OWNED: (WARNING, 'Not releasing: %s is not held by this client (%s)',
-        ('key', 'owner')),
+    Kind.RELEASE_NOT_OWNED: (WARNING, 'Not releasing %s: that lock object was acquired through another lock client',
+        ('key',)),
     Kind.RENEWED: (DEBUG, 'Heartbeat of %s: version %s',
         ('key', 'version')),
     Kind.RENEWAL_LANDED_UNANSWERED: (DEBUG, 'Heartbeat of %s landed though its answer was lost',

@@ -140,7 +140,7 @@ def guarded_write(schema: Schema, lock: Any, actions: List[Dict[str, Any]], opti
     status = state.status
     if status == Status.INVALID:
         loss = state.loss or loss_from_row(None)
-        raise _stolen(lock, loss.row, loss.reason, 'before the write was sent')
+        raise _stolen(lock, loss.row, loss.reason, 'so nothing was sent')
     if status not in Status.HELD or state.acquisition_id is None:
         raise DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED,
                                 f'{lock.unique_identifier} is not held ({status}): nothing was written')

@@ -52,6 +52,7 @@ class ReleaseVerdict:
     loss: Optional[Loss] = None
     handed_over: bool = False
     duration: Optional[float] = None    # seconds the release took
+    detail: str = ''                    # why a best-effort release failed (for the log)
 
 
 def precheck_release(state: LockState, owned_here: bool, best_effort: bool,
@@ -65,7 +66,7 @@ def precheck_release(state: LockState, owned_here: bool, best_effort: bool,
     status = state.status
     if status == Status.INVALID and not best_effort:
         loss = state.loss or Loss(Reason.TAKEN_OVER, None)
-        return ReleaseVerdict(None, Kind.RELEASE_SKIPPED, _stolen_error(unique_identifier, loss, 'before'), loss)
+        return ReleaseVerdict(None, Kind.RELEASE_SKIPPED, _stolen_error(unique_identifier, loss, 'before it was'), loss)
     if status not in Status.HELD:
         return ReleaseVerdict(None, Kind.RELEASE_SKIPPED)
     if not owned_here:
@@ -190,7 +191,7 @@ def release_verdict(result: ReleaseResult, best_effort: bool, schema: Schema, un
     failed = result.failed
     assert failed is not None
     if best_effort:
-        return ReleaseVerdict(Status.RELEASED, Kind.RELEASE_FAILED_FORGOTTEN)
+        return ReleaseVerdict(Status.RELEASED, Kind.RELEASE_FAILED_FORGOTTEN, detail=explain(schema, failed.error))
     error = DynamoDBLockError(
         DynamoDBLockError.UNKNOWN,
         f'Could not release {unique_identifier}: {explain(schema, failed.error)}; '

@@ -1,0 +1,392 @@
+"""docs/troubleshooting.rst explains every message the library and its command line can print.
+
+The messages are read from the package's source with :mod:`ast`, so a message added or reworded
+in the code fails this test until the page says what it means:
+
+* the message of every ``DynamoDBLockError(...)`` raised or built in the package, with the
+  message helpers they embed (``_core.messages.explain``) and the pieces their callers pass
+  in (``_failed(..., 'nothing was written')``);
+* the ``%``-templates of the WARNING and ERROR events of ``_observe.py`` (its ``_LINES`` table),
+  and the lines it logs with ``logger.exception``;
+* the warnings ``_config.py`` gives for risky settings (logged as WARNING by the client);
+* the WARNING and ERROR lines the client drivers log themselves (a suppressed exception, a
+  callback that raised);
+* the ``CliError`` messages of ``_cli.py``, the explanations of ``explain_failure`` and the
+  demo's ``DemoError`` messages, which the command prints as ``dynamodb-lock: error: ...``.
+
+A template is reduced to its literal parts (an f-string's ``{...}`` and a ``%s`` are holes). The
+page must contain the template's longest literal part when it has at least
+:data:`MIN_FRAGMENT` characters (whitespace runs count as one space, on both sides); a template
+with only shorter parts must match as a whole, each hole standing for some text.
+"""
+from __future__ import annotations
+
+import ast
+import pathlib
+import re
+from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
+
+import pytest
+
+import python_dynamodb_lock
+
+PACKAGE_DIR = pathlib.Path(python_dynamodb_lock.__file__).resolve().parent
+PROJECT_DIR = pathlib.Path(__file__).resolve().parent.parent
+PAGE = PROJECT_DIR / 'docs' / 'troubleshooting.rst'
+
+#: A literal part at least this long is specific enough to be looked for on its own.
+MIN_FRAGMENT = 20
+#: How much text a hole may stand for when a template is matched as a whole.
+HOLE = r'.{0,200}?'
+
+# A template: literal parts and holes (None), in order.
+Piece = Optional[str]
+Template = Tuple[Piece, ...]
+
+PERCENT_HOLE = re.compile(r'%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[sdifgreExXo]')
+
+
+def normalise(text: str) -> str:
+    return re.sub(r'\s+', ' ', text)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading the source
+# --------------------------------------------------------------------------------------------
+
+class Module:
+    """One source file of the package, parsed, with each node's enclosing function."""
+
+    def __init__(self, path: pathlib.Path, source: Optional[str] = None) -> None:
+        self.path = path
+        self.name = path.relative_to(PACKAGE_DIR).as_posix() if source is None else path.name
+        self.tree = ast.parse(path.read_text(encoding='utf-8') if source is None else source, filename=str(path))
+        self.function_of: Dict[ast.AST, Optional[ast.AST]] = {}
+        self._index(self.tree, None)
+
+    def _index(self, node: ast.AST, function: Optional[ast.AST]) -> None:
+        for child in ast.iter_child_nodes(node):
+            self.function_of[child] = function
+            inner = child if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
+            self._index(child, inner)
+
+    def functions(self) -> Iterator[ast.AST]:
+        for node in ast.walk(self.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield node
+
+
+def package_modules() -> List[Module]:
+    return [Module(path) for path in sorted(PACKAGE_DIR.rglob('*.py')) if '__pycache__' not in path.parts]
+
+
+def called_name(call: ast.Call) -> Optional[str]:
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+def parameters(function: ast.AST) -> List[str]:
+    assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+    arguments = function.args
+    return [argument.arg for argument in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]]
+
+
+def reduce(node: ast.AST, module: Module, seen: FrozenSet[str] = frozenset()) -> List[Template]:
+    """The templates an expression of a message can produce (several for a conditional)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [(node.value,)]
+    if isinstance(node, ast.JoinedStr):
+        return [tuple(value.value if isinstance(value, ast.Constant) and isinstance(value.value, str) else None
+                      for value in node.values)]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return [left + right for left in reduce(node.left, module, seen) for right in reduce(node.right, module, seen)]
+    if isinstance(node, ast.IfExp):
+        return reduce(node.body, module, seen) + reduce(node.orelse, module, seen)
+    if isinstance(node, ast.Name) and node.id not in seen:
+        templates = [template for value in assignments(node, module)
+                     for template in reduce(value, module, seen | {node.id})]
+        if templates:
+            return templates
+    return [(None,)]
+
+
+def assignments(name: ast.Name, module: Module) -> List[ast.AST]:
+    """The values assigned to ``name`` in its function (or module)."""
+    scope = module.function_of.get(name) or module.tree
+    return [statement.value for statement in ast.walk(scope)
+            if isinstance(statement, ast.Assign)
+            and any(isinstance(target, ast.Name) and target.id == name.id for target in statement.targets)]
+
+
+def hole_names(node: ast.AST, module: Module, seen: FrozenSet[str] = frozenset()) -> Set[str]:
+    """The names an expression of a message puts into its holes (following assignments)."""
+    names: Set[str] = set()
+    if isinstance(node, ast.Name) and node.id not in seen:
+        for value in assignments(node, module):
+            names |= hole_names(value, module, seen | {node.id})
+        return names
+    called = {id(sub.func) for sub in ast.walk(node) if isinstance(sub, ast.Call)}
+    return {sub.id for sub in ast.walk(node) if isinstance(sub, ast.Name) and id(sub) not in called}
+
+
+def message_argument(call: ast.Call, position: int, keyword: str) -> Optional[ast.AST]:
+    if 0 <= position < len(call.args):
+        return call.args[position]
+    for argument in call.keywords:
+        if argument.arg == keyword:
+            return argument.value
+    return None
+
+
+def argument_templates(modules: Sequence[Module], function: ast.AST, parameter: str) -> List[Template]:
+    """What the package's calls of ``function`` pass as ``parameter`` (string literals only)."""
+    assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+    names = parameters(function)
+    position = names.index(parameter) - (names[:1] in (['self'], ['cls']))
+    found: List[Template] = []
+    for module in modules:
+        for call in ast.walk(module.tree):
+            if isinstance(call, ast.Call) and called_name(call) == function.name:
+                value = message_argument(call, position, parameter)
+                if isinstance(value, (ast.JoinedStr, ast.BinOp)) or (
+                        isinstance(value, ast.Constant) and isinstance(value.value, str)):
+                    found.extend(reduce(value, module))
+    return found
+
+
+def calls_of(modules: Sequence[Module], name: str, position: int, keyword: str,
+             only: Optional[str] = None) -> Iterator[Tuple[str, Template]]:
+    """``(where, template)`` for the message argument of every call of ``name``, and for the
+    literal pieces its callers pass into its holes."""
+    for module in modules:
+        if only is not None and module.name != only:
+            continue
+        for call in ast.walk(module.tree):
+            if not (isinstance(call, ast.Call) and called_name(call) == name):
+                continue
+            message = message_argument(call, position, keyword)
+            if message is None:
+                continue
+            where = f'{module.name}:{call.lineno}'
+            for template in reduce(message, module):
+                yield where, template
+            function = module.function_of.get(call)
+            if function is None:
+                continue
+            for parameter in sorted(hole_names(message, module) & set(parameters(function)) - {'self', 'cls'}):
+                for template in argument_templates(modules, function, parameter):
+                    yield f'{where} ({parameter}=)', template
+
+
+def returned_templates(module: Module, function_name: str) -> Iterator[Tuple[str, Template]]:
+    for function in module.functions():
+        assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if function.name != function_name:
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.Return) and node.value is not None:
+                for template in reduce(node.value, module):
+                    yield f'{module.name}:{node.lineno} ({function_name})', template
+
+
+def appended_templates(module: Module, function_name: str) -> Iterator[Tuple[str, Template]]:
+    for function in module.functions():
+        assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if function.name != function_name:
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.Call) and called_name(node) == 'append' and node.args:
+                for template in reduce(node.args[0], module):
+                    yield f'{module.name}:{node.lineno} ({function_name})', template
+
+
+def percent_template(text: str) -> Template:
+    pieces: List[Piece] = []
+    for index, part in enumerate(PERCENT_HOLE.split(text)):
+        if index:
+            pieces.append(None)
+        pieces.append(part)
+    return tuple(pieces)
+
+
+def logged_templates(module: Module) -> Iterator[Tuple[str, Template]]:
+    """The ``logger.warning``/``error``/``exception`` lines of a module (constant templates)."""
+    for node in ast.walk(module.tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == 'logger'
+                and node.func.attr in ('warning', 'error', 'exception', 'critical') and node.args
+                and isinstance(node.args[0], ast.Constant)):
+            yield f'{module.name}:{node.lineno} (logger.{node.func.attr})', percent_template(node.args[0].value)
+
+
+def observe_templates(module: Module) -> Iterator[Tuple[str, Template]]:
+    """The WARNING and ERROR lines of ``_observe.py``: its ``_LINES`` table and its
+    ``logger.exception``/``error``/``warning`` calls."""
+    yield from logged_templates(module)
+    for node in ast.walk(module.tree):
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+        if isinstance(target, ast.Name) and target.id == '_LINES':
+            assert isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Dict)
+            for key, value in zip(node.value.keys, node.value.values):
+                assert isinstance(value, ast.Tuple), ast.dump(value)
+                level, text = value.elts[0], value.elts[1]
+                assert isinstance(level, ast.Name) and isinstance(text, ast.Constant), ast.dump(value)
+                if level.id in ('WARNING', 'ERROR'):
+                    label = ast.unparse(key) if key is not None else '?'
+                    yield f'{module.name} {label} ({level.id})', percent_template(text.value)
+
+
+def all_templates() -> List[Tuple[str, Template]]:
+    modules = package_modules()
+    by_name = {module.name: module for module in modules}
+    found: List[Tuple[str, Template]] = []
+    found += calls_of(modules, 'DynamoDBLockError', 1, 'message')
+    found += returned_templates(by_name['_core/messages.py'], 'explain')
+    found += observe_templates(by_name['_observe.py'])
+    for name in ('python_dynamodb_lock.py', 'aio.py', '_base.py'):    # the client drivers log a few more
+        found += logged_templates(by_name[name])
+    found += appended_templates(by_name['_config.py'], '_period_warnings')
+    found += returned_templates(by_name['_config.py'], 'client_timeout_warning')
+    found += calls_of(modules, 'CliError', 0, 'message', only='_cli.py')
+    found += returned_templates(by_name['_cli.py'], 'explain_failure')
+    found += calls_of(modules, 'DemoError', 0, 'message', only='_demo.py')
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# Matching
+# --------------------------------------------------------------------------------------------
+
+def literal_parts(template: Template) -> List[str]:
+    return [normalise(piece) for piece in template if piece]
+
+
+def stable_fragment(template: Template) -> Optional[str]:
+    """The template's longest literal part, if it is long enough to look for on its own."""
+    parts = sorted((part.strip() for part in literal_parts(template)), key=len, reverse=True)
+    return parts[0] if parts and len(parts[0]) >= MIN_FRAGMENT else None
+
+
+def whole_pattern(template: Template) -> Optional[re.Pattern]:
+    """The template as a regular expression (holes match any short text); None when its
+    literal text is too short to say anything."""
+    if sum(len(part.strip()) for part in literal_parts(template)) < 3:
+        return None
+    pattern = ''.join(HOLE if piece is None else re.escape(normalise(piece)).replace(r'\ ', ' ').replace(' ', r'\s*')
+                      for piece in template)
+    return re.compile(pattern, re.DOTALL)
+
+
+def covered(template: Template, page: str) -> bool:
+    fragment = stable_fragment(template)
+    if fragment is not None:
+        return fragment in page
+    pattern = whole_pattern(template)
+    return pattern is None or pattern.search(page) is not None
+
+
+def missing_from(page: str, templates: Sequence[Tuple[str, Template]]) -> List[str]:
+    return [f'{where}: {render(template)!r}' for where, template in templates if not covered(template, page)]
+
+
+def render(template: Template) -> str:
+    return ''.join('{...}' if piece is None else piece for piece in template)
+
+
+def page_text() -> str:
+    return normalise(PAGE.read_text(encoding='utf-8'))
+
+
+# --------------------------------------------------------------------------------------------
+# Tests
+# --------------------------------------------------------------------------------------------
+
+TEMPLATES = all_templates()
+
+
+def test_the_extraction_finds_the_messages_it_is_meant_to() -> None:
+    rendered = [render(template) for _, template in TEMPLATES]
+    wheres = [where for where, _ in TEMPLATES]
+    # DynamoDBLockError messages in several modules, an f-string and a plain string among them.
+    assert any('The lock client has been closed' == text for text in rendered)
+    assert any(text.startswith('Could not acquire {...} within {...}s: held by') for text in rendered)
+    assert sum(where.startswith('_core/') for where in wheres) >= 10
+    # A message held in a variable, with both of its branches.
+    assert any(' was lost {...} released: its row was gone' in text for text in rendered)
+    assert any(' was taken over by {...} {...} released; their row was left alone' in text for text in rendered)
+    # A piece passed in by a caller, and a helper's own words.
+    assert any('ClientRequestToken={...} within 10 minutes is safe' in text for text in rendered)
+    assert any('does not have the expected key schema' in text for text in rendered)
+    # _observe.py's WARNING/ERROR lines, and not its DEBUG/INFO ones.
+    assert any(text.startswith('Heartbeat of {...} failed, will retry next period') for text in rendered)
+    assert not any(text.startswith('Heartbeat of {...}: version') for text in rendered)
+    # The command line's own errors.
+    assert any(text.startswith('no AWS region configured') for text in rendered)
+    assert len(TEMPLATES) >= 60
+
+
+def templates_in(source: str) -> List[Tuple[str, Template]]:
+    """The DynamoDBLockError templates of a piece of source code."""
+    return list(calls_of([Module(pathlib.Path('example.py'), source)], 'DynamoDBLockError', 1, 'message'))
+
+
+def test_f_strings_variables_and_callers_pieces_are_reduced_to_their_literal_parts() -> None:
+    source = (
+        "def fail(key, owner, what):\n"
+        "    if owner is None:\n"
+        "        message = f'{key} is gone, {what}'\n"
+        "    else:\n"
+        "        message = f'{key} is held by {owner!r} now, ' + what\n"
+        "    raise DynamoDBLockError('LOCK_STOLEN', message)\n"
+        "def write(key):\n"
+        "    fail(key, None, 'so nothing was written')\n"
+        "    raise DynamoDBLockError(code='UNKNOWN', message=f'Could not write {key}: {explain(key)}')\n")
+    assert [template for _, template in templates_in(source)] == [
+        (None, ' is gone, ', None),
+        (None, ' is held by ', None, ' now, ', None),
+        ('so nothing was written',),
+        ('Could not write ', None, ': ', None),
+    ]
+
+
+@pytest.mark.parametrize('template', [
+    (None, ' is not held by this client (', None, ')'),
+    ('Not ', None, ' is not held by this client (', None, ')'),
+])
+def test_a_template_is_found_by_its_longest_literal_part(template: Template) -> None:
+    assert stable_fragment(template) == 'is not held by this client ('
+    assert covered(template, 'LOCK_NOT_OWNED: ``<key> is not held by this client (<owner>)``')
+    assert not covered(template, 'LOCK_NOT_OWNED: not held here')
+
+
+def test_a_template_of_short_parts_must_match_as_a_whole() -> None:
+    template: Template = ('Could not ', None, ' ', None, ': ', None)
+    assert stable_fragment(template) is None
+    assert covered(template, normalise('``Could not read lock\n   k/- in table T: <why>``'))
+    assert not covered(template, 'Could not')
+
+
+def test_the_page_explains_every_message() -> None:
+    missing = missing_from(page_text(), TEMPLATES)
+    assert not missing, (
+        f'{PAGE.name} does not explain these messages (add each, or a {MIN_FRAGMENT}-character piece of it, '
+        'with what it means and what to do):\n' + '\n'.join(missing))
+
+
+def test_removing_a_message_from_the_page_is_noticed() -> None:
+    """The check can fail: take each of a few messages out of the page and it is reported."""
+    page = page_text()
+    checked = 0
+    for where, template in TEMPLATES:
+        fragment = stable_fragment(template)
+        if fragment is None or page.count(fragment) != 1:
+            continue
+        without = page.replace(fragment, '')
+        assert missing_from(without, [(where, template)]), where
+        checked += 1
+    assert checked >= 30
