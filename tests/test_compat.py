@@ -277,6 +277,18 @@ def test_error_args_repr_and_pickle_round_trip() -> None:
 
 
 # --- the item in the table ------------------------------------------------------------------
+#
+# The published attributes keep their names, DynamoDB types and meaning, so that a client of the
+# published package reads our rows as locks (tests/test_interop.py runs the published 0.9.1 and
+# 0.9.3 against this package on one table, in both directions). This package adds exactly
+# fencing_token, acquisition_id and lease_expiry to a held lock's row, and keeps a released
+# lock's row, marked released_at, for its fencing token (docs/changes.rst, docs/safety.rst).
+
+PUBLISHED_ATTRIBUTES = {'lock_key', 'sort_key', 'owner_name', 'lease_duration', 'record_version_number',
+                        'expiry_time'}
+HELD_ATTRIBUTES = PUBLISHED_ATTRIBUTES | {'fencing_token', 'acquisition_id', 'lease_expiry'}
+RELEASED_ATTRIBUTES = PUBLISHED_ATTRIBUTES | {'fencing_token', 'released_at'}
+
 
 @pytest.mark.parametrize('lease, stored', [
     (datetime.timedelta(seconds=30), Decimal('30')),
@@ -285,16 +297,18 @@ def test_error_args_repr_and_pickle_round_trip() -> None:
 ])
 def test_item_layout_on_the_wire(engine: Any, clients: LockClients, lease: datetime.timedelta,
                                  stored: Decimal) -> None:
-    """The attributes and DynamoDB types a client of the published package reads."""
+    """The attributes and DynamoDB types a client of the published package reads, plus exactly
+    the ones this package adds; and the row a release keeps."""
     client = clients.make(owner_name='owner-one', lease_duration=lease,
                           heartbeat_period=lease / 4, safe_period=lease / 2)
     key = f'layout-{uuid.uuid4().hex}'
-    before = int(clients.clock.time())
+    now = clients.clock.time()           # a ManualClock: the same at the write
+    before = int(now)
     lock = client.acquire_lock(key, additional_attributes={'job': 'nightly', 'attempt': 3, 'tags': {'a', 'b'}})
     typed = engine.read_typed_item(key)
     assert typed is not None
-    assert set(typed) == {'lock_key', 'sort_key', 'owner_name', 'lease_duration', 'record_version_number',
-                          'expiry_time', 'job', 'attempt', 'tags'}
+    assert set(typed) == HELD_ATTRIBUTES | {'job', 'attempt', 'tags'}
+    # The published attributes, as the published package writes them.
     assert typed['lock_key'] == {'S': key}
     assert typed['sort_key'] == {'S': '-'}
     assert typed['owner_name'] == {'S': 'owner-one'}
@@ -305,6 +319,26 @@ def test_item_layout_on_the_wire(engine: Any, clients: LockClients, lease: datet
     assert typed['job'] == {'S': 'nightly'}
     assert Decimal(typed['attempt']['N']) == 3
     assert sorted(typed['tags']['SS']) == ['a', 'b']
+    # This package's own: the fencing token (on a new row: the writer's clock in microseconds,
+    # plus one), the acquisition's id, and the lease's end on the holder's wall clock.
+    assert set(typed['fencing_token']) == {'N'}
+    assert int(typed['fencing_token']['N']) == lock.fencing_token == int(now * 1_000_000) + 1
+    assert set(typed['acquisition_id']) == {'S'} and uuid.UUID(typed['acquisition_id']['S']).version == 4
+    assert set(typed['lease_expiry']) == {'N'}
+    assert abs(Decimal(typed['lease_expiry']['N']) - Decimal(repr(now)) - stored) <= Decimal('0.001')
+
+    lock.release(best_effort=False)
+    kept = engine.read_typed_item(key)
+    assert kept is not None, 'a release deleted the row, and the fencing token with it'
+    assert set(kept) == RELEASED_ATTRIBUTES          # acquisition id, lease end and job attributes gone
+    assert kept['lock_key'] == {'S': key} and kept['sort_key'] == {'S': '-'}
+    assert kept['owner_name'] == {'S': 'owner-one'}
+    assert Decimal(kept['lease_duration']['N']) == 0   # published clients take it over after one poll
+    released_version = kept['record_version_number']['S']
+    assert released_version != version and uuid.UUID(released_version).version == 4
+    assert int(kept['expiry_time']['N']) == before + 3600     # DynamoDB's TTL deletes it an expiry_period on
+    assert kept['fencing_token'] == typed['fencing_token']
+    assert set(kept['released_at']) == {'N'} and int(kept['released_at']['N']) == before
 
 
 def test_item_layout_with_custom_attribute_names(engine: Any, client_kind: str) -> None:
@@ -312,23 +346,48 @@ def test_item_layout_with_custom_attribute_names(engine: Any, client_kind: str) 
     DynamoDBLockClient.create_dynamodb_table(engine.client, table_name=table_name, partition_key_name='pk',
                                              sort_key_name='sk', ttl_attribute_name='ttl')
     factory = LockClients(engine, kind=client_kind)
+    key = {'pk': {'S': 'resource'}, 'sk': {'S': 'part'}}
     try:
         client = factory.make(table_name=table_name, partition_key_name='pk', sort_key_name='sk',
                               ttl_attribute_name='ttl')
-        client.acquire_lock('resource', 'part')
-        typed = engine.client.get_item(TableName=table_name, Key={'pk': {'S': 'resource'}, 'sk': {'S': 'part'}},
-                                       ConsistentRead=True)['Item']
-        assert set(typed) == {'pk', 'sk', 'owner_name', 'lease_duration', 'record_version_number', 'ttl'}
+        lock = client.acquire_lock('resource', 'part')
+        typed = engine.client.get_item(TableName=table_name, Key=key, ConsistentRead=True)['Item']
+        assert set(typed) == {'pk', 'sk', 'owner_name', 'lease_duration', 'record_version_number', 'ttl',
+                              'fencing_token', 'acquisition_id', 'lease_expiry'}
         assert 'N' in typed['ttl']
+        assert int(typed['fencing_token']['N']) == lock.fencing_token
+        lock.release(best_effort=False)
+        kept = engine.client.get_item(TableName=table_name, Key=key, ConsistentRead=True)['Item']
+        assert set(kept) == {'pk', 'sk', 'owner_name', 'lease_duration', 'record_version_number', 'ttl',
+                             'fencing_token', 'released_at'}
+        assert 'N' in kept['ttl'] and int(kept['fencing_token']['N']) == lock.fencing_token
     finally:
         factory.close_all()
         engine.client.delete_table(TableName=table_name)
 
 
-def test_acquire_writes_with_one_conditional_put(engine: Any, clients: LockClients) -> None:
-    """The published cost model: acquiring a free lock is one PutItem, conditioned on absence."""
+def test_acquire_writes_with_one_conditional_update(engine: Any, clients: LockClients) -> None:
+    """The published cost model: acquiring a free lock is one conditional write, refused where a
+    held lock is. It is an UpdateItem (not the published PutItem), so that the row's fencing
+    token is carried forward, atomically, by the same write."""
     client = clients.make()
     with CallRecorder(engine.resource) as calls:
-        client.acquire_lock('cost-model')
-    assert calls.operations() == ['PutItem']
-    assert 'attribute_not_exists' in calls.calls[0].params['ConditionExpression']
+        lock = client.acquire_lock('cost-model')
+    assert calls.operations() == ['UpdateItem']
+    params = calls.calls[0].params
+    names = params['ExpressionAttributeNames']
+    condition = params['ConditionExpression']
+    assert 'attribute_not_exists' in condition
+    # Free means: no row, or a row a release kept (released_at); a held lock refuses the write.
+    assert {names[name] for name in names if name in condition} == {'lock_key', 'released_at'}
+    assert 'if_not_exists' in params['UpdateExpression'] and names['#fencing_token'] == 'fencing_token'
+    assert params['ReturnValuesOnConditionCheckFailure'] == 'ALL_OLD'   # the holder, without a read
+    other = clients.make()
+    with CallRecorder(engine.resource) as calls:
+        assert other.try_acquire_lock('cost-model') is None
+    assert calls.operations() == ['UpdateItem']
+    lock.release(best_effort=False)
+    with CallRecorder(engine.resource) as calls:
+        again = other.acquire_lock('cost-model')       # the kept row is free: one write, no wait
+    assert calls.operations() == ['UpdateItem']
+    assert again.fencing_token == lock.fencing_token + 1

@@ -31,7 +31,11 @@ def test_get_lock_is_one_consistent_read(engine: Any, clients: LockClients) -> N
         ('inspected', 'part', client._owner_name, held.record_version_number)
     assert seen.lease_duration == 30.0 and seen.expiry_time == held.expiry_time
     assert seen.additional_attributes == {'job': 'x'}
+    assert seen.fencing_token == held.fencing_token
     assert client.get_lock('nobody-holds-this') is None
+    held.release(best_effort=False)
+    assert engine.read_item('inspected', 'part') is not None      # kept for its fencing token,
+    assert client.get_lock('inspected', 'part') is None           # but no lock
 
 
 def test_get_lock_checks_its_arguments(clients: LockClients, engine: Any) -> None:
@@ -57,6 +61,8 @@ def test_list_locks_returns_every_lock_and_skips_other_rows(engine: Any, clients
     theirs = engine.put_lock_row('listed-b', 'x', owner_name='other', lease_duration=Decimal('1.1'))
     engine.client.put_item(TableName=engine.table_name,
                            Item={'lock_key': {'S': 'not-a-lock'}, 'sort_key': {'S': '-'}, 'note': {'S': 'hi'}})
+    client.acquire_lock('listed-released').release(best_effort=False)      # a kept released row
+    assert engine.read_item('listed-released') is not None
     found = {lock.unique_identifier: lock for lock in client.list_locks()}
     assert set(found) == {'listed-a|-', 'listed-b|x'}
     assert found['listed-a|-'].record_version_number == mine.record_version_number
@@ -77,7 +83,9 @@ def test_list_locks_pages_through_a_large_table(engine: Any, clients: LockClient
     assert calls.count('Scan') >= 2
 
 
-def test_force_release_deletes_the_version_it_was_given(engine: Any, clients: LockClients) -> None:
+def test_force_release_frees_the_version_it_was_given(engine: Any, clients: LockClients) -> None:
+    """One write, conditioned on the version the operator saw, marks the row released (kept for
+    its fencing token, as a release does)."""
     holder = clients.make()
     operator = clients.make()
     callback = CallbackRecorder()
@@ -85,9 +93,30 @@ def test_force_release_deletes_the_version_it_was_given(engine: Any, clients: Lo
     seen = operator.get_lock('forced')
     with CallRecorder(engine.resource) as calls:
         assert operator.force_release_lock(seen) is True
-    assert calls.operations() == ['DeleteItem']
-    assert engine.read_item('forced') is None
+    assert calls.operations() == ['UpdateItem']
+    assert seen.record_version_number in calls.calls[0].expression_values().values()
+    assert engine.read_held_row('forced') is None
+    kept = engine.read_item('forced')
+    assert 'released_at' in kept and kept['fencing_token'] == lock.fencing_token
+    assert kept['record_version_number'] != seen.record_version_number
     holder.send_heartbeats([lock])                    # the holder learns it lost the lock
+    assert lock.status == DynamoDBLock.INVALID
+    assert callback.codes == [DynamoDBLockError.LOCK_STOLEN]
+
+
+def test_force_release_deletes_the_version_it_was_given_when_rows_are_not_kept(engine: Any,
+                                                                               clients: LockClients) -> None:
+    holder = clients.make()
+    operator = clients.make(keep_released_rows=False)
+    callback = CallbackRecorder()
+    lock = holder.acquire_lock('forced', app_callback=callback)
+    seen = operator.get_lock('forced')
+    with CallRecorder(engine.resource) as calls:
+        assert operator.force_release_lock(seen) is True
+    assert calls.operations() == ['DeleteItem']
+    assert seen.record_version_number in calls.calls[0].expression_values().values()
+    assert engine.read_item('forced') is None
+    holder.send_heartbeats([lock])
     assert lock.status == DynamoDBLock.INVALID
     assert callback.codes == [DynamoDBLockError.LOCK_STOLEN]
 
@@ -101,7 +130,9 @@ def test_force_release_of_a_renewed_lock_deletes_nothing(engine: Any, clients: L
     assert operator.force_release_lock(seen) is False
     assert engine.read_item('renewed-meanwhile')['record_version_number'] == lock.record_version_number
     lock.release(best_effort=False)
-    assert operator.force_release_lock(seen) is False         # gone: nothing to delete
+    released = engine.read_item('renewed-meanwhile')
+    assert operator.force_release_lock(seen) is False         # released: nothing to free
+    assert engine.read_item('renewed-meanwhile') == released
 
 
 def test_force_release_rejects_other_types(clients: LockClients, engine: Any) -> None:
@@ -118,3 +149,4 @@ def test_force_release_wakes_a_waiter_of_the_same_client(engine: Any, clients: L
     assert client.force_release_lock(client.get_lock('stuck')) is True
     lock = waiter.result()                           # fake time never moved
     assert engine.read_item('stuck')['record_version_number'] == lock.record_version_number
+    assert lock.fencing_token == 2                   # the force-released row kept the holder's token, 1

@@ -58,6 +58,25 @@ def test_waiting_polls_are_debug_only(engine: Any, clients: LockClients, caplog:
     assert levels_during(caplog, wait_in_vain) <= {logging.DEBUG}
 
 
+def test_waiting_for_a_holder_that_writes_no_fencing_token_warns_once(
+        engine: Any, clients: LockClients, caplog: pytest.LogCaptureFixture) -> None:
+    """A row written as the published package writes it (no fencing token): fencing cannot
+    protect this key, which is trouble worth a WARNING - one, not one per poll."""
+    clock: ManualClock = clients.clock
+    client = clients.make()
+    engine.put_lock_row('unfenced', lease_duration=300, fencing_token=None)
+    lock = client.acquire_lock('other')     # keep INFO from the first acquire out of the measurement
+    lock.release()
+
+    def wait_in_vain() -> None:
+        with clock.auto_advance_in_current_thread(), pytest.raises(DynamoDBLockError):
+            client.acquire_lock('unfenced', retry_period=seconds(seconds=5), retry_timeout=seconds(seconds=20))
+
+    assert levels_during(caplog, wait_in_vain) == {logging.DEBUG, logging.WARNING}
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 1 and 'writes no fencing token' in warnings[0] and 'someone-else' in warnings[0]
+
+
 def test_stolen_is_a_warning(engine: Any, clients: LockClients, caplog: pytest.LogCaptureFixture) -> None:
     client = clients.make()
     lock = client.acquire_lock('stolen-log', app_callback=CallbackRecorder())

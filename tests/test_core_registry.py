@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 import threading
-from typing import Any, List
+from typing import Any, Dict, List
 
 
 from helpers import (
@@ -40,6 +40,7 @@ def test_reacquiring_a_force_released_key_invalidates_the_older_lock_object(engi
     client.send_heartbeats([second])
     assert second.status == DynamoDBLock.LOCKED
     assert engine.read_item('reacquired')['record_version_number'] == second.record_version_number
+    assert second.fencing_token == first.fencing_token + 1     # the force-released row kept the count
 
 
 def test_a_thread_of_the_same_client_taking_over_a_stalled_lock_tells_the_old_holder(
@@ -51,17 +52,27 @@ def test_a_thread_of_the_same_client_taking_over_a_stalled_lock_tells_the_old_ho
     callback = CallbackRecorder()
     first = client.acquire_lock('same-client-takeover', app_callback=callback)
     with FaultInjector(engine.resource) as faults:
-        faults.fail_calls('UpdateItem', code='InternalServerError', status=500, times=None)
+        # Every renewal fails; acquiring is an UpdateItem too (it carries the fencing token
+        # forward), and it goes through.
+        renewals = faults.fail_calls('UpdateItem', code='InternalServerError', status=500, times=None,
+                                     when=lambda params: not is_acquisition(params))
         attempt = BackgroundCall(client.acquire_lock, 'same-client-takeover', retry_period=seconds(seconds=1),
                                  retry_timeout=seconds(seconds=60), name='second-thread')
         while not attempt.done:
             step(clock, 1, client, threads=[attempt.thread])
     second = attempt.result()
+    assert renewals.hits > 0
     step(clock, 10, client)
     assert second.status == DynamoDBLock.LOCKED
     assert first.status == DynamoDBLock.INVALID, 'the stalled lock object never learnt it lost the key'
     assert callback.codes == [DynamoDBLockError.LOCK_IN_DANGER, STOLEN]
     assert engine.read_item('same-client-takeover')['record_version_number'] == second.record_version_number
+    assert second.fencing_token == first.fencing_token + 1
+
+
+def is_acquisition(params: Dict[str, Any]) -> bool:
+    """Whether a (decoded) UpdateItem acquires a lock: only acquisitions assign the fencing token."""
+    return 'fencing_token' in params.get('ExpressionAttributeNames', {}).values()
 
 
 def test_registry_under_concurrent_acquire_and_release(local_engine: Any, local_clients: LockClients) -> None:
@@ -96,14 +107,16 @@ def test_threads_of_one_client_take_turns_on_one_key(local_engine: Any, local_cl
     inside = threading.Lock()
     overlaps: List[str] = []
     turns: List[str] = []
+    tokens: List[int] = []
 
     def worker(name: str) -> None:
         for _ in range(5):
-            with client.acquire_lock('one-key', retry_timeout=seconds(hours=1), raise_context_exception=True):
+            with client.acquire_lock('one-key', retry_timeout=seconds(hours=1), raise_context_exception=True) as lock:
                 if not inside.acquire(blocking=False):
                     overlaps.append(name)
                     continue
                 turns.append(name)
+                tokens.append(lock.fencing_token)
                 inside.release()
 
     workers = [BackgroundCall(worker, f'worker-{index}', name=f'worker-{index}') for index in range(4)]
@@ -111,4 +124,7 @@ def test_threads_of_one_client_take_turns_on_one_key(local_engine: Any, local_cl
         call.result(timeout=120)
     assert overlaps == []
     assert len(turns) == 20
-    assert local_engine.read_item('one-key') is None
+    # Each turn had a token one larger than the turn before it (hand-overs included).
+    assert tokens == list(range(tokens[0], tokens[0] + 20))
+    assert local_engine.read_held_row('one-key') is None                      # nobody holds it
+    assert local_engine.read_item('one-key')['fencing_token'] == tokens[-1]   # kept for the token

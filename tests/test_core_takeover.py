@@ -38,7 +38,13 @@ def test_a_live_holder_is_never_taken_over(engine: Any, clients: LockClients) ->
         step(clock, 100, holder, threads=[attempt.thread])
         error = attempt.error()
     assert isinstance(error, DynamoDBLockError) and error.code == DynamoDBLockError.ACQUIRE_TIMEOUT
-    assert [call.operation for call in waiter_calls.writes()] == ['PutItem']
+    # One write, the first attempt where the key is free (no row, or a released one); never a
+    # takeover (conditioned on the holder's version).
+    writes = waiter_calls.writes()
+    assert [call.operation for call in writes] == ['UpdateItem']
+    condition, names = writes[0].params['ConditionExpression'], writes[0].params['ExpressionAttributeNames']
+    assert 'attribute_not_exists' in condition
+    assert {names[name] for name in names if name in condition} == {'lock_key', 'released_at'}
     assert lock.status == DynamoDBLock.LOCKED
     assert callback.calls == []
     assert engine.read_item('contended')['owner_name'] == 'holder'
@@ -47,7 +53,7 @@ def test_a_live_holder_is_never_taken_over(engine: Any, clients: LockClients) ->
 def test_a_holder_that_dies_is_taken_over_a_lease_after_its_last_heartbeat(engine: Any, clients: LockClients) -> None:
     clock = clients.clock
     holder = clients.make(engine.new_resource(), hand_driven=False, owner_name='holder')
-    holder.acquire_lock('dies')
+    dead = holder.acquire_lock('dies')
     waiter = clients.make(owner_name='waiter')
     with CallRecorder(engine.resource, clock) as waiter_calls:
         attempt = BackgroundCall(waiter.acquire_lock, 'dies', retry_period=seconds(seconds=1),
@@ -61,9 +67,12 @@ def test_a_holder_that_dies_is_taken_over_a_lease_after_its_last_heartbeat(engin
             assert clock.monotonic() - died_at < 60, 'never took over'
         lock = attempt.result()
     takeover = waiter_calls.writes()[-1]
+    assert takeover.operation == 'UpdateItem'
     assert last_version in takeover.expression_values().values()
     assert 30 <= takeover.clock_time - (died_at - 2) <= 30 + 1 + 2   # last heartbeat was at died_at - 2
     assert engine.read_item('dies')['record_version_number'] == lock.record_version_number
+    assert lock.fencing_token == dead.fencing_token + 1               # the row's counter, carried forward
+    assert lock.took_over_from is not None and lock.took_over_from.owner_name == 'holder'
 
 
 @pytest.mark.parametrize('lease', [0.1, 1.1])

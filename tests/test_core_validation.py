@@ -85,6 +85,11 @@ BAD_SETTINGS = [
     pytest.param(dict(partition_key_name=''), ValueError, id='partition-key-name-empty'),
     pytest.param(dict(sort_key_name='lock_key'), ValueError, id='key-names-equal'),
     pytest.param(dict(ttl_attribute_name='owner_name'), ValueError, id='ttl-name-is-a-lock-attribute'),
+    # The attributes fencing added are the lock's own too: a key or the TTL may not take their names.
+    pytest.param(dict(ttl_attribute_name='fencing_token'), ValueError, id='ttl-name-is-the-fencing-token'),
+    pytest.param(dict(partition_key_name='released_at'), ValueError, id='partition-key-name-is-released-at'),
+    pytest.param(dict(sort_key_name='acquisition_id'), ValueError, id='sort-key-name-is-the-acquisition-id'),
+    pytest.param(dict(ttl_attribute_name='lease_expiry'), ValueError, id='ttl-name-is-the-lease-expiry'),
     pytest.param(dict(owner_name=''), ValueError, id='owner-empty'),
     pytest.param(dict(owner_name=42), TypeError, id='owner-int'),
     pytest.param(dict(app_callback_executor=object()), TypeError, id='executor-without-submit'),

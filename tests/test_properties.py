@@ -10,7 +10,9 @@ line (``python_dynamodb_lock._cli.run``): whatever the input,
   failing the test, if it does not);
 * a client's two background loops (threads named ``DynamoDBLockClient-heartbeat-sender`` /
   ``-checker``) are still alive afterwards, until ``close()``;
-* after a failure the table holds no row for the key (and after a success and release, none).
+* after a failure the table holds no row for the key; after a success and release, only the
+  released row, kept for its fencing token (``released_at`` set, the lock's token, no
+  acquisition id), which the example then deletes.
 
 Inputs: wrong types, empty, huge and lone-surrogate strings, reserved attribute names, huge,
 negative and NaN durations and numbers, nested and recursive attribute values, malformed
@@ -82,7 +84,7 @@ BOUND = 20.0
 LOOP_THREAD_NAMES = ('DynamoDBLockClient-heartbeat-sender', 'DynamoDBLockClient-heartbeat-checker')
 ALLOWED = (TypeError, ValueError, DynamoDBLockError)
 LOCK_ATTRIBUTES = ['lock_key', 'sort_key', 'expiry_time', 'owner_name', 'lease_duration',
-                   'record_version_number']
+                   'record_version_number', 'fencing_token', 'acquisition_id', 'released_at', 'lease_expiry']
 
 
 # --------------------------------------------------------------------------------------------
@@ -314,6 +316,14 @@ class Clients:
             self.engine.client.delete_item(TableName=self.engine.table_name,
                                            Key={'lock_key': row['lock_key'], 'sort_key': row['sort_key']})
 
+    def assert_only_released_row(self, lock: DynamoDBLock) -> None:
+        """After ``lock`` was released: the table holds its row and nothing else, marked released
+        and keeping the lock's fencing token; then the row is deleted, so that the next example
+        starts from an empty table."""
+        assert_released_row(self.engine.read_item(lock.partition_key, lock.sort_key), lock)
+        assert len(self.rows()) == 1
+        self.clear()
+
     def close(self) -> None:
         self.mine.close()
         self.other.close()
@@ -334,6 +344,14 @@ def is_usable_key(value: Any, max_bytes: int) -> bool:
         return len(value.encode('utf-8')) <= max_bytes
     except UnicodeEncodeError:
         return False
+
+
+def assert_released_row(row: Optional[Dict[str, Any]], lock: DynamoDBLock) -> None:
+    """``row`` is ``lock``'s row as a release leaves it: kept for its fencing token, marked
+    released, with a lease of 0 and no acquisition id."""
+    assert row is not None, 'the released row is gone: its fencing token with it'
+    assert 'released_at' in row and row['lease_duration'] == 0 and 'acquisition_id' not in row
+    assert lock.fencing_token is not None and row['fencing_token'] == lock.fencing_token
 
 
 def assert_no_row(clients: Clients, partition_key: Any, sort_key: Any) -> None:
@@ -481,10 +499,11 @@ def check_acquire_outcome(clients: Clients, outcome: Outcome, arguments: Dict[st
     if outcome.worked and outcome.value is not None:
         lock = outcome.value
         assert isinstance(lock, DynamoDBLock) and lock.status == DynamoDBLock.LOCKED
-        row = clients.engine.read_item(partition_key, sort_key)
+        row = clients.engine.read_held_row(partition_key, sort_key)
         assert row is not None and row['record_version_number'] == lock.record_version_number
+        assert row['fencing_token'] == lock.fencing_token and row['acquisition_id']
         call_bounded(clients.mine.release_lock, lock, best_effort=False)
-        assert clients.rows() == []
+        clients.assert_only_released_row(lock)
     else:
         assert not outcome.worked, 'try_acquire_lock returned None for a free lock'
         assert_no_row(clients, partition_key, sort_key)
@@ -500,6 +519,8 @@ def check_acquire_outcome(clients: Clients, outcome: Outcome, arguments: Dict[st
 @example(arguments={'partition_key': 'k\ud800'})
 @example(arguments={'partition_key': 'k', 'sort_key': '\udcff'})
 @example(arguments={'partition_key': 'k', 'additional_attributes': {'name\ud800': 1}})
+# A plain success: its release keeps the row, marked released, for the fencing token.
+@example(arguments={'partition_key': 'k', 'additional_attributes': {'job': 1}})
 def test_acquire_lock_works_or_refuses_clearly(clients: Clients, arguments: Dict[str, Any]) -> None:
     assume(not attributes_known_to_escape(arguments.get('additional_attributes')))
     assume(not attributes_moto_cannot_take(arguments.get('additional_attributes')))
@@ -518,6 +539,8 @@ try_acquire_arguments = arguments_with_some_bad(
 
 @settings(PROPERTIES, max_examples=80)
 @given(arguments=try_acquire_arguments, held_by_other=st.booleans())
+@example(arguments={'partition_key': 'k'}, held_by_other=True)
+@example(arguments={'partition_key': 'k'}, held_by_other=False)
 def test_try_acquire_lock_works_or_refuses_clearly(clients: Clients, arguments: Dict[str, Any],
                                                    held_by_other: bool) -> None:
     assume(not attributes_known_to_escape(arguments.get('additional_attributes')))
@@ -533,7 +556,7 @@ def test_try_acquire_lock_works_or_refuses_clearly(clients: Clients, arguments: 
         row = clients.engine.read_item(theirs.partition_key, theirs.sort_key)
         assert row is not None and row['record_version_number'] == theirs.record_version_number
         clients.other.release_lock(theirs, best_effort=False)
-        assert clients.rows() == []
+        clients.assert_only_released_row(theirs)
         assert_alive(clients.loops)
         return
     check_acquire_outcome(clients, outcome, arguments)
@@ -557,6 +580,8 @@ def test_acquire_lock_works_or_refuses_clearly_on_dynamodb_local(
         row = local_engine.read_item(partition_key, sort_key)
         assert row is not None and row['record_version_number'] == lock.record_version_number
         call_bounded(client.release_lock, lock, best_effort=False)
+        assert_released_row(local_engine.read_item(partition_key, sort_key), lock)
+        local_engine.delete_row(partition_key, sort_key)     # the next example starts from no row
     if is_usable_key(partition_key, 2048) and is_usable_key(sort_key, 1024):
         assert local_engine.read_item(partition_key, sort_key) is None
     assert_alive({client._heartbeat_sender, client._heartbeat_checker})
@@ -645,14 +670,19 @@ def test_release_lock_releases_or_refuses_clearly(clients: Clients, kind: str, b
         lock = clients.mine.get_lock(key)
     else:
         lock = junk_lock
+    before = clients.engine.read_item(key)
     outcome = call_bounded(clients.mine.release_lock, lock, best_effort)
     label(outcome)
     strict = not best_effort
     row = clients.engine.read_item(key)
     if kind == 'held':
-        assert outcome.worked and row is None and lock.status == DynamoDBLock.RELEASED
+        assert outcome.worked and lock.status == DynamoDBLock.RELEASED
+        assert_released_row(row, lock)
+        assert row['record_version_number'] != before['record_version_number']
     elif kind == 'released':
-        assert outcome.worked and row is None
+        assert outcome.worked
+        assert_released_row(row, lock)
+        assert row == before, 'releasing a released lock wrote to its row'
     elif kind == 'stolen':
         assert row is not None and row['record_version_number'] == thief_version, 'the thief\'s row was touched'
         if strict:
