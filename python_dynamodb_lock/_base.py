@@ -18,9 +18,10 @@ from ._config import AcquireArguments, Settings, make_settings
 from ._core.acquire import AcquireAttempt, TimedOut, Written
 from ._core.effects import Emit, Protocol, Unregister
 from ._core.events import Event, Kind
-from ._core.heartbeat import Batching, HeartbeatSettings, extend
+from ._core.heartbeat import Batching, HeartbeatSettings, check_round, extend, heartbeat_round
 from ._core.messages import describe_key
 from ._core.guard import check_actions, guarded_write
+from ._core.scan import force_release
 from ._core.release import ReleaseSettings, ReleaseVerdict, free_handed, precheck_release, release, release_verdict
 from ._core.state import Status
 from ._errors import DynamoDBLockError, Reason
@@ -52,6 +53,7 @@ class ClientCore(Generic[L]):
     _heartbeat_settings: HeartbeatSettings
     _clock: Any
     _pid: int
+    _shutdown: Any   # a threading.Event or an asyncio.Event: set by close()
 
     def _configure(self, low_level_client: Any, clock: Any, app_callback_executor: Any, metrics: Any,
                    background_heartbeats: Any, **setting_arguments: Any) -> Settings:
@@ -288,6 +290,45 @@ class ClientCore(Generic[L]):
         verdict = release_verdict(result, best_effort, self._schema, lock.unique_identifier)
         return dataclasses.replace(verdict, handed_over=result.handed is not None,
                                    duration=self._clock.monotonic() - started)
+
+    def _finish_wait(self, waiter: Any, outcome: Any, attempt: AcquireAttempt, timeout_is_error: bool,
+                     app_callback: Any, raise_context_exception: bool, make_lock: Callable[..., L],
+                     holder: Any) -> Optional[Tuple[L, Optional[L]]]:
+        """An acquisition has stopped waiting with ``outcome``: None after a timeout that is not
+        an error, else the new lock and the older lock object it replaced (see :meth:`_adopt`).
+
+        :raises DynamoDBLockError: ``ACQUIRE_TIMEOUT`` after a timeout when ``timeout_is_error``.
+        """
+        outcome = self._left_waiting(waiter, outcome)
+        if isinstance(outcome, TimedOut):
+            if timeout_is_error:
+                raise self._timeout_error(attempt, outcome)
+            return None
+        return self._adopt(outcome, app_callback, raise_context_exception, make_lock, holder)
+
+    def _forked(self) -> bool:
+        """Whether this client is being used in a process forked from the one that made it."""
+        try:
+            self._check_process()
+        except DynamoDBLockError:
+            return True
+        return False
+
+    def _heartbeat_round(self) -> Protocol[None]:
+        return heartbeat_round(self._heartbeat_settings, self._registry.held(), self._batching, self._clock,
+                               self._shutdown.is_set)
+
+    def _checker_round(self) -> Protocol[None]:
+        return check_round(self._heartbeat_settings, self._registry.held(), self._clock)
+
+    def _force_release_protocol(self, lock: Any) -> Protocol[bool]:
+        """Free ``lock``'s row if it still carries that version (an operator's release); a
+        waiter of this client for the key is woken."""
+        freed: bool = yield from force_release(self._release_settings, lock, self._clock)
+        if freed:
+            self._emit(Kind.FORCE_RELEASED, lock, version=lock.record_version_number, owner=lock.owner_name)
+            self._registry.wake_longest_waiting(lock.unique_identifier)
+        return freed
 
     def _left_waiting(self, waiter: Any, outcome: Any) -> Any:
         """An acquisition stops waiting with ``outcome``: a lock handed over to it meanwhile

@@ -49,13 +49,12 @@ from . import _config
 from ._aio_store import AsyncStore
 from ._base import ClientCore, Done
 from ._clock import Clock
-from ._core.acquire import TimedOut, acquire, read_row
+from ._core.acquire import acquire, read_row
 from ._core.effects import Call, Protocol, Sleep, Submit
-from ._core.events import Kind
 from ._core.guard import single_action
-from ._core.heartbeat import background_loop, check_locks, check_round, heartbeat_round, renew_batch, renew_one
+from ._core.heartbeat import background_loop, check_locks, renew_batch, renew_one
 from ._core.release import precheck_release
-from ._core.scan import force_release, next_page
+from ._core.scan import next_page
 from ._core.state import null_guard
 from ._errors import DynamoDBLockError, Reason
 from ._observe import MetricsHook
@@ -374,11 +373,8 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         self._check_process()
         if not isinstance(lock, BaseDynamoDBLock):
             raise TypeError(f'force_release_lock takes a BaseDynamoDBLock, not {type(lock).__name__}')
-        deleted: bool = await self._run(force_release(self._release_settings, lock, self._clock))
-        if deleted:
-            self._emit(Kind.FORCE_RELEASED, lock, version=lock.record_version_number, owner=lock.owner_name)
-            self._registry.wake_longest_waiting(lock.unique_identifier)
-        return deleted
+        freed: bool = await self._run(self._force_release_protocol(lock))
+        return freed
 
     def held_locks(self) -> List[AsyncDynamoDBLock]:
         """The locks this client holds and keeps alive right now (a snapshot)."""
@@ -518,12 +514,11 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         except BaseException:
             await asyncio.shield(self._run(self._abandon_wait(waiter)))
             raise
-        outcome = self._left_waiting(waiter, outcome)
-        if isinstance(outcome, TimedOut):
-            if timeout_is_error:
-                raise self._timeout_error(attempt, outcome)
+        adopted = self._finish_wait(waiter, outcome, attempt, timeout_is_error, app_callback,
+                                    raise_context_exception, self._new_lock, holder)
+        if adopted is None:
             return None
-        lock, previous = self._adopt(outcome, app_callback, raise_context_exception, self._new_lock, holder)
+        lock, previous = adopted
         if previous is not None:
             async with previous._mutex:   # a release or heartbeat of it under way finishes first
                 self._settle_replaced(previous)
@@ -531,13 +526,6 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
             await self.release_lock(lock, best_effort=True)
             raise DynamoDBLockError(DynamoDBLockError.CLIENT_SHUTDOWN, 'The lock client has been closed')
         return lock
-
-    def _forked(self) -> bool:
-        try:
-            self._check_process()
-        except DynamoDBLockError:
-            return True
-        return False
 
     def _dispatch_callback(self, callback: Callable[..., Any], lock: Any, code: str) -> None:
         """Coroutine functions run as tasks on the loop; plain functions on the executor."""
@@ -569,13 +557,6 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
     async def _run_loop(self, name: str, make_round: Callable[[], Protocol[None]]) -> None:
         await self._run(background_loop(name, self._owner_name, make_round, self._shutdown.is_set,
                                         self._settings.heartbeat_period))
-
-    def _heartbeat_round(self) -> Protocol[None]:
-        return heartbeat_round(self._heartbeat_settings, self._registry.held(), self._batching, self._clock,
-                               self._shutdown.is_set)
-
-    def _checker_round(self) -> Protocol[None]:
-        return check_round(self._heartbeat_settings, self._registry.held(), self._clock)
 
     def _submit_heartbeats(self, locks: Sequence[AsyncDynamoDBLock]) -> int:
         """Start a task renewing a group of locks; returns how many were skipped as in flight."""

@@ -26,13 +26,12 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 from . import _config
 from ._base import ClientCore, Done, unique_identifier_of
 from ._clock import Clock, SystemClock
-from ._core.acquire import TimedOut, acquire, read_row
+from ._core.acquire import acquire, read_row
 from ._core.effects import Call, Protocol, Sleep, Submit
-from ._core.events import Kind
 from ._core.guard import single_action
-from ._core.heartbeat import background_loop, check_locks, check_round, heartbeat_round, renew_batch, renew_one
+from ._core.heartbeat import background_loop, check_locks, renew_batch, renew_one
 from ._core.release import precheck_release
-from ._core.scan import force_release, next_page
+from ._core.scan import next_page
 from ._core.state import LockState, Status
 from ._errors import DynamoDBLockError
 from ._observe import MetricsHook
@@ -679,11 +678,8 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         self._check_process()
         if not isinstance(lock, BaseDynamoDBLock):
             raise TypeError(f'force_release_lock takes a BaseDynamoDBLock, not {type(lock).__name__}')
-        deleted: bool = self._run(force_release(self._release_settings, lock, self._clock))
-        if deleted:
-            self._emit(Kind.FORCE_RELEASED, lock, version=lock.record_version_number, owner=lock.owner_name)
-            self._registry.wake_longest_waiting(lock.unique_identifier)
-        return deleted
+        freed: bool = self._run(self._force_release_protocol(lock))
+        return freed
 
     def held_locks(self) -> List[DynamoDBLock]:
         """The locks this client holds and keeps alive right now (a snapshot)."""
@@ -828,12 +824,11 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         except BaseException:
             self._run(self._abandon_wait(waiter))
             raise
-        outcome = self._left_waiting(waiter, outcome)
-        if isinstance(outcome, TimedOut):
-            if timeout_is_error:
-                raise self._timeout_error(attempt, outcome)
+        adopted = self._finish_wait(waiter, outcome, attempt, timeout_is_error, app_callback,
+                                    raise_context_exception, self._new_lock, holder)
+        if adopted is None:
             return None
-        lock, previous = self._adopt(outcome, app_callback, raise_context_exception, self._new_lock, holder)
+        lock, previous = adopted
         if previous is not None:
             with previous.thread_lock:   # a release or heartbeat of it under way finishes first
                 self._settle_replaced(previous)
@@ -842,13 +837,6 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
             self.release_lock(lock, best_effort=True)
             raise DynamoDBLockError(DynamoDBLockError.CLIENT_SHUTDOWN, 'The lock client has been closed')
         return lock
-
-    def _forked(self) -> bool:
-        try:
-            self._check_process()
-        except DynamoDBLockError:
-            return True
-        return False
 
     def _dispatch_callback(self, callback: Callable[..., Any], lock: Any, code: str) -> None:
         """Run ``callback(code, lock)`` on the callback executor, logging what it raises."""
@@ -865,13 +853,6 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
     def _run_loop(self, name: str, make_round: Callable[[], Protocol[None]]) -> None:
         self._run(background_loop(name, self._owner_name, make_round, self._shutdown.is_set,
                                   self._settings.heartbeat_period))
-
-    def _heartbeat_round(self) -> Protocol[None]:
-        return heartbeat_round(self._heartbeat_settings, self._registry.held(), self._batching, self._clock,
-                               self._shutdown.is_set)
-
-    def _checker_round(self) -> Protocol[None]:
-        return check_round(self._heartbeat_settings, self._registry.held(), self._clock)
 
     def _submit_heartbeats(self, locks: Sequence[DynamoDBLock]) -> int:
         """Hand a group of heartbeats to a worker; returns how many were skipped as in flight."""
