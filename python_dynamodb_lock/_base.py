@@ -54,6 +54,10 @@ class ClientCore(Generic[L]):
     _clock: Any
     _pid: int
     _shutdown: Any   # a threading.Event or an asyncio.Event: set by close()
+    _closed: bool
+    _owner_name: str
+    _owns_app_callback_executor: bool
+    _app_callback_executor: Any
 
     def _configure(self, low_level_client: Any, clock: Any, app_callback_executor: Any, metrics: Any,
                    background_heartbeats: Any, **setting_arguments: Any) -> Settings:
@@ -277,6 +281,36 @@ class ClientCore(Generic[L]):
         self._registry.forget(lock, lock.unique_identifier)
         if wake:
             self._registry.wake_longest_waiting(lock.unique_identifier)
+
+    def _release_flow(self, lock: Any, best_effort: bool) -> Protocol[None]:
+        """Release ``lock`` (the driver holds its mutex): judge first whether a write is needed,
+        hand the lock to this client's longest waiter for the key in the same write if there is
+        one, and apply the verdict to the lock (raising its error, if any)."""
+        verdict = precheck_release(lock._state, self._owns(lock), best_effort, lock.unique_identifier,
+                                   self._owner_name)
+        if verdict is None:
+            successor = self._registry.claim_successor(lock.unique_identifier)
+            verdict = yield from self._release_protocol(lock, best_effort, successor)
+        self._apply_release(lock, verdict, verdict.handed_over)
+
+    def _begin_close(self) -> bool:
+        """The first call of ``close()``: stop everything waiting. False on later calls."""
+        if self._closed:
+            return False
+        self._closed = True
+        logger.info('Closing lock client %s', self._owner_name)
+        self._shutdown.set()
+        for waiter in self._registry.all_waiters():
+            waiter.set()
+        return True
+
+    def _locks_to_release_at_close(self, release_locks: bool) -> List[Any]:
+        return self._registry.held() if release_locks and not self._forked() else []
+
+    def _end_close(self) -> None:
+        if self._owns_app_callback_executor:
+            self._app_callback_executor.shutdown(wait=False)
+        logger.info('Closed lock client %s', self._owner_name)
 
     def _release_protocol(self, lock: Any, best_effort: bool, successor: Any) -> Protocol[ReleaseVerdict]:
         """Release ``lock`` (handing it to ``successor``, a claimed waiter, if any): the verdict."""

@@ -53,7 +53,6 @@ from ._core.acquire import acquire, read_row
 from ._core.effects import Call, Protocol, Sleep, Submit
 from ._core.guard import single_action
 from ._core.heartbeat import background_loop, check_locks, renew_batch, renew_one
-from ._core.release import precheck_release
 from ._core.scan import next_page
 from ._core.state import null_guard
 from ._errors import DynamoDBLockError, Reason
@@ -320,35 +319,21 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         if not isinstance(lock, AsyncDynamoDBLock):
             raise TypeError(f'release_lock takes an AsyncDynamoDBLock, not {type(lock).__name__}')
         async with lock._mutex:
-            if self._release_nested(lock, best_effort):
-                return
-            verdict = precheck_release(lock._state, self._owns(lock), best_effort, lock.unique_identifier,
-                                       self._owner_name)
-            if verdict is None:
-                successor = self._registry.claim_successor(lock.unique_identifier)
-                verdict = await self._run(self._release_protocol(lock, best_effort, successor))
-            self._apply_release(lock, verdict, verdict.handed_over)
+            if not self._release_nested(lock, best_effort):
+                await self._run(self._release_flow(lock, best_effort))
 
     async def close(self, release_locks: bool = False) -> None:
         """Stop the background tasks, promptly; a second call is a no-op. Held locks are released
         (best effort) only with ``release_locks=True``; the aiobotocore client is not closed."""
-        if self._closed:
+        if not self._begin_close():
             return
-        self._closed = True
-        logger.info('Closing lock client %s', self._owner_name)
-        self._shutdown.set()
-        for waiter in self._registry.all_waiters():
-            waiter.set()
         await asyncio.gather(*self._background, return_exceptions=True)
         for task in list(self._heartbeat_tasks):
             task.cancel()
         await asyncio.gather(*self._heartbeat_tasks, return_exceptions=True)
-        if release_locks and not self._forked():
-            for lock in self._registry.held():
-                await self.release_lock(lock, best_effort=True)
-        if self._owns_app_callback_executor:
-            self._app_callback_executor.shutdown(wait=False)
-        logger.info('Closed lock client %s', self._owner_name)
+        for lock in self._locks_to_release_at_close(release_locks):
+            await self.release_lock(lock, best_effort=True)
+        self._end_close()
 
     async def get_lock(self, partition_key: str,
                        sort_key: str = _Defaults._DEFAULT_SORT_KEY_VALUE) -> Optional[BaseDynamoDBLock]:

@@ -30,7 +30,6 @@ from ._core.acquire import acquire, read_row
 from ._core.effects import Call, Protocol, Sleep, Submit
 from ._core.guard import single_action
 from ._core.heartbeat import background_loop, check_locks, renew_batch, renew_one
-from ._core.release import precheck_release
 from ._core.scan import next_page
 from ._core.state import LockState, Status
 from ._errors import DynamoDBLockError
@@ -604,14 +603,8 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         if not isinstance(lock, DynamoDBLock):
             raise TypeError(f'release_lock takes a DynamoDBLock, not {type(lock).__name__}')
         with lock.thread_lock:
-            if self._release_nested(lock, best_effort):
-                return
-            verdict = precheck_release(lock._state, self._owns(lock), best_effort, lock.unique_identifier,
-                                       self._owner_name)
-            if verdict is None:
-                successor = self._registry.claim_successor(lock.unique_identifier)
-                verdict = self._run(self._release_protocol(lock, best_effort, successor))
-            self._apply_release(lock, verdict, verdict.handed_over)
+            if not self._release_nested(lock, best_effort):
+                self._run(self._release_flow(lock, best_effort))
 
     def close(self, release_locks: bool = False) -> None:
         """Stop the background threads, promptly; safe to call twice and from any thread.
@@ -622,23 +615,15 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         process forked from the one that created the client, locks are never released.
         """
         with self._close_guard:
-            if self._closed:
+            if not self._begin_close():
                 return
-            self._closed = True
-        logger.info('Closing lock client %s', self._owner_name)
-        self._shutdown.set()
-        for waiter in self._registry.all_waiters():
-            waiter.set()
         for thread in (self._heartbeat_sender, self._heartbeat_checker):
             if thread.is_alive() and thread is not threading.current_thread():
                 thread.join()
         self._heartbeat_executor.shutdown(wait=False, cancel_futures=True)
-        if release_locks and not self._forked():
-            for lock in self._registry.held():
-                self.release_lock(lock, best_effort=True)
-        if self._owns_app_callback_executor:
-            self._app_callback_executor.shutdown(wait=False)
-        logger.info('Closed lock client %s', self._owner_name)
+        for lock in self._locks_to_release_at_close(release_locks):
+            self.release_lock(lock, best_effort=True)
+        self._end_close()
 
     def get_lock(self, partition_key: str, sort_key: str = _DEFAULT_SORT_KEY_VALUE) -> Optional[BaseDynamoDBLock]:
         """Who holds ``(partition_key, sort_key)`` right now: a consistent read.
