@@ -9,6 +9,7 @@ Local's atomic writes or PartiQL runs there only.
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import datetime
 import threading
 from typing import Any, Awaitable, Callable, List, Optional, TypeVar
@@ -18,7 +19,7 @@ import pytest
 from helpers import ASYNCIO, CallbackRecorder, CallRecorder, FaultInjector, ManualClock
 from python_dynamodb_lock.aio import AsyncDynamoDBLock, AsyncDynamoDBLockClient
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
-from python_dynamodb_lock.testing import LockTable, lock_table
+from python_dynamodb_lock.testing import LockTable
 
 seconds = datetime.timedelta
 T = TypeVar('T')
@@ -452,21 +453,47 @@ def test_both_clients_exclude_each_other_on_one_table(local_engine: LockTable) -
         threaded.close(release_locks=True)
 
 
-# --- found while writing these tests ------------------------------------------------------------
+# --- acquire_lock() is a coroutine -------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason=(
-    "python_dynamodb_lock/aio.py: acquire_lock() returns an _Acquisition, an awaitable and async "
-    "context manager but not a coroutine (it is no collections.abc.Coroutine), so "
-    "asyncio.create_task(client.acquire_lock('k')) raises TypeError('a coroutine was expected, got "
-    "<python_dynamodb_lock.aio._Acquisition ...>'); asyncio.ensure_future() accepts it. aiohttp's "
-    "request context managers subclass Coroutine (send/throw/close delegating to the coroutine) for "
-    "exactly this."))
-def test_acquire_lock_can_be_scheduled_with_create_task(moto_server: Any) -> None:
-    async def main(table: LockTable) -> None:
-        async with table.async_lock_client(clock=ManualClock(), background_heartbeats=False) as client:
-            task = asyncio.create_task(client.acquire_lock('scheduled'))
+def test_acquire_lock_can_be_scheduled_with_create_task(engine: LockTable) -> None:
+    """``acquire_lock()`` returns a real coroutine (a ``collections.abc.Coroutine`` delegating
+    to the acquisition's own, as aiohttp's request context managers do): ``create_task`` takes
+    it, a task made from it can be cancelled while it waits, and closing one never awaited
+    writes nothing. It was an awaitable only, and ``create_task`` raised TypeError."""
+    async def main() -> None:
+        clock = ManualClock()
+        async with engine.async_lock_client(clock=clock, background_heartbeats=False) as client:
+            acquisition = client.acquire_lock('scheduled')
+            assert isinstance(acquisition, collections.abc.Coroutine) and asyncio.iscoroutine(acquisition)
+            task = asyncio.create_task(acquisition)
             lock = await task
-            assert lock.status == DynamoDBLock.LOCKED
+            assert isinstance(lock, AsyncDynamoDBLock) and lock.status == DynamoDBLock.LOCKED
+            assert client.held_locks() == [lock]
+            row = await read_item(engine, 'scheduled')
+            assert row is not None and row['record_version_number'] == lock.record_version_number
+            with pytest.raises(RuntimeError, match='cannot reuse already awaited coroutine'):
+                await acquisition                              # used once, like any coroutine
 
-    with lock_table(moto_server) as table:
-        run(main(table))
+            # A task waiting for a held lock is cancelled through the coroutine's throw().
+            with CallRecorder(engine.resource) as calls:
+                waiting = asyncio.create_task(client.acquire_lock('scheduled', retry_timeout=seconds(hours=1)))
+                await eventually(lambda: calls.count('UpdateItem') == 1 and clock.is_idle(waiting),
+                                 'the waiter to sleep')
+                waiting.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await waiting
+            assert [call.operation for call in calls.writes()] == ['UpdateItem']   # its refused write only
+            assert client.held_locks() == [lock] and lock.status == DynamoDBLock.LOCKED
+
+            # Never awaited, closed: nothing is sent (and no "never awaited" warning is due).
+            with CallRecorder(engine.resource) as calls:
+                unused = client.acquire_lock('never-awaited')
+                unused.close()
+            assert calls.calls == [] and await read_item(engine, 'never-awaited') is None
+
+            await lock.release(best_effort=False)
+            async with client.acquire_lock('scheduled', retry_timeout=seconds(0)) as again:   # still a context manager
+                assert again.status == DynamoDBLock.LOCKED and again.fencing_token == lock.fencing_token + 1
+            assert again.status == DynamoDBLock.RELEASED
+
+    run(main())
