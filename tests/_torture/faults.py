@@ -22,6 +22,12 @@ Faults (the names used in scripts and statistics):
 ``latency``
     The request waits ``latency`` seconds, then goes through normally.
 
+Scripts, outages and counts name either an API operation (``'UpdateItem'``) or, for the
+writes of the lock table, what the write does (:data:`LOCK_ACTIONS`): ``acquire``,
+``heartbeat`` and ``release`` are all ``UpdateItem`` calls in this protocol (a release keeps
+the row, marked ``released_at``), told apart by their expression values. A script or outage
+for an action takes precedence over one for its operation.
+
 "Applied" requests are sent, exactly as signed, through a separate HTTP session that has no
 hooks, to the same endpoint.
 
@@ -48,6 +54,7 @@ from python_dynamodb_lock.testing._faults import _attach, canned_response
 
 __all__ = [
     'FAULT_KINDS',
+    'LOCK_ACTIONS',
     'WRITE_OPERATIONS',
     'FaultInjector',
     'FaultRates',
@@ -56,7 +63,31 @@ __all__ = [
 FAULT_KINDS = (
     'throttle', 'server_error', 'applied_server_error', 'lost_response', 'connection_error', 'latency',
 )
-WRITE_OPERATIONS = frozenset({'PutItem', 'UpdateItem', 'DeleteItem', 'BatchExecuteStatement'})
+WRITE_OPERATIONS = frozenset({'PutItem', 'UpdateItem', 'DeleteItem', 'BatchExecuteStatement', 'TransactWriteItems'})
+#: What a lock-table write does, as scripts, outages and ``action_counts`` name it.
+LOCK_ACTIONS = ('acquire', 'heartbeat', 'release')
+
+
+def lock_action(operation: str, body: Any) -> Optional[str]:
+    """What a request does to a lock row: ``'acquire'`` (an UpdateItem taking the next fencing
+    token), ``'release'`` (an UpdateItem marking the row released, or a DeleteItem conditioned
+    on the version), ``'heartbeat'`` (an UpdateItem writing a new lease end); None otherwise
+    (reads, batched heartbeats, the application's own writes)."""
+    if isinstance(body, str):
+        body = body.encode('utf-8')
+    if not isinstance(body, (bytes, bytearray)):
+        return None
+    if operation == 'UpdateItem':
+        if b'":released_at"' in body:
+            return 'release'
+        if b'":token_floor"' in body:
+            return 'acquire'
+        if b'":new_lease_expiry"' in body:
+            return 'heartbeat'
+    if operation == 'DeleteItem' and b'"#version"' in body:
+        return 'release'
+    return None
+
 
 def canned_error(url: str, status: int, error_type: str, message: str, is_async: bool = False) -> AWSResponse:
     """An error answer in DynamoDB's JSON protocol, as botocore (or aiobotocore) would have received it."""
@@ -132,6 +163,10 @@ class FaultInjector:
         self._http = URLLib3Session(timeout=30)
         self.counts: Dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
         self.attempts: collections.Counter = collections.Counter()
+        #: Faults and attempts of the lock-table writes, by :data:`LOCK_ACTIONS` name (each also
+        #: counted under its operation in ``counts`` and ``attempts``).
+        self.action_counts: Dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+        self.action_attempts: collections.Counter = collections.Counter()
         self.latency_seconds = 0.0
         self.applied_writes: List[Dict[str, Any]] = []
 
@@ -144,8 +179,9 @@ class FaultInjector:
                 lambda is_async: self._before_send_async if is_async else self._before_send)
         return self
 
-    def script(self, operation: str, faults: Sequence[str]) -> None:
-        """Give the next ``len(faults)`` attempts of ``operation`` these faults (``None``: none)."""
+    def script(self, operation: str, faults: Sequence[Optional[str]]) -> None:
+        """Give the next ``len(faults)`` attempts of ``operation`` (an API operation, or one of
+        :data:`LOCK_ACTIONS`) these faults (``None``: none)."""
         for fault in faults:
             if fault is not None and fault not in FAULT_KINDS:
                 raise ValueError(f'unknown fault {fault!r}')
@@ -157,7 +193,8 @@ class FaultInjector:
             return len(self._scripts[operation])
 
     def start_outage(self, kind: str = 'server_error', operations: Optional[Iterable[str]] = None) -> None:
-        """Fail every attempt (of ``operations``, default all) with ``kind`` until :meth:`end_outage`."""
+        """Fail every attempt (of ``operations``: API operations or :data:`LOCK_ACTIONS`; default
+        all) with ``kind`` until :meth:`end_outage`."""
         if kind not in ('server_error', 'connection_error', 'throttle'):
             raise ValueError(f'an outage is server_error, connection_error or throttle, not {kind!r}')
         with self._guard:
@@ -184,20 +221,25 @@ class FaultInjector:
             return {
                 'faults': {op: dict(counter) for op, counter in self.counts.items()},
                 'attempts': dict(self.attempts),
+                'action_faults': {action: dict(counter) for action, counter in self.action_counts.items()},
                 'latency_seconds': round(self.latency_seconds, 3),
             }
 
     # -- the hook ---------------------------------------------------------------------------
 
-    def _choose(self, operation: str) -> Optional[str]:
+    def _choose(self, operation: str, action: Optional[str]) -> Optional[str]:
         with self._guard:
             self.attempts[operation] += 1
+            if action is not None:
+                self.action_attempts[action] += 1
             if self._outage_kind is not None and (
-                    self._outage_operations is None or operation in self._outage_operations):
+                    self._outage_operations is None or operation in self._outage_operations
+                    or action in self._outage_operations):
                 return self._outage_kind
-            script = self._scripts.get(operation)
-            if script:
-                return script.popleft()
+            for name in (action, operation):
+                script = self._scripts.get(name) if name is not None else None
+                if script:
+                    return script.popleft()
             if not self._random_enabled:
                 return None
             if self.enabled_operations is not None and operation not in self.enabled_operations:
@@ -209,16 +251,19 @@ class FaultInjector:
                 draw -= probability
             return None
 
-    def _fault_for(self, event_name: str) -> Tuple[str, Optional[str]]:
+    def _fault_for(self, event_name: str, body: Any) -> Tuple[str, Optional[str]]:
         """The operation of a ``before-send`` event and the fault for this attempt (counted)."""
         operation = event_name.rsplit('.', 1)[-1]
-        fault = self._choose(operation)
+        action = lock_action(operation, body)
+        fault = self._choose(operation, action)
         if fault is None:
             return operation, None
         if operation not in WRITE_OPERATIONS and fault == 'applied_server_error':
             fault = 'server_error'
         with self._guard:
             self.counts[operation][fault] += 1
+            if action is not None:
+                self.action_counts[action][fault] += 1
         return operation, fault
 
     def _latency(self) -> float:
@@ -247,7 +292,7 @@ class FaultInjector:
         raise ReadTimeoutError(endpoint_url=url)
 
     def _before_send(self, request: AWSPreparedRequest, event_name: str = '', **_: Any) -> Optional[AWSResponse]:
-        operation, fault = self._fault_for(event_name)
+        operation, fault = self._fault_for(event_name, request.body)
         if fault is None:
             return None
         if fault == 'latency':
@@ -262,7 +307,7 @@ class FaultInjector:
 
     async def _before_send_async(self, request: AWSPreparedRequest, event_name: str = '',
                                  **_: Any) -> Optional[AWSResponse]:
-        operation, fault = self._fault_for(event_name)
+        operation, fault = self._fault_for(event_name, request.body)
         if fault is None:
             return None
         if fault == 'latency':
