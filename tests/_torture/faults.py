@@ -21,6 +21,14 @@ Faults (the names used in scripts and statistics):
     The connection cannot be made (``EndpointConnectionError``); nothing is written.
 ``latency``
     The request waits ``latency`` seconds, then goes through normally.
+``transaction_conflict``
+    For ``TransactWriteItems`` only (guarded writes): a 400 ``TransactionCanceledException``
+    whose cancellation reason on the last item (the lock check) is ``TransactionConflict``, as
+    DynamoDB answers while another write (a heartbeat of the lock) touches an item of the
+    transaction; nothing is written. DynamoDB Local never raises it, so it is injected. It is
+    injected only on the first attempt carrying a ``ClientRequestToken``: a later attempt with
+    the same token may be a retry of a transaction that already committed, which DynamoDB
+    answers from its idempotency record (success), never with a conflict.
 
 Scripts, outages and counts name either an API operation (``'UpdateItem'``) or, for the
 writes of the lock table, what the write does (:data:`LOCK_ACTIONS`): ``acquire``,
@@ -41,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import random
 import threading
 import time
@@ -50,10 +59,11 @@ from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 
-from python_dynamodb_lock.testing._faults import _attach, canned_response
+from python_dynamodb_lock.testing._faults import _AsyncRawBody, _attach, _RawBody, canned_response
 
 __all__ = [
     'FAULT_KINDS',
+    'GUARDED_FAULT_KINDS',
     'LOCK_ACTIONS',
     'WRITE_OPERATIONS',
     'FaultInjector',
@@ -63,6 +73,9 @@ __all__ = [
 FAULT_KINDS = (
     'throttle', 'server_error', 'applied_server_error', 'lost_response', 'connection_error', 'latency',
 )
+#: The faults of a torture with guarded writes: those above and, on TransactWriteItems only,
+#: ``transaction_conflict``.
+GUARDED_FAULT_KINDS = FAULT_KINDS + ('transaction_conflict',)
 WRITE_OPERATIONS = frozenset({'PutItem', 'UpdateItem', 'DeleteItem', 'BatchExecuteStatement', 'TransactWriteItems'})
 #: What a lock-table write does, as scripts, outages and ``action_counts`` name it.
 LOCK_ACTIONS = ('acquire', 'heartbeat', 'release')
@@ -112,6 +125,7 @@ class FaultRates:
         connection_error: float = 0.0,
         latency: float = 0.0,
         latency_range: Sequence[float] = (0.05, 0.3),
+        transaction_conflict: float = 0.0,
     ) -> None:
         self.by_kind: Dict[str, float] = {
             'throttle': throttle,
@@ -121,12 +135,15 @@ class FaultRates:
             'connection_error': connection_error,
             'latency': latency,
         }
-        if sum(self.by_kind.values()) > 1.0:
+        #: Per first attempt of a guarded write (TransactWriteItems), drawn before the others.
+        self.transaction_conflict = transaction_conflict
+        if sum(self.by_kind.values()) > 1.0 or not 0.0 <= transaction_conflict <= 1.0:
             raise ValueError(f'fault probabilities add up to more than 1: {self.by_kind}')
         self.latency_range = (float(latency_range[0]), float(latency_range[1]))
 
     def to_json(self) -> Dict[str, Any]:
-        return {**self.by_kind, 'latency_range': list(self.latency_range)}
+        return {**self.by_kind, 'latency_range': list(self.latency_range),
+                'transaction_conflict': self.transaction_conflict}
 
     @classmethod
     def from_json(cls, data: Dict[str, Any]) -> 'FaultRates':
@@ -169,6 +186,7 @@ class FaultInjector:
         self.action_attempts: collections.Counter = collections.Counter()
         self.latency_seconds = 0.0
         self.applied_writes: List[Dict[str, Any]] = []
+        self._tokens_seen: set = set()   # ClientRequestTokens of guarded writes already attempted
 
     # -- control --------------------------------------------------------------------------
 
@@ -227,7 +245,7 @@ class FaultInjector:
 
     # -- the hook ---------------------------------------------------------------------------
 
-    def _choose(self, operation: str, action: Optional[str]) -> Optional[str]:
+    def _choose(self, operation: str, action: Optional[str], body: Any = None) -> Optional[str]:
         with self._guard:
             self.attempts[operation] += 1
             if action is not None:
@@ -242,6 +260,12 @@ class FaultInjector:
                     return script.popleft()
             if not self._random_enabled:
                 return None
+            if operation == 'TransactWriteItems' and self.rates.transaction_conflict:
+                token = _client_token(body)
+                first_attempt = token is not None and token not in self._tokens_seen
+                self._tokens_seen.add(token)
+                if first_attempt and self._random.random() < self.rates.transaction_conflict:
+                    return 'transaction_conflict'
             if self.enabled_operations is not None and operation not in self.enabled_operations:
                 return None
             draw = self._random.random()
@@ -255,7 +279,7 @@ class FaultInjector:
         """The operation of a ``before-send`` event and the fault for this attempt (counted)."""
         operation = event_name.rsplit('.', 1)[-1]
         action = lock_action(operation, body)
-        fault = self._choose(operation, action)
+        fault = self._choose(operation, action, body)
         if fault is None:
             return operation, None
         if operation not in WRITE_OPERATIONS and fault == 'applied_server_error':
@@ -274,8 +298,10 @@ class FaultInjector:
         return delay
 
     @staticmethod
-    def _refusal(fault: str, url: str, is_async: bool) -> Optional[AWSResponse]:
+    def _refusal(fault: str, url: str, is_async: bool, body: Any = None) -> Optional[AWSResponse]:
         """The answer for a fault that sends nothing (raises for a connection error)."""
+        if fault == 'transaction_conflict':
+            return _transaction_conflict(url, body, is_async)
         if fault == 'throttle':
             return canned_error(url, 400, 'ProvisionedThroughputExceededException',
                                 'Injected fault: throughput exceeded', is_async)
@@ -298,7 +324,7 @@ class FaultInjector:
         if fault == 'latency':
             time.sleep(self._latency())
             return None
-        refusal = self._refusal(fault, request.url, False)
+        refusal = self._refusal(fault, request.url, False, request.body)
         if refusal is not None:
             return refusal
         if operation in WRITE_OPERATIONS:
@@ -313,7 +339,7 @@ class FaultInjector:
         if fault == 'latency':
             await asyncio.sleep(self._latency())
             return None
-        refusal = self._refusal(fault, request.url, True)
+        refusal = self._refusal(fault, request.url, True, request.body)
         if refusal is not None:
             return refusal
         if operation in WRITE_OPERATIONS:
@@ -330,6 +356,41 @@ class FaultInjector:
 
     def close(self) -> None:
         self._http.close()
+
+
+def _decoded(body: Any) -> Dict[str, Any]:
+    if isinstance(body, (bytes, bytearray)):
+        body = body.decode('utf-8')
+    try:
+        decoded = json.loads(body) if body else {}
+    except ValueError:
+        return {}
+    return decoded if isinstance(decoded, dict) else {}
+
+
+def _client_token(body: Any) -> Optional[str]:
+    token = _decoded(body).get('ClientRequestToken')
+    return token if isinstance(token, str) else None
+
+
+def _transaction_conflict(url: str, body: Any, is_async: bool) -> AWSResponse:
+    """DynamoDB's answer to a transaction cancelled by a conflict on its last item (the lock check)."""
+    count = max(1, len(_decoded(body).get('TransactItems') or []))
+    reasons = [{'Code': 'None'}] * (count - 1) + [
+        {'Code': 'TransactionConflict', 'Message': 'Transaction is ongoing for the item'}]
+    payload = json.dumps({
+        '__type': 'com.amazonaws.dynamodb.v20120810#TransactionCanceledException',
+        'message': 'Transaction cancelled, please refer cancellation reasons for specific reasons '
+                   f'[{", ".join(reason["Code"] for reason in reasons)}] (injected)',
+        'CancellationReasons': reasons,
+    }).encode()
+    headers = {'Content-Type': 'application/x-amz-json-1.0', 'Content-Length': str(len(payload)),
+               'x-amzn-RequestId': 'fault-injection'}
+    if is_async:
+        from aiobotocore.awsrequest import AioAWSResponse
+
+        return AioAWSResponse(url, 400, headers, _AsyncRawBody(payload))
+    return AWSResponse(url, 400, headers, _RawBody(payload))
 
 
 def counting_hook(counter: collections.Counter) -> Callable[..., None]:
