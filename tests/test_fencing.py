@@ -27,7 +27,7 @@ from helpers import (
     LockClients,
     step,
 )
-from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockError
+from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
 from python_dynamodb_lock.testing._faults import _attach, _detach, canned_response
 
 MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
@@ -319,3 +319,35 @@ def test_many_threads_writing_through_one_lock_lose_no_update(local_engine: Any,
     for thread in threads:
         thread.join(60)
     assert errors == [] and data(engine, name)['n'] == '40'
+
+
+# --------------------------------------------------------------------------------------------
+# Renewing by hand: lock.extend() and lock.lease_remaining()
+# --------------------------------------------------------------------------------------------
+
+def test_extend_renews_now_keeps_the_token_and_says_when_it_cannot(engine: Any, clients: LockClients) -> None:
+    client = clients.make()
+    lease = DynamoDBLockClient._DEFAULT_LEASE_DURATION.total_seconds()
+    lock = client.acquire_lock('extended')
+    token, version = lock.fencing_token, lock.record_version_number
+    assert lock.lease_remaining() == pytest.approx(lease)
+    clients.clock.advance(10)
+    assert lock.lease_remaining() == pytest.approx(lease - 10)
+    with CallRecorder(engine.resource) as calls:
+        lock.extend()
+    assert [call.action for call in calls.calls] == ['heartbeat']
+    assert lock.record_version_number != version and lock.fencing_token == token
+    assert engine.read_item('extended')['record_version_number'] == lock.record_version_number
+    assert lock.lease_remaining() == pytest.approx(lease) and lock.status == DynamoDBLock.LOCKED
+
+    engine.steal_row('extended', owner_name='thief')
+    with pytest.raises(DynamoDBLockError) as stolen:
+        lock.extend()
+    assert stolen.value.code == STOLEN and stolen.value.holder.owner_name == 'thief'
+    assert lock.status == DynamoDBLock.INVALID and lock.lease_remaining() == 0.0
+
+    released = client.acquire_lock('released-then-extended')
+    released.release(best_effort=False)
+    with CallRecorder(engine.resource) as calls, pytest.raises(DynamoDBLockError) as not_owned:
+        released.extend()
+    assert not_owned.value.code == DynamoDBLockError.LOCK_NOT_OWNED and calls.calls == []
