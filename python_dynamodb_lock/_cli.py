@@ -5,7 +5,7 @@ Commands (see ``dynamodb-lock --help`` and docs/cli.rst):
 * ``create-table``  create the lock table (TTL enabled), optionally tolerating an existing one;
 * ``list``          every lock row in the table, as a readable table or JSON;
 * ``show``          one lock row;
-* ``release``       force-delete one lock row, only if it still carries the version that was read;
+* ``release``       force-release one lock, only if its row still carries the version that was read;
 * ``demo``          run contending worker processes on an embedded engine (see :mod:`._demo`).
 
 Exit codes: 0 success, 1 operational failure (lock not found, lock changed meanwhile, missing
@@ -351,23 +351,24 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(handler=cmd_show)
 
     release = add_command(
-        'release', 'force-delete a lock (requires --force)',
-        'Delete a lock row on behalf of its holder, e.g. one left by a crashed process that '
-        'you do not want to wait out. The row is read and shown, and then deleted only if it '
-        'still carries the record version that was read (or the one given with --version): '
-        'a lock that changed meanwhile -- its holder is alive and heartbeated, or someone else '
-        'took it -- is never deleted. A live holder is not told; it learns at its next '
-        'heartbeat that the lock was stolen.')
+        'release', 'force-release a lock (requires --force)',
+        'Release a lock on behalf of its holder, e.g. one left by a crashed process that you '
+        'do not want to wait out. The row is read and shown, and then marked released (kept '
+        'for its fencing token; DynamoDB\'s TTL deletes it later) only if it still carries the '
+        'record version that was read (or the one given with --version): a lock that changed '
+        'meanwhile -- its holder is alive and heartbeated, or someone else took it -- is never '
+        'touched. A live holder is not told; it learns at its next heartbeat that the lock was '
+        'stolen.')
     release.add_argument('key', metavar='KEY', help='partition key of the lock')
     release.add_argument('sort_key', metavar='SORT_KEY', nargs='?',
                          default=DynamoDBLockClient._DEFAULT_SORT_KEY_VALUE,
                          help='sort key of the lock (default: %(default)s)')
     release.add_argument('--force', action='store_true',
-                         help='required: confirms that you mean to delete a lock you do not hold')
+                         help='required: confirms that you mean to release a lock you do not hold')
     release.add_argument('--yes', '-y', action='store_true',
                          help='do not ask for confirmation (needed when stdin is not a terminal)')
     release.add_argument('--version', dest='expected_version', metavar='RVN', default=None,
-                         help='delete only if the lock still carries this record_version_number '
+                         help='release only if the lock still carries this record_version_number '
                               '(as seen earlier with show/list)')
     release.set_defaults(handler=cmd_release)
 
@@ -771,13 +772,13 @@ def _stdin_is_terminal(stream: TextIO) -> bool:
 
 
 def cmd_release(args: argparse.Namespace, console: Console) -> int:
-    """Force-delete one lock row, conditioned on the version that was read (or --version)."""
+    """Force-release one lock, conditioned on the version that was read (or --version)."""
     if not args.force:
         raise CliError(
-            'release deletes a lock that another process may still hold: that holder is not '
+            'release frees a lock that another process may still hold: that holder is not '
             'told, and keeps working as if it held the lock until its next heartbeat fails. '
             'If you are sure the holder is gone (or must be overruled), repeat with --force. '
-            'Only the version you are shown is deleted, never a lock that changed meanwhile.',
+            'Only the version you are shown is released, never a lock that changed meanwhile.',
             EXIT_USAGE)
     if not args.yes and not _stdin_is_terminal(console.stdin):
         raise CliError('stdin is not a terminal, so confirmation cannot be asked: '
@@ -790,18 +791,18 @@ def cmd_release(args: argparse.Namespace, console: Console) -> int:
             raise CliError(
                 f'lock {args.key!r} / {args.sort_key!r} changed meanwhile: it now carries '
                 f'version {lock.record_version_number} (owner {lock.owner_name}), not '
-                f'{args.expected_version}; nothing was deleted')
+                f'{args.expected_version}; nothing was changed')
         for line in _describe_lock_lines(lock_record(lock, _now()), table):
             console.out(line)
         if not args.yes and not _confirm(
-                console, f'Delete this lock (only if it still carries version '
+                console, f'Release this lock (only if it still carries version '
                          f'{lock.record_version_number})? [y/N] '):
-            raise CliError('not confirmed; nothing was deleted')
+            raise CliError('not confirmed; nothing was changed')
         if not lock_client.force_release_lock(lock):
             raise CliError(
                 f'lock {args.key!r} / {args.sort_key!r} changed meanwhile (its holder '
                 'heartbeated, it was re-acquired, or it was released) and no longer carries '
-                f'version {lock.record_version_number}; nothing was deleted. '
+                f'version {lock.record_version_number}; nothing was changed. '
                 f'Run "{PROG} show" to see its current state.')
     finally:
         lock_client.close()

@@ -32,6 +32,7 @@ from typing import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Coroutine,
     Dict,
     Generator,
     Iterable,
@@ -43,6 +44,7 @@ from typing import (
     Tuple,
     Type,
     TypeVar,
+    cast,
 )
 
 from . import _config
@@ -153,19 +155,36 @@ class _AsyncWaiter(WaiterState, asyncio.Event):
         self.init_waiter(attempt)
 
 
-class _Acquisition:
-    """What :meth:`AsyncDynamoDBLockClient.acquire_lock` returns: await it for the lock, or use
-    it in ``async with`` to hold the lock for the block."""
+class _Acquisition(Coroutine[Any, Any, AsyncDynamoDBLock]):
+    """What :meth:`AsyncDynamoDBLockClient.acquire_lock` returns: a coroutine (await it for the
+    lock, or schedule it with ``asyncio.create_task``), or an async context manager holding the
+    lock for the ``async with`` block.
 
-    def __init__(self, start: Callable[[], Awaitable[Any]]) -> None:
-        self._start = start
+    It is a :class:`collections.abc.Coroutine` delegating ``send``, ``throw`` and ``close`` to
+    the acquisition's own coroutine (as aiohttp's request context managers do), so that it can
+    be used wherever asyncio takes a coroutine; awaited once, like any coroutine.
+    """
+
+    __slots__ = ('_coroutine', '_lock')
+
+    def __init__(self, coroutine: Coroutine[Any, Any, AsyncDynamoDBLock]) -> None:
+        self._coroutine = coroutine
         self._lock: Optional[AsyncDynamoDBLock] = None
 
-    def __await__(self) -> Generator[Any, None, Any]:
-        return self._start().__await__()
+    def send(self, value: Any) -> Any:
+        return self._coroutine.send(value)
+
+    def throw(self, *args: Any) -> Any:  # type: ignore[override]
+        return self._coroutine.throw(*args)
+
+    def close(self) -> None:
+        self._coroutine.close()
+
+    def __await__(self) -> Generator[Any, None, AsyncDynamoDBLock]:
+        return self._coroutine.__await__()
 
     async def __aenter__(self) -> AsyncDynamoDBLock:
-        self._lock = await self._start()
+        self._lock = await self._coroutine
         return self._lock
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc_value: Optional[BaseException],
@@ -278,20 +297,22 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
     ) -> _Acquisition:
         """Acquire the lock on ``(partition_key, sort_key)``, waiting for it if it is held.
 
-        ``lock = await client.acquire_lock(...)``, or ``async with client.acquire_lock(...) as
-        lock:``. Arguments, waiting, takeover and errors are those of the threaded client's
-        ``acquire_lock``; bad arguments raise at the call, before anything is awaited.
+        ``lock = await client.acquire_lock(...)``, ``asyncio.create_task(client.acquire_lock(...))``
+        (it is a coroutine), or ``async with client.acquire_lock(...) as lock:``. Arguments,
+        waiting, takeover and errors are those of the threaded client's ``acquire_lock``; bad
+        arguments raise at the call, before anything is awaited.
         ``reentrant`` is per task: the lock this very task already holds is returned with one
         more hold; other tasks of this client still wait.
-        Cancelling the awaiting task leaves no row behind: a put that was in flight is deleted
-        if it landed.
+        Cancelling the awaiting task leaves no held row behind: a write that was in flight is
+        undone (its row released) if it landed.
         """
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
                                               additional_attributes, app_callback)
         _config.require_bool('reentrant', reentrant)
-        return _Acquisition(functools.partial(self._acquire, partition_key, sort_key, arguments, app_callback,
-                                              raise_context_exception, True, reentrant))
+        acquiring = self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True,
+                                  reentrant)
+        return _Acquisition(cast(Coroutine[Any, Any, AsyncDynamoDBLock], acquiring))
 
     async def try_acquire_lock(
         self,

@@ -205,6 +205,28 @@ class BlockingAsyncLock:
     def release(self, best_effort: bool = True) -> None:
         self._facade.release_lock(self, best_effort)
 
+    # The asyncio lock's coroutine methods, as the threaded lock's blocking ones.
+
+    def extend(self) -> None:
+        self._facade._call(self._lock.extend)
+
+    def transact_write_items(self, TransactItems: Any, **options: Any) -> Dict[str, Any]:
+        answer: Dict[str, Any] = self._facade._call(
+            lambda: self._lock.transact_write_items(TransactItems, **options))
+        return answer
+
+    def put_item(self, **params: Any) -> Dict[str, Any]:
+        answer: Dict[str, Any] = self._facade._call(lambda: self._lock.put_item(**params))
+        return answer
+
+    def update_item(self, **params: Any) -> Dict[str, Any]:
+        answer: Dict[str, Any] = self._facade._call(lambda: self._lock.update_item(**params))
+        return answer
+
+    def delete_item(self, **params: Any) -> Dict[str, Any]:
+        answer: Dict[str, Any] = self._facade._call(lambda: self._lock.delete_item(**params))
+        return answer
+
     def __enter__(self) -> 'BlockingAsyncLock':
         return self
 
@@ -308,22 +330,24 @@ class BlockingAsyncClient:
 
     def acquire_lock(self, partition_key: Any, sort_key: Any = '-', retry_period: Any = None, retry_timeout: Any = None,
                      additional_attributes: Any = None, app_callback: Any = None,
-                     raise_context_exception: bool = False) -> BlockingAsyncLock:
+                     raise_context_exception: bool = False, *, reentrant: bool = False) -> BlockingAsyncLock:
         callback = self._wrap_callback(app_callback)
 
         async def acquire() -> Any:
             return await self._client.acquire_lock(partition_key, sort_key, retry_period, retry_timeout,
-                                                   additional_attributes, callback, raise_context_exception)
+                                                   additional_attributes, callback, raise_context_exception,
+                                                   reentrant=reentrant)
 
         lock: BlockingAsyncLock = self._proxy(self._call(acquire))
         return lock
 
     def try_acquire_lock(self, partition_key: Any, sort_key: Any = '-', additional_attributes: Any = None,
                          app_callback: Any = None,
-                         raise_context_exception: bool = False) -> Optional[BlockingAsyncLock]:
+                         raise_context_exception: bool = False, *, reentrant: bool = False
+                         ) -> Optional[BlockingAsyncLock]:
         callback = self._wrap_callback(app_callback)
         lock: Optional[BlockingAsyncLock] = self._proxy(self._call(lambda: self._client.try_acquire_lock(
-            partition_key, sort_key, additional_attributes, callback, raise_context_exception)))
+            partition_key, sort_key, additional_attributes, callback, raise_context_exception, reentrant=reentrant)))
         return lock
 
     def release_lock(self, lock: Any, best_effort: bool = True) -> None:

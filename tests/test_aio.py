@@ -9,6 +9,7 @@ Local's atomic writes or PartiQL runs there only.
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import datetime
 import threading
 from typing import Any, Awaitable, Callable, List, Optional, TypeVar
@@ -18,7 +19,7 @@ import pytest
 from helpers import ASYNCIO, CallbackRecorder, CallRecorder, FaultInjector, ManualClock
 from python_dynamodb_lock.aio import AsyncDynamoDBLock, AsyncDynamoDBLockClient
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
-from python_dynamodb_lock.testing import LockTable, lock_table
+from python_dynamodb_lock.testing import LockTable
 
 seconds = datetime.timedelta
 T = TypeVar('T')
@@ -55,6 +56,22 @@ async def read_item(table: LockTable, key: str) -> Optional[dict]:
     return await asyncio.to_thread(table.read_item, key)
 
 
+async def assert_released_row(table: LockTable, key: str, lock: Optional[AsyncDynamoDBLock] = None) -> None:
+    """The key is free: its row is kept only as a released one (``released_at``, lease 0, no
+    acquisition id), holding no lock, with ``lock``'s fencing token when given."""
+    row = await read_item(table, key)
+    assert row is not None and 'released_at' in row and row['lease_duration'] == 0, row
+    assert 'acquisition_id' not in row
+    assert await asyncio.to_thread(table.read_held_row, key) is None
+    if lock is not None:
+        assert row['fencing_token'] == lock.fencing_token
+
+
+def is_release(body: dict) -> bool:
+    """Whether a decoded UpdateItem request is a release (it marks the row released)."""
+    return ':released_at' in body.get('ExpressionAttributeValues', {})
+
+
 # --- async with --------------------------------------------------------------------------------
 
 def test_async_with_holds_the_lock_for_the_block_and_releases_it(engine: LockTable) -> None:
@@ -67,11 +84,13 @@ def test_async_with_holds_the_lock_for_the_block_and_releases_it(engine: LockTab
                     assert client.held_locks() == [lock]
                     row = await read_item(engine, 'block')
                     assert row is not None and row['record_version_number'] == lock.record_version_number
-                    assert row['job'] == 'x'
-            assert calls.operations() == ['PutItem', 'DeleteItem']
+                    assert row['job'] == 'x' and row['fencing_token'] == lock.fencing_token
+            assert calls.operations() == ['UpdateItem', 'UpdateItem']    # acquire, release
+            assert not is_release(calls.calls[0].params) and is_release(calls.calls[1].params)
             assert lock.status == DynamoDBLock.RELEASED
             assert client.held_locks() == []
-            assert await read_item(engine, 'block') is None
+            await assert_released_row(engine, 'block', lock)
+            assert 'job' not in (await read_item(engine, 'block'))      # the additional attributes go
             awaited = await client.acquire_lock('block')        # the plain await form
             await awaited.release(best_effort=False)
             assert awaited.status == DynamoDBLock.RELEASED
@@ -97,7 +116,7 @@ def test_a_task_cancelled_inside_the_block_releases_the_lock(engine: LockTable) 
             with pytest.raises(asyncio.CancelledError):
                 await task
             assert held[0].status == DynamoDBLock.RELEASED
-            assert await read_item(engine, 'cancelled-inside') is None
+            await assert_released_row(engine, 'cancelled-inside', held[0])
             assert client.held_locks() == []
 
     run(main())
@@ -105,7 +124,7 @@ def test_a_task_cancelled_inside_the_block_releases_the_lock(engine: LockTable) 
 
 def test_a_release_cancelled_again_still_completes(engine: LockTable) -> None:
     """Cancelled inside the block, and again while its release is in flight: the task ends at
-    once, and the (shielded) release still deletes the row."""
+    once, and the (shielded) release still marks the row released."""
     async def main() -> None:
         async with engine.async_lock_client(clock=ManualClock(), background_heartbeats=False) as client:
             entered = asyncio.Event()
@@ -124,14 +143,14 @@ def test_a_release_cancelled_again_still_completes(engine: LockTable) -> None:
                 await asyncio.sleep(0)
 
             with FaultInjector(engine.resource) as faults:
-                again = faults.before_call('DeleteItem', cancel_again)
+                again = faults.before_call('UpdateItem', cancel_again, when=is_release)
                 await entered.wait()
                 task.cancel()
                 with pytest.raises(asyncio.CancelledError):
                     await task
                 await eventually(lambda: held[0].status == DynamoDBLock.RELEASED, 'the shielded release')
             assert again.hits == 1
-            assert await read_item(engine, 'cancelled-twice') is None
+            await assert_released_row(engine, 'cancelled-twice', held[0])
 
     run(main())
 
@@ -140,13 +159,15 @@ def test_a_release_cancelled_again_still_completes(engine: LockTable) -> None:
 
 @pytest.mark.parametrize('when', ['before-sending', 'after-landing'])
 def test_a_cancelled_acquire_leaves_no_row_behind(local_engine: LockTable, when: str) -> None:
-    """A task acquiring a lock is cancelled while its put is in flight (latency injected): before
-    the put was sent, or after it landed while its answer is late. Either way the client holds
-    nothing afterwards and leaves no row it cannot account for: the row is gone."""
+    """A task acquiring a lock is cancelled while its acquiring write is in flight (latency
+    injected): before the write was sent, or after it landed while its answer is late. Either
+    way the client holds nothing afterwards and leaves no held row behind: a write that never
+    went out leaves no row at all; one that landed is marked released (keeping its fencing
+    token, so the next acquisition's is larger)."""
     async def main() -> None:
         async with local_engine.async_lock_client(clock=ManualClock(), background_heartbeats=False) as client:
             with FaultInjector(local_engine.resource) as faults, CallRecorder(local_engine.resource) as calls:
-                delayed = faults.add_latency('PutItem', 3600, times=1, after_sending=(when == 'after-landing'))
+                delayed = faults.add_latency('UpdateItem', 3600, times=1, after_sending=(when == 'after-landing'))
                 task = asyncio.ensure_future(client.acquire_lock('cancelled-acquire'))
                 await eventually(lambda: delayed.hits == 1, 'the put (or its answer) to be held back')
                 landed = await read_item(local_engine, 'cancelled-acquire')
@@ -155,11 +176,16 @@ def test_a_cancelled_acquire_leaves_no_row_behind(local_engine: LockTable, when:
                 with pytest.raises(asyncio.CancelledError):
                     await task
             assert delayed.hits == 1
-            assert calls.operations()[0] == 'PutItem'
+            assert calls.operations()[0] == 'UpdateItem' and not is_release(calls.calls[0].params)
             assert client.held_locks() == []
-            assert await read_item(local_engine, 'cancelled-acquire') is None
+            if landed is None:
+                assert await read_item(local_engine, 'cancelled-acquire') is None
+            else:
+                await assert_released_row(local_engine, 'cancelled-acquire')
             lock = await client.acquire_lock('cancelled-acquire', retry_timeout=seconds(0))   # free again
             assert lock.status == DynamoDBLock.LOCKED
+            if landed is not None:
+                assert lock.fencing_token == landed['fencing_token'] + 1
 
     run(main())
 
@@ -171,11 +197,11 @@ def test_a_cancelled_wait_for_a_held_lock_writes_nothing(engine: LockTable) -> N
         async with engine.async_lock_client(clock=clock, background_heartbeats=False) as client:
             with CallRecorder(engine.resource) as calls:
                 task = asyncio.ensure_future(client.acquire_lock('held-elsewhere', retry_timeout=seconds(hours=1)))
-                await eventually(lambda: calls.count('PutItem') == 1 and clock.is_idle(task), 'the waiter to sleep')
+                await eventually(lambda: calls.count('UpdateItem') == 1 and clock.is_idle(task), 'the waiter to sleep')
                 task.cancel()
                 with pytest.raises(asyncio.CancelledError):
                     await task
-            assert [call.operation for call in calls.writes()] == ['PutItem']   # the refused first put only
+            assert [call.operation for call in calls.writes()] == ['UpdateItem']   # the refused first write only
             row = await read_item(engine, 'held-elsewhere')
             assert row is not None and row['owner_name'] == 'someone-else'
             assert client.held_locks() == []
@@ -271,7 +297,7 @@ def test_a_raising_coroutine_callback_is_logged(engine: LockTable, caplog: pytes
 
 # --- close -----------------------------------------------------------------------------------------
 
-def test_close_with_release_locks_deletes_every_row_and_stops_the_tasks(engine: LockTable) -> None:
+def test_close_with_release_locks_releases_every_row_and_stops_the_tasks(engine: LockTable) -> None:
     async def main() -> None:
         clock = ManualClock()
         async with engine.async_lock_client(clock=clock) as client:
@@ -281,11 +307,12 @@ def test_close_with_release_locks_deletes_every_row_and_stops_the_tasks(engine: 
             locks = [await client.acquire_lock(f'closing-{index}') for index in range(3)]
             with CallRecorder(engine.resource) as calls:
                 await client.close(release_locks=True)
-            assert calls.operations() == ['DeleteItem'] * 3
+            assert calls.operations() == ['UpdateItem'] * 3
+            assert all(is_release(call.params) for call in calls.calls)
             assert all(task.done() for task in background)
             assert all(lock.status == DynamoDBLock.RELEASED for lock in locks)
             for index in range(3):
-                assert await read_item(engine, f'closing-{index}') is None
+                await assert_released_row(engine, f'closing-{index}', locks[index])
             await client.close()                                  # a second close is a no-op
             with pytest.raises(DynamoDBLockError) as raised:
                 await client.acquire_lock('after-close')
@@ -302,7 +329,7 @@ def test_close_without_release_keeps_the_rows(engine: LockTable) -> None:
             row = await read_item(engine, 'kept-at-close')
             assert row is not None and row['record_version_number'] == lock.record_version_number
             await lock.release(best_effort=False)                 # releasing after close still works
-            assert await read_item(engine, 'kept-at-close') is None
+            await assert_released_row(engine, 'kept-at-close', lock)
 
     run(main())
 
@@ -426,21 +453,47 @@ def test_both_clients_exclude_each_other_on_one_table(local_engine: LockTable) -
         threaded.close(release_locks=True)
 
 
-# --- found while writing these tests ------------------------------------------------------------
+# --- acquire_lock() is a coroutine -------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason=(
-    "python_dynamodb_lock/aio.py: acquire_lock() returns an _Acquisition, an awaitable and async "
-    "context manager but not a coroutine (it is no collections.abc.Coroutine), so "
-    "asyncio.create_task(client.acquire_lock('k')) raises TypeError('a coroutine was expected, got "
-    "<python_dynamodb_lock.aio._Acquisition ...>'); asyncio.ensure_future() accepts it. aiohttp's "
-    "request context managers subclass Coroutine (send/throw/close delegating to the coroutine) for "
-    "exactly this."))
-def test_acquire_lock_can_be_scheduled_with_create_task(moto_server: Any) -> None:
-    async def main(table: LockTable) -> None:
-        async with table.async_lock_client(clock=ManualClock(), background_heartbeats=False) as client:
-            task = asyncio.create_task(client.acquire_lock('scheduled'))
+def test_acquire_lock_can_be_scheduled_with_create_task(engine: LockTable) -> None:
+    """``acquire_lock()`` returns a real coroutine (a ``collections.abc.Coroutine`` delegating
+    to the acquisition's own, as aiohttp's request context managers do): ``create_task`` takes
+    it, a task made from it can be cancelled while it waits, and closing one never awaited
+    writes nothing. It was an awaitable only, and ``create_task`` raised TypeError."""
+    async def main() -> None:
+        clock = ManualClock()
+        async with engine.async_lock_client(clock=clock, background_heartbeats=False) as client:
+            acquisition = client.acquire_lock('scheduled')
+            assert isinstance(acquisition, collections.abc.Coroutine) and asyncio.iscoroutine(acquisition)
+            task = asyncio.create_task(acquisition)
             lock = await task
-            assert lock.status == DynamoDBLock.LOCKED
+            assert isinstance(lock, AsyncDynamoDBLock) and lock.status == DynamoDBLock.LOCKED
+            assert client.held_locks() == [lock]
+            row = await read_item(engine, 'scheduled')
+            assert row is not None and row['record_version_number'] == lock.record_version_number
+            with pytest.raises(RuntimeError, match='cannot reuse already awaited coroutine'):
+                await acquisition                              # used once, like any coroutine
 
-    with lock_table(moto_server) as table:
-        run(main(table))
+            # A task waiting for a held lock is cancelled through the coroutine's throw().
+            with CallRecorder(engine.resource) as calls:
+                waiting = asyncio.create_task(client.acquire_lock('scheduled', retry_timeout=seconds(hours=1)))
+                await eventually(lambda: calls.count('UpdateItem') == 1 and clock.is_idle(waiting),
+                                 'the waiter to sleep')
+                waiting.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await waiting
+            assert [call.operation for call in calls.writes()] == ['UpdateItem']   # its refused write only
+            assert client.held_locks() == [lock] and lock.status == DynamoDBLock.LOCKED
+
+            # Never awaited, closed: nothing is sent (and no "never awaited" warning is due).
+            with CallRecorder(engine.resource) as calls:
+                unused = client.acquire_lock('never-awaited')
+                unused.close()
+            assert calls.calls == [] and await read_item(engine, 'never-awaited') is None
+
+            await lock.release(best_effort=False)
+            async with client.acquire_lock('scheduled', retry_timeout=seconds(0)) as again:   # still a context manager
+                assert again.status == DynamoDBLock.LOCKED and again.fencing_token == lock.fencing_token + 1
+            assert again.status == DynamoDBLock.RELEASED
+
+    run(main())

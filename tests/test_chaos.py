@@ -19,7 +19,8 @@ c. answers dropped while writes land: no LOCK_STOLEN; LOCKED again after healing
 d. a strict release after each: it succeeds while A holds the lock, and raises LOCK_STOLEN
    when B took it over;
 e. connection resets during acquire and release: acquired with the row ours, or a
-   DynamoDBLockError with no row of A's left behind; a failed release can be retried.
+   DynamoDBLockError with no held row of A's left behind (a landed write is freed again: the
+   row is kept marked released, as every release keeps it); a failed release can be retried.
 """
 from __future__ import annotations
 
@@ -93,6 +94,15 @@ def lock_client(resource: Any, table: str, owner: str, *, heartbeat: float = HEA
 def row_version(engine: LockTable, key: str) -> Optional[str]:
     row = engine.read_item(key)
     return None if row is None else row['record_version_number']
+
+
+def assert_released(engine: LockTable, lock: DynamoDBLock) -> None:
+    """The lock's key is free: its row is kept only marked released (``released_at``, lease 0),
+    with the lock's fencing token, so the next holder's token is larger."""
+    row = engine.read_item(lock.partition_key)
+    assert row is not None and 'released_at' in row and row['lease_duration'] == 0, row
+    assert row['fencing_token'] == lock.fencing_token, (row, lock.fencing_token)
+    assert engine.read_held_row(lock.partition_key) is None
 
 
 def wait_until_row_is(engine: LockTable, lock: DynamoDBLock) -> None:
@@ -203,7 +213,7 @@ def test_a_partition_shorter_than_the_safe_period_goes_unnoticed(setup: Setup) -
     # d. A strict release of a lock we still hold succeeds.
     lock.release(best_effort=False)
     assert lock.status == DynamoDBLock.RELEASED
-    assert setup.engine.read_item('a') is None
+    assert_released(setup.engine, lock)
     assert callbacks.codes == []
 
 
@@ -304,7 +314,7 @@ def test_c_lost_answers_are_not_taken_for_a_theft(setup: Setup) -> None:
     assert DynamoDBLockError.LOCK_STOLEN not in callbacks.codes
     # d. A strict release succeeds: the lock is ours.
     lock.release(best_effort=False)
-    assert setup.engine.read_item('c') is None
+    assert_released(setup.engine, lock)
     assert DynamoDBLockError.LOCK_STOLEN not in callbacks.codes
 
 
@@ -317,7 +327,7 @@ def test_latency_below_the_read_timeout_changes_nothing(setup: Setup) -> None:
     setup.proxy.heal()
     assert callbacks.codes == [] and lock.status == DynamoDBLock.LOCKED
     lock.release(best_effort=False)
-    assert setup.engine.read_item('latency') is None
+    assert_released(setup.engine, lock)
 
 
 # --------------------------------------------------------------------------------------------
@@ -357,13 +367,18 @@ def test_e_resets_during_acquire_leave_an_exact_outcome(setup: Setup, quiet_a: D
     setup.proxy.heal()
     row = setup.engine.read_item('e')
     if lock is None:
-        assert row is None, f'a row was left behind: {row}'
+        # No held row left behind: none at all if no write landed, else one the client freed
+        # again (marked released, holding no lock).
+        assert row is None or ('released_at' in row and row['lease_duration'] == 0), f'a row was left behind: {row}'
+        assert setup.engine.read_held_row('e') is None
+        if how == 'before-forwarding':
+            assert row is None, f'nothing reached DynamoDB, yet: {row}'
     else:
         assert lock.status == DynamoDBLock.LOCKED
         assert row is not None and row['record_version_number'] == lock.record_version_number
-        assert row['owner_name'] == 'client-a-quiet'
+        assert row['owner_name'] == 'client-a-quiet' and row['fencing_token'] == lock.fencing_token
         lock.release(best_effort=False)
-        assert setup.engine.read_item('e') is None
+        assert_released(setup.engine, lock)
     assert callbacks.codes == []
 
 
@@ -387,7 +402,7 @@ def test_e_resets_during_release_leave_an_exact_outcome(setup: Setup, quiet_a: D
         assert lock.status in (DynamoDBLock.LOCKED, DynamoDBLock.IN_DANGER)
         lock.release(best_effort=False)
         assert lock.status == DynamoDBLock.RELEASED
-    assert setup.engine.read_item('e') is None
+    assert_released(setup.engine, lock)
     assert callbacks.codes == []
 
 
@@ -399,4 +414,4 @@ def test_e_the_resets_were_really_spent(setup: Setup, quiet_a: DynamoDBLockClien
     setup.proxy.reset_next_requests(1)
     lock.release(best_effort=False)
     assert setup.proxy.pending_resets == 0 and setup.proxy.stats.resets == 2
-    assert setup.engine.read_item('spent') is None
+    assert_released(setup.engine, lock)

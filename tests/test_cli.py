@@ -141,6 +141,15 @@ def read_row(engine: Any, key: str, sort_key: str = '-') -> Optional[Dict[str, A
         Key={'lock_key': key, 'sort_key': sort_key}, ConsistentRead=True).get('Item')
 
 
+def assert_force_released(engine: Any, key: str, sort_key: str = '-', version: Optional[str] = None) -> None:
+    """The lock is free: its row is kept, marked released (lease 0, a new version), holding no lock."""
+    row = read_row(engine, key, sort_key)
+    assert row is not None and 'released_at' in row and row['lease_duration'] == 0, row
+    assert engine.read_held_row(key, sort_key) is None
+    if version is not None:
+        assert row['record_version_number'] != version
+
+
 def assert_no_traceback(result: CliResult) -> None:
     assert 'Traceback' not in result.err and 'Traceback' not in result.out
 
@@ -534,12 +543,19 @@ def test_release_without_force_refuses_and_explains(on_table: Callable[..., CliR
     assert read_row(local_engine, 'stuck')['record_version_number'] == version
 
 
-def test_release_force_yes_deletes_the_row(on_table: Callable[..., CliResult], local_engine: Any) -> None:
+def test_release_force_yes_releases_the_row(on_table: Callable[..., CliResult], local_engine: Any) -> None:
     version = put_dead_lock(local_engine, 'stuck', 'part')
     result = on_table('release', 'stuck', 'part', '--force', '--yes')
     assert result.code == 0, result.err
     assert version in result.out and 'Released' in result.out
-    assert read_row(local_engine, 'stuck', 'part') is None
+    assert_force_released(local_engine, 'stuck', 'part', version)
+    # The row kept marked released is no lock to the other commands.
+    shown = on_table('show', 'stuck', 'part')
+    assert shown.code == 1 and "no lock 'stuck' / 'part'" in shown.err
+    listed = on_table('list')
+    assert listed.code == 0 and 'No locks in table' in listed.out and 'stuck' not in listed.out
+    again = on_table('release', 'stuck', 'part', '--force', '--yes')
+    assert again.code == 1 and 'no lock' in again.err
 
 
 def test_release_needs_yes_when_stdin_is_not_a_terminal(on_table: Callable[..., CliResult],
@@ -560,7 +576,7 @@ def test_release_declined_keeps_the_row(on_table: Callable[..., CliResult], loca
     assert terminal.reads == 1
     assert result.code == 1
     assert version in result.out  # the lock was shown before the question
-    assert '[y/N]' in result.err and 'nothing was deleted' in result.err
+    assert '[y/N]' in result.err and 'nothing was changed' in result.err
     assert read_row(local_engine, 'stuck')['record_version_number'] == version
 
 
@@ -568,7 +584,7 @@ def test_release_confirmed_on_the_terminal(on_table: Callable[..., CliResult], l
     put_dead_lock(local_engine, 'stuck')
     result = on_table('release', 'stuck', '--force', stdin=FakeTerminal('yes\n'))
     assert result.code == 0, result.err
-    assert read_row(local_engine, 'stuck') is None
+    assert_force_released(local_engine, 'stuck')
 
 
 def test_release_missing_lock_is_an_error(on_table: Callable[..., CliResult]) -> None:
@@ -582,7 +598,7 @@ def test_release_with_the_current_version(on_table: Callable[..., CliResult], lo
     version = put_dead_lock(local_engine, 'stuck')
     result = on_table('release', 'stuck', '--force', '--yes', '--version', version)
     assert result.code == 0, result.err
-    assert read_row(local_engine, 'stuck') is None
+    assert_force_released(local_engine, 'stuck', version=version)
 
 
 def test_release_version_refuses_a_lock_reacquired_meanwhile(
@@ -620,7 +636,7 @@ def test_release_version_refuses_a_lock_that_heartbeated_meanwhile(
     assert lock.status == lock.LOCKED
 
 
-def test_release_never_deletes_a_lock_that_changed_while_asking(
+def test_release_never_touches_a_lock_that_changed_while_asking(
         on_table: Callable[..., CliResult], local_engine: Any,
         holders: Callable[..., DynamoDBLockClient]) -> None:
     holder = holders()
@@ -635,7 +651,7 @@ def test_release_never_deletes_a_lock_that_changed_while_asking(
                       stdin=FakeTerminal('y\n', on_read=reacquire_while_the_operator_reads))
     assert shown_version in result.out
     assert result.code == 1
-    assert 'changed meanwhile' in result.err and 'nothing was deleted' in result.err
+    assert 'changed meanwhile' in result.err and 'nothing was changed' in result.err
     assert read_row(local_engine, 'job')['record_version_number'] == locks[1].record_version_number
 
 

@@ -104,6 +104,18 @@ class Harness:
     def rows(self) -> List[dict]:
         return scan_table(self.table.client, self.table.table_name)
 
+    def held_rows(self) -> List[dict]:
+        """The rows that record a held lock (a released row is kept, marked ``released_at``)."""
+        return [row for row in self.rows() if 'released_at' not in row]
+
+    def assert_released(self, lock: DynamoDBLock) -> None:
+        """The lock's key is free, its row kept only as a released one with the lock's token."""
+        rows = [row for row in self.rows() if row['lock_key'] == lock.partition_key]
+        assert len(rows) == 1 and 'released_at' in rows[0], rows
+        assert rows[0]['lease_duration'] == 0 and 'acquisition_id' not in rows[0], rows
+        assert rows[0]['fencing_token'] == lock.fencing_token, (rows, lock.fencing_token)
+        assert self.held_rows() == []
+
     def row_version(self, key: str) -> Optional[str]:
         rows = [row for row in self.rows() if row['lock_key'] == key]
         return rows[0]['record_version_number'] if rows else None
@@ -133,9 +145,10 @@ def logged(caplog: pytest.LogCaptureFixture, min_level: int = logging.DEBUG) -> 
 
 
 def heartbeats_after(injector: FaultInjector, count: int) -> Callable[[], bool]:
-    """A predicate: ``count`` more UpdateItem attempts than now have been made."""
-    start = injector.attempts['UpdateItem']
-    return lambda: injector.attempts['UpdateItem'] >= start + count
+    """A predicate: ``count`` more heartbeat attempts (UpdateItems renewing the lease) than now
+    have been made."""
+    start = injector.action_attempts['heartbeat']
+    return lambda: injector.action_attempts['heartbeat'] >= start + count
 
 
 def assert_holds(harness: Harness, lock: DynamoDBLock, callbacks: CallbackRecorder) -> None:
@@ -156,38 +169,38 @@ def assert_holds(harness: Harness, lock: DynamoDBLock, callbacks: CallbackRecord
 def test_lost_acquire_answer_still_acquires(harness: Harness) -> None:
     injector = FaultInjector()
     client = harness.lock_client(injector)
-    injector.script('PutItem', ['lost_response'])
+    injector.script('acquire', ['lost_response'])
     lock = client.acquire_lock('job', retry_timeout=seconds(0))
-    assert injector.counts['PutItem']['lost_response'] == 1
+    assert injector.action_counts['acquire']['lost_response'] == 1
     assert lock.status == DynamoDBLock.LOCKED
     assert harness.row_version('job') == lock.record_version_number
     lock.release(best_effort=False)
-    assert harness.rows() == []
+    harness.assert_released(lock)
 
 
 @pytest.mark.parametrize('final_fault', LOST_THEN_FAILED)
 def test_lost_acquire_answer_then_failed_retry_still_acquires(harness: Harness, final_fault: str) -> None:
-    """The put landed; the retry failed for another reason. The lock is ours, not an orphan."""
+    """The acquiring write landed; the retry failed for another reason. The lock is ours, not an orphan."""
     injector = FaultInjector()
     client = harness.lock_client(injector, total_attempts=2)
-    injector.script('PutItem', ['lost_response', final_fault])
+    injector.script('acquire', ['lost_response', final_fault])
     lock = client.acquire_lock('job', retry_timeout=seconds(0))
     assert lock.status == DynamoDBLock.LOCKED
     assert harness.row_version('job') == lock.record_version_number
     lock.release(best_effort=False)
-    assert harness.rows() == []
+    harness.assert_released(lock)
 
 
 def test_lost_takeover_answer_still_takes_over(harness: Harness) -> None:
-    """Taking over an abandoned lock is a conditional put too; losing its answer is harmless."""
+    """Taking over an abandoned lock is a conditional write too; losing its answer is harmless."""
     dead = harness.lock_client()
     abandoned = dead.acquire_lock('job')
     dead.close()   # heartbeats stop, the row stays: an abandoned lock
     injector = FaultInjector()
     waiter = harness.lock_client(injector, lease=LEASE)
-    injector.script('PutItem', [None, 'lost_response'])   # the first put meets the row; the takeover is lost
+    injector.script('acquire', [None, 'lost_response'])   # the first write meets the row; the takeover's answer is lost
     lock = waiter.acquire_lock('job', retry_period=seconds(0.2), retry_timeout=seconds(LEASE + 2.0))
-    assert injector.counts['PutItem']['lost_response'] == 1
+    assert injector.action_counts['acquire']['lost_response'] == 1
     assert lock.record_version_number != abandoned.record_version_number
     assert harness.row_version('job') == lock.record_version_number
     assert lock.owner_name == waiter._owner_name
@@ -198,12 +211,12 @@ def test_lost_heartbeat_answer_is_not_a_stolen_lock(harness: Harness) -> None:
     client = harness.lock_client(injector)
     callbacks = CallbackRecorder()
     lock = client.acquire_lock('job', app_callback=callbacks)
-    injector.script('UpdateItem', ['lost_response'])
+    injector.script('heartbeat', ['lost_response'])
     wait_until(heartbeats_after(injector, 4), timeout=LEASE)
-    assert injector.counts['UpdateItem']['lost_response'] == 1
+    assert injector.action_counts['heartbeat']['lost_response'] == 1
     assert_holds(harness, lock, callbacks)
     lock.release(best_effort=False)
-    assert harness.rows() == []
+    harness.assert_released(lock)
 
 
 @pytest.mark.parametrize('final_fault', LOST_THEN_FAILED)
@@ -219,31 +232,31 @@ def test_lost_heartbeat_answer_then_failed_retry_is_not_a_stolen_lock(
     client = harness.lock_client(injector, total_attempts=2)
     callbacks = CallbackRecorder()
     lock = client.acquire_lock('job', app_callback=callbacks)
-    injector.script('UpdateItem', ['lost_response', final_fault])
-    wait_until(lambda: injector.pending_script('UpdateItem') == 0, timeout=LEASE)
+    injector.script('heartbeat', ['lost_response', final_fault])
+    wait_until(lambda: injector.pending_script('heartbeat') == 0, timeout=LEASE)
     wait_until(heartbeats_after(injector, 3), timeout=LEASE)
     assert_holds(harness, lock, callbacks)
     assert not any('was stolen' in message for message in logged(library_log))
     lock.release(best_effort=False)
-    assert harness.rows() == []
+    harness.assert_released(lock)
 
 
 def test_lost_release_answer_releases(harness: Harness) -> None:
     injector = FaultInjector()
     client = harness.lock_client(injector)
     lock = client.acquire_lock('job')
-    injector.script('DeleteItem', ['lost_response'])
+    injector.script('release', ['lost_response'])
     lock.release(best_effort=False)
-    assert injector.counts['DeleteItem']['lost_response'] == 1
+    assert injector.action_counts['release']['lost_response'] == 1
     assert lock.status == DynamoDBLock.RELEASED
-    assert harness.rows() == []
+    harness.assert_released(lock)
 
 
 @pytest.mark.parametrize('best_effort', [False, True], ids=['strict', 'best-effort'])
 def test_lost_release_answer_then_next_holder_is_not_a_theft(
     harness: Harness, best_effort: bool, library_log: pytest.LogCaptureFixture,
 ) -> None:
-    """The delete landed, its answer was lost, and the next holder got in before the retry.
+    """The release landed, its answer was lost, and the next holder got in before the retry.
 
     botocore's retry then meets the next holder's row. That is not a theft: this client's
     lease was running, so nobody could have taken the lock over; the first attempt released
@@ -257,70 +270,71 @@ def test_lost_release_answer_then_next_holder_is_not_a_theft(
     waiting = threading.Thread(target=lambda: acquired.append(
         waiter.acquire_lock('job', retry_period=seconds(0.05), retry_timeout=seconds(LEASE))))
     waiting.start()
-    injector.script('DeleteItem', ['lost_response', 'latency'])   # the retry goes out 1 s later
+    injector.script('release', ['lost_response', 'latency'])   # the retry goes out 1 s later
     try:
         lock.release(best_effort=best_effort)
     finally:
         waiting.join()
-    assert injector.pending_script('DeleteItem') == 0
+    assert injector.pending_script('release') == 0
     assert acquired and harness.row_version('job') == acquired[0].record_version_number
+    assert acquired[0].fencing_token == lock.fencing_token + 1      # the released row kept the token
     assert lock.status == DynamoDBLock.RELEASED
     assert not any('stolen' in message.lower() for message in logged(library_log, logging.WARNING))
 
 
 @pytest.mark.parametrize('final_fault', LOST_THEN_FAILED)
 def test_lost_release_answer_then_failed_retry_releases(harness: Harness, final_fault: str) -> None:
-    """The delete landed and the retry failed: the lock is released, not reported stolen later."""
+    """The release landed and the retry failed: the lock is released, not reported stolen later."""
     injector = FaultInjector()
     client = harness.lock_client(injector, total_attempts=2)
     callbacks = CallbackRecorder()
     lock = client.acquire_lock('job', app_callback=callbacks)
-    injector.script('DeleteItem', ['lost_response', final_fault])
+    injector.script('release', ['lost_response', final_fault])
     lock.release(best_effort=False)
     assert lock.status == DynamoDBLock.RELEASED
-    assert harness.rows() == []
+    harness.assert_released(lock)
     # Give the heartbeat thread several periods to (wrongly) report the missing row as a theft.
     time.sleep(3 * HEARTBEAT)
     assert callbacks.codes == []
 
 
 def test_unconfirmed_release_is_not_reported_stolen_later(harness: Harness) -> None:
-    """The delete landed, its answer was lost, and the check read failed too: UNKNOWN.
+    """The release landed, its answer was lost, and the check read failed too: UNKNOWN.
 
     As documented, the strict release raises UNKNOWN and the lock is kept alive for a retry.
-    The row is in fact gone, because of this client's own delete: the next heartbeat must not
+    The row is in fact released, by this client's own release: the next heartbeat must not
     call that a theft, and the retried release must not fail.
     """
     injector = FaultInjector()
     client = harness.lock_client(injector, total_attempts=1)
     callbacks = CallbackRecorder()
     lock = client.acquire_lock('job', app_callback=callbacks)
-    injector.script('DeleteItem', ['lost_response'])
+    injector.script('release', ['lost_response'])
     injector.script('GetItem', ['connection_error'])
     with pytest.raises(DynamoDBLockError) as unknown:
         lock.release(best_effort=False)
     assert unknown.value.code == DynamoDBLockError.UNKNOWN
-    assert harness.rows() == []
+    harness.assert_released(lock)
     # The next heartbeat meets the missing row and settles the lock's fate.
     wait_until(lambda: lock.status not in (DynamoDBLock.LOCKED, DynamoDBLock.IN_DANGER), timeout=LEASE)
     time.sleep(HEARTBEAT)   # let the callback executor deliver anything the heartbeat dispatched
     assert DynamoDBLockError.LOCK_STOLEN not in callbacks.codes
     lock.release(best_effort=False)
     assert lock.status == DynamoDBLock.RELEASED
-    assert harness.rows() == []
+    harness.assert_released(lock)
 
 
 def test_unconfirmed_release_then_reacquire_by_the_same_client_is_not_stolen(harness: Harness) -> None:
     """As above, but the same client acquires the key again before any heartbeat runs.
 
-    Its put finds the key free (the earlier delete had landed) and replaces the old lock
+    Its write finds the key free (the earlier release had landed) and replaces the old lock
     object in the client's registry; the old lock was released, not stolen.
     """
     injector = FaultInjector()
     client = harness.lock_client(injector, total_attempts=1, heartbeat=1.0)
     callbacks = CallbackRecorder()
     old_lock = client.acquire_lock('job', app_callback=callbacks)
-    injector.script('DeleteItem', ['lost_response'])
+    injector.script('release', ['lost_response'])
     injector.script('GetItem', ['connection_error'])
     with pytest.raises(DynamoDBLockError) as unknown:
         old_lock.release(best_effort=False)
@@ -339,23 +353,23 @@ def test_applied_write_answered_with_500_is_recognised(harness: Harness) -> None
     injector = FaultInjector()
     client = harness.lock_client(injector, total_attempts=2)
     callbacks = CallbackRecorder()
-    injector.script('PutItem', ['applied_server_error'])
+    injector.script('acquire', ['applied_server_error'])
     lock = client.acquire_lock('job', app_callback=callbacks, retry_timeout=seconds(0))
-    injector.script('UpdateItem', ['applied_server_error', 'applied_server_error'])
+    injector.script('heartbeat', ['applied_server_error', 'applied_server_error'])
     wait_until(heartbeats_after(injector, 4), timeout=LEASE)
     assert_holds(harness, lock, callbacks)
-    injector.script('DeleteItem', ['applied_server_error'])
+    injector.script('release', ['applied_server_error'])
     lock.release(best_effort=False)
     assert lock.status == DynamoDBLock.RELEASED
-    assert harness.rows() == []
+    harness.assert_released(lock)
 
 
 def test_slow_answer_to_an_acquire_still_warns_before_the_lease_ends(harness: Harness) -> None:
-    """The acquiring put lands at once but its answer arrives 4 s later; then renewals fail.
+    """The acquiring write lands at once but its answer arrives 4 s later; then renewals fail.
 
     Other clients time the lease from when they first saw the row, which is almost when the
-    put landed. The holder must time its safe period from the same moment (the start of the
-    put), or its LOCK_IN_DANGER warning comes after another client has already taken the lock
+    write landed. The holder must time its safe period from the same moment (the start of the
+    write), or its LOCK_IN_DANGER warning comes after another client has already taken the lock
     over. Required: the warning arrives before the takeover.
     """
     lease, safe_period, answer_delay = 5.0, 2.0, 4.0
@@ -369,8 +383,8 @@ def test_slow_answer_to_an_acquire_still_warns_before_the_lease_ends(harness: Ha
         events.append(code)
         warned.set()
 
-    injector.start_outage('connection_error', operations=['UpdateItem'])   # no renewal ever lands
-    injector.script('PutItem', ['lost_response', 'latency'])
+    injector.start_outage('connection_error', operations=['heartbeat'])   # no renewal ever lands
+    injector.script('acquire', ['lost_response', 'latency'])
     acquiring = threading.Thread(target=lambda: holder.acquire_lock('job', app_callback=on_trouble))
     acquiring.start()
     try:
@@ -390,14 +404,14 @@ def test_throttled_calls_are_retried(harness: Harness) -> None:
     injector = FaultInjector()
     client = harness.lock_client(injector, total_attempts=3)
     callbacks = CallbackRecorder()
-    injector.script('PutItem', ['throttle', 'throttle'])
+    injector.script('acquire', ['throttle', 'throttle'])
     lock = client.acquire_lock('job', app_callback=callbacks, retry_timeout=seconds(0))
-    injector.script('UpdateItem', ['throttle'])
-    injector.script('DeleteItem', ['throttle'])
+    injector.script('heartbeat', ['throttle'])
+    injector.script('release', ['throttle'])
     wait_until(heartbeats_after(injector, 3), timeout=LEASE)
     assert_holds(harness, lock, callbacks)
     lock.release(best_effort=False)
-    assert harness.rows() == []
+    harness.assert_released(lock)
     assert injector.total('throttle') == 4
 
 
@@ -407,9 +421,9 @@ def test_slow_heartbeat_longer_than_its_period_keeps_the_lock(harness: Harness) 
     client = harness.lock_client(injector)
     callbacks = CallbackRecorder()
     lock = client.acquire_lock('job', app_callback=callbacks)
-    injector.script('UpdateItem', ['latency'])
+    injector.script('heartbeat', ['latency'])
     wait_until(heartbeats_after(injector, 3), timeout=LEASE)
-    assert injector.counts['UpdateItem']['latency'] == 1
+    assert injector.action_counts['heartbeat']['latency'] == 1
     assert_holds(harness, lock, callbacks)
 
 
@@ -451,7 +465,7 @@ def test_outage_shorter_than_lease_is_in_danger_never_stolen(harness: Harness, k
     assert harness.row_version('job') == lock.record_version_number
     assert harness.live_senders() >= 2
     lock.release(best_effort=False)
-    assert harness.rows() == []
+    harness.assert_released(lock)
 
 
 def test_outage_longer_than_lease_warns_first_then_reports_the_theft(harness: Harness) -> None:
@@ -502,8 +516,8 @@ def test_outage_after_an_applied_renewal_is_not_stolen(harness: Harness) -> None
     holder = harness.lock_client(injector, total_attempts=1, heartbeat=heartbeat, safe_period=1.0, lease=lease)
     callbacks = CallbackRecorder()
     lock = holder.acquire_lock('job', app_callback=callbacks)
-    injector.script('UpdateItem', ['applied_server_error'] + ['server_error'] * failed_renewals)
-    wait_until(lambda: injector.pending_script('UpdateItem') == 0, timeout=lease - 1.0)
+    injector.script('heartbeat', ['applied_server_error'] + ['server_error'] * failed_renewals)
+    wait_until(lambda: injector.pending_script('heartbeat') == 0, timeout=lease - 1.0)
     wait_until(lambda: lock.status == DynamoDBLock.LOCKED
                       and harness.row_version('job') == lock.record_version_number, timeout=3.0)
     assert DynamoDBLockError.LOCK_STOLEN not in callbacks.codes

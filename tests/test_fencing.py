@@ -27,7 +27,8 @@ from helpers import (
     LockClients,
     step,
 )
-from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockError
+from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
+from python_dynamodb_lock.testing._faults import _attach, _detach, canned_response
 
 MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
 seconds = datetime.timedelta
@@ -214,22 +215,29 @@ def test_a_guarded_write_is_checked_before_anything_is_sent(engine: Any, clients
 def _transaction_conflict(times: int) -> Any:
     """A before-call hook: the next ``times`` TransactWriteItems calls are cancelled with
     TransactionConflict on the lock check, as DynamoDB does while a heartbeat writes the lock row
-    (DynamoDB Local never raises it, so it is injected here)."""
+    (DynamoDB Local never raises it, so it is injected here). Made per kind of botocore client:
+    attached to the table's boto3 resource, it reaches the asyncio lock client's aiobotocore
+    client too (``link_clients``)."""
     remaining = [times]
 
-    def hook(model: Any, params: Dict[str, Any], **kwargs: Any) -> Optional[Tuple[AWSResponse, Dict[str, Any]]]:
-        if model.name != 'TransactWriteItems' or remaining[0] == 0:
-            return None
-        remaining[0] -= 1
-        count = len(json.loads(params['body'])['TransactItems'])
-        reasons = [{'Code': 'None'}] * (count - 1) + [{'Code': 'TransactionConflict',
-                                                        'Message': 'Transaction is ongoing for the item'}]
-        parsed = {'Error': {'Code': 'TransactionCanceledException', 'Message': 'injected conflict'},
-                  'CancellationReasons': reasons,
-                  'ResponseMetadata': {'HTTPStatusCode': 400, 'HTTPHeaders': {}, 'RetryAttempts': 0}}
-        return AWSResponse('http://injected.invalid/', 400, {}, None), parsed
+    def make(is_async: bool) -> Any:
+        def hook(model: Any, params: Dict[str, Any], **kwargs: Any) -> Optional[Tuple[AWSResponse, Dict[str, Any]]]:
+            if model.name != 'TransactWriteItems' or remaining[0] == 0:
+                return None
+            remaining[0] -= 1
+            count = len(json.loads(params['body'])['TransactItems'])
+            reasons = [{'Code': 'None'}] * (count - 1) + [{'Code': 'TransactionConflict',
+                                                            'Message': 'Transaction is ongoing for the item'}]
+            parsed = {'Error': {'Code': 'TransactionCanceledException', 'Message': 'injected conflict'},
+                      'CancellationReasons': reasons,
+                      'ResponseMetadata': {'HTTPStatusCode': 400, 'HTTPHeaders': {}, 'RetryAttempts': 0}}
+            http = canned_response('http://injected.invalid/', 400, 'TransactionCanceledException',
+                                   'injected conflict', is_async)
+            return http, parsed
 
-    return hook, remaining
+        return hook
+
+    return make, remaining
 
 
 def test_transaction_conflicts_are_retried_and_never_a_lost_lock(engine: Any, clients: LockClients,
@@ -237,15 +245,14 @@ def test_transaction_conflicts_are_retried_and_never_a_lost_lock(engine: Any, cl
     client = clients.make()
     callback = CallbackRecorder()
     lock = client.acquire_lock('guard', app_callback=callback)
-    hook, remaining = _transaction_conflict(3)
-    events = engine.resource.meta.client.meta.events
-    events.register_last('before-call.dynamodb', hook, unique_id='conflicts')
+    make_hook, remaining = _transaction_conflict(3)
+    hook = _attach(engine.resource, 'before-call.dynamodb', make_hook, last=True)
     try:
         # The retries back off on the client's (fake) clock: let this thread's sleeps move it.
         with CallRecorder(engine.resource) as calls, clients.clock.auto_advance_in_current_thread():
             lock.put_item(TableName=data_table, Item={'id': 'x', 'n': 1})
     finally:
-        events.unregister('before-call.dynamodb', unique_id='conflicts')
+        _detach(engine.resource, hook)
     assert remaining == [0] and calls.operations() == ['TransactWriteItems'] * 4
     tokens = [call.params['ClientRequestToken'] for call in calls.calls]
     assert len(set(tokens)) == 4                         # each a new transaction: nothing was applied
@@ -312,3 +319,35 @@ def test_many_threads_writing_through_one_lock_lose_no_update(local_engine: Any,
     for thread in threads:
         thread.join(60)
     assert errors == [] and data(engine, name)['n'] == '40'
+
+
+# --------------------------------------------------------------------------------------------
+# Renewing by hand: lock.extend() and lock.lease_remaining()
+# --------------------------------------------------------------------------------------------
+
+def test_extend_renews_now_keeps_the_token_and_says_when_it_cannot(engine: Any, clients: LockClients) -> None:
+    client = clients.make()
+    lease = DynamoDBLockClient._DEFAULT_LEASE_DURATION.total_seconds()
+    lock = client.acquire_lock('extended')
+    token, version = lock.fencing_token, lock.record_version_number
+    assert lock.lease_remaining() == pytest.approx(lease)
+    clients.clock.advance(10)
+    assert lock.lease_remaining() == pytest.approx(lease - 10)
+    with CallRecorder(engine.resource) as calls:
+        lock.extend()
+    assert [call.action for call in calls.calls] == ['heartbeat']
+    assert lock.record_version_number != version and lock.fencing_token == token
+    assert engine.read_item('extended')['record_version_number'] == lock.record_version_number
+    assert lock.lease_remaining() == pytest.approx(lease) and lock.status == DynamoDBLock.LOCKED
+
+    engine.steal_row('extended', owner_name='thief')
+    with pytest.raises(DynamoDBLockError) as stolen:
+        lock.extend()
+    assert stolen.value.code == STOLEN and stolen.value.holder.owner_name == 'thief'
+    assert lock.status == DynamoDBLock.INVALID and lock.lease_remaining() == 0.0
+
+    released = client.acquire_lock('released-then-extended')
+    released.release(best_effort=False)
+    with CallRecorder(engine.resource) as calls, pytest.raises(DynamoDBLockError) as not_owned:
+        released.extend()
+    assert not_owned.value.code == DynamoDBLockError.LOCK_NOT_OWNED and calls.calls == []

@@ -9,8 +9,8 @@ the test process is the other contender. Signals go to that child's PID only.
   margin`` and must succeed within it: the first read starts the watch, one lease later the
   takeover write goes out. The time it took is printed (``pytest -s``) for the docs.
 * SIGSTOP past the lease, takeover, SIGCONT: the paused client learns of the theft through
-  ``LOCK_STOLEN``, its strict release raises ``LOCK_STOLEN`` while it still believes it holds
-  the lock (and is a documented no-op once it knows), and neither deletes the new holder's row.
+  ``LOCK_STOLEN``, its strict release raises ``LOCK_STOLEN`` whether it still believes it holds
+  the lock or already knows it lost it, and neither touches the new holder's row.
 """
 from __future__ import annotations
 
@@ -129,8 +129,13 @@ def test_killed_holder_is_taken_over_within_lease(
 
     assert_row_is_held_by(local_engine, lock, contender._owner_name)
     assert lock.status == DynamoDBLock.LOCKED
+    assert lock.took_over_from is not None and lock.took_over_from.owner_name == acquired['owner']
+    assert lock.fencing_token > lock.took_over_from.fencing_token
     lock.release(best_effort=False)
-    assert scan_table(local_engine.client, local_engine.table_name) == []
+    # The key is free: its only row is kept marked released, with the last fencing token.
+    row = row_of(local_engine)
+    assert 'released_at' in row and row['lease_duration'] == 0 and row['fencing_token'] == lock.fencing_token, row
+    assert local_engine.read_held_row('job') is None
 
 
 def pause_past_lease_and_take_over(holder: WorkerProcess, contender: DynamoDBLockClient,

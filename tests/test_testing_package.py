@@ -30,7 +30,11 @@ from python_dynamodb_lock.testing import (
     FaultInjector,
     LockTable,
     ManualClock,
+    is_acquire,
+    is_heartbeat,
+    is_release,
     link_clients,
+    lock_action,
     lock_table,
     moto_lock_table,
     start_engine,
@@ -163,6 +167,18 @@ def test_lost_answer_without_retry_raises_after_the_write(engine: LockTable, dyn
     assert engine.read_item('k6')['value'] == 'landed'
 
 
+def test_lost_answer_without_retry_honours_its_filter(engine: LockTable, dynamodb: Dynamo) -> None:
+    """``when`` sees the request although the answer is lost after the call (after-call)."""
+    with FaultInjector(dynamodb.target) as faults:
+        fault = faults.lose_answers('PutItem', retry=False, times=None,
+                                    when=lambda params: params['Item']['lock_key']['S'] == 'k6b')
+        conditional_put(dynamodb, engine.table_name, 'k6a', 'answered')
+        with pytest.raises(ReadTimeoutError):
+            conditional_put(dynamodb, engine.table_name, 'k6b', 'landed')
+    assert fault.hits == 1
+    assert engine.read_item('k6a')['value'] == 'answered' and engine.read_item('k6b')['value'] == 'landed'
+
+
 def test_lost_answer_only_fires_on_success(engine: LockTable, dynamodb: Dynamo) -> None:
     conditional_put(dynamodb, engine.table_name, 'k7', 'first')
     with FaultInjector(dynamodb.target) as faults:
@@ -253,6 +269,49 @@ def test_steal_lock_takes_the_row_just_before_the_heartbeat(engine: LockTable, c
     assert lock.status == DynamoDBLock.INVALID
     assert callback.codes == [DynamoDBLockError.LOCK_STOLEN]
     assert engine.read_item('stolen-by-fault')['owner_name'] == 'usurper'
+
+
+def test_faults_aimed_at_what_a_lock_write_does(engine: LockTable, clients: LockClients) -> None:
+    """Acquire, heartbeat and release are all UpdateItem calls: ``when=is_acquire`` (and
+    ``is_heartbeat``, ``is_release``) tell them apart, for either kind of client."""
+    client = clients.make()
+    with FaultInjector(engine.resource) as faults, CallRecorder(engine.resource) as calls:
+        refused_release = faults.fail_calls('UpdateItem', when=is_release)
+        refused_heartbeat = faults.fail_calls('UpdateItem', when=is_heartbeat)
+        lock = client.acquire_lock('aimed')                  # no acquire is refused
+        assert lock.status == DynamoDBLock.LOCKED
+        version = lock.record_version_number
+        client.send_heartbeats([lock])                       # refused once: the version stays
+        assert lock.record_version_number == version and lock.status == DynamoDBLock.LOCKED
+        with pytest.raises(DynamoDBLockError) as unknown:
+            lock.release(best_effort=False)                  # refused once: still held
+        assert unknown.value.code == DynamoDBLockError.UNKNOWN and lock.status == DynamoDBLock.LOCKED
+        client.send_heartbeats([lock])
+        assert lock.record_version_number != version
+        lock.release(best_effort=False)
+        refused_acquire = faults.fail_calls('UpdateItem', when=is_acquire)
+        with pytest.raises(DynamoDBLockError):
+            client.acquire_lock('aimed', retry_timeout=seconds(0))
+    assert (refused_acquire.hits, refused_heartbeat.hits, refused_release.hits) == (1, 1, 1)
+    assert [call.action for call in calls.calls if call.operation == 'UpdateItem'] == [
+        'acquire', 'heartbeat', 'release', 'heartbeat', 'release', 'acquire']
+    assert engine.read_held_row('aimed') is None
+
+
+def test_lock_action_names_each_write_of_a_lock_client(engine: LockTable, clients: LockClients) -> None:
+    client = clients.make(keep_released_rows=False)
+    other = clients.make()
+    with CallRecorder(engine.resource) as calls:
+        lock = client.acquire_lock('named')
+        client.send_heartbeats([lock])
+        lock.release(best_effort=False)                      # a DeleteItem: released rows not kept
+        kept = other.acquire_lock('named')
+        kept.release(best_effort=False)                      # an UpdateItem marking it released
+        other.get_lock('named')
+    assert [(call.operation, call.action) for call in calls.calls] == [
+        ('UpdateItem', 'acquire'), ('UpdateItem', 'heartbeat'), ('DeleteItem', 'release'),
+        ('UpdateItem', 'acquire'), ('UpdateItem', 'release'), ('GetItem', None)]
+    assert lock_action({'TableName': 't', 'Item': {'id': {'S': 'x'}}}) is None   # the application's own put
 
 
 # --- CallRecorder ----------------------------------------------------------------------------------
@@ -508,7 +567,7 @@ def test_lock_table_async_lock_client_is_linked_and_closed(moto_server: Any) -> 
     with lock_table(moto_server) as table:
         async def main() -> Any:
             with FaultInjector(table.resource) as faults:
-                fault = faults.fail_calls('PutItem')
+                fault = faults.fail_calls('UpdateItem', when=is_acquire)
                 async with table.async_lock_client(background_heartbeats=False) as client:
                     with pytest.raises(DynamoDBLockError):
                         await client.acquire_lock('throttled')
@@ -555,7 +614,7 @@ USER_TESTS = '''
     import pytest
 
     from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockError
-    from python_dynamodb_lock.testing import CallbackRecorder, FaultInjector
+    from python_dynamodb_lock.testing import CallbackRecorder, FaultInjector, is_acquire
 
 
     @pytest.fixture
@@ -574,14 +633,15 @@ USER_TESTS = '''
 
 
     def test_the_client_fixture_holds_and_releases(dynamodb_lock_client, dynamodb_lock_table):
-        with dynamodb_lock_client.acquire_lock('x'):
-            assert dynamodb_lock_table.read_item('x') is not None
-        assert dynamodb_lock_table.read_item('x') is None
+        with dynamodb_lock_client.acquire_lock('x') as lock:
+            assert dynamodb_lock_table.read_held_row('x')['owner_name'] == lock.owner_name
+        assert dynamodb_lock_table.read_held_row('x') is None
+        assert 'released_at' in dynamodb_lock_table.read_item('x')   # kept, for its fencing token
 
 
     def test_throttling_is_an_error(dynamodb_lock_client, dynamodb_lock_table):
         with FaultInjector(dynamodb_lock_table.resource) as faults:
-            faults.fail_calls('PutItem')
+            faults.fail_calls('UpdateItem', when=is_acquire)
             with pytest.raises(DynamoDBLockError):
                 dynamodb_lock_client.acquire_lock('throttled')
 

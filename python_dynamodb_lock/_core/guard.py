@@ -169,7 +169,11 @@ def guarded_write(schema: Schema, lock: Any, actions: List[Dict[str, Any]], opti
                 raise answer.error              # the application's own condition refused
             if not any(reason.get('Code') in _RETRYABLE_REASONS for reason in reasons):
                 raise _failed(schema, lock, answer, 'the transaction was cancelled')
-            token = str(uuid.uuid4())           # nothing was applied: the next attempt is a new transaction
+            if not unanswered:
+                # Nothing was applied: the next attempt is a new transaction. After an attempt
+                # that may have been applied the token stays, so that DynamoDB's idempotency
+                # can never let that attempt and a later one both commit.
+                token = str(uuid.uuid4())
         elif answer.maybe_applied or answer.code in _RETRYABLE_ERRORS:
             unanswered += answer.maybe_applied
             if unanswered >= UNANSWERED_ATTEMPTS:

@@ -19,7 +19,17 @@ from .._embedded import EmbeddedEngine, EngineNotInstalledError
 from ._callbacks import CallbackCall, CallbackRecorder
 from ._clock import ManualClock, wait_until
 from ._engines import LockTable, lock_table, moto_lock_table, start_engine
-from ._faults import CallRecorder, Fault, FaultInjector, RecordedCall, link_clients
+from ._faults import (
+    CallRecorder,
+    Fault,
+    FaultInjector,
+    RecordedCall,
+    is_acquire,
+    is_heartbeat,
+    is_release,
+    link_clients,
+    lock_action,
+)
 
 __all__ = [
     'CallRecorder',
@@ -32,7 +42,11 @@ __all__ = [
     'LockTable',
     'ManualClock',
     'RecordedCall',
+    'is_acquire',
+    'is_heartbeat',
+    'is_release',
     'link_clients',
+    'lock_action',
     'lock_table',
     'moto_lock_table',
     'start_engine',

@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 import weakref
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, cast
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.awsrequest import AWSResponse
@@ -29,8 +29,12 @@ __all__ = [
     'FaultInjector',
     'RecordedCall',
     'canned_response',
+    'is_acquire',
     'is_async_client',
+    'is_heartbeat',
+    'is_release',
     'link_clients',
+    'lock_action',
     'low_level_client',
 ]
 
@@ -43,6 +47,49 @@ WRITE_OPERATIONS = frozenset({'PutItem', 'UpdateItem', 'DeleteItem', 'BatchWrite
 #: pointing the (per-attempt, throw-away) request here keeps moto from executing it; on a real
 #: endpoint nothing is sent at all because botocore uses the canned response.
 _NOWHERE = 'http://fault-injected.invalid/'
+
+
+# --------------------------------------------------------------------------------------------
+# What a lock client's write does
+# --------------------------------------------------------------------------------------------
+
+def lock_action(params: Dict[str, Any]) -> Optional[str]:
+    """What a lock client's request does, from its decoded body (what ``when`` filters and
+    :attr:`RecordedCall.params` get): ``'acquire'``, ``'heartbeat'``, ``'release'``, or None
+    for anything else (reads, the application's own writes).
+
+    Acquiring, renewing and releasing are all ``UpdateItem`` calls (a release keeps the row,
+    marked ``released_at``; a client with ``keep_released_rows=False`` releases with a
+    conditional ``DeleteItem``); batched heartbeats are ``BatchExecuteStatement`` calls.
+    """
+    values = params.get('ExpressionAttributeValues') or {}
+    if ':released_at' in values:
+        return 'release'
+    if ':token_floor' in values:
+        return 'acquire'
+    statements = params.get('Statements') or []
+    if ':new_lease_expiry' in values or (statements and all(
+            '"record_version_number" IN [' in statement.get('Statement', '') for statement in statements)):
+        return 'heartbeat'
+    if (params.get('ExpressionAttributeNames') or {}).get('#version') == 'record_version_number' \
+            and 'UpdateExpression' not in params and 'Item' not in params:
+        return 'release'   # a conditional DeleteItem
+    return None
+
+
+def is_acquire(params: Dict[str, Any]) -> bool:
+    """A ``when`` filter: the request acquires a lock (first write, takeover or hand-over)."""
+    return lock_action(params) == 'acquire'
+
+
+def is_heartbeat(params: Dict[str, Any]) -> bool:
+    """A ``when`` filter: the request renews locks (``UpdateItem``, or a batch)."""
+    return lock_action(params) == 'heartbeat'
+
+
+def is_release(params: Dict[str, Any]) -> bool:
+    """A ``when`` filter: the request releases a lock (or force-releases one)."""
+    return lock_action(params) == 'release'
 
 
 # --------------------------------------------------------------------------------------------
@@ -203,8 +250,8 @@ def canned_response(url: str, status: int, code: str, message: str, is_async: bo
     if is_async:
         from aiobotocore.awsrequest import AioAWSResponse
 
-        return AioAWSResponse(url, status, cast(Any, headers), _AsyncRawBody(body))
-    return AWSResponse(url, status, cast(Any, headers), _RawBody(body))
+        return AioAWSResponse(url, status, headers, _AsyncRawBody(body))
+    return AWSResponse(url, status, headers, _RawBody(body))
 
 
 async def _run_action(action: Callable[..., Any], *args: Any) -> Any:
@@ -245,6 +292,12 @@ class RecordedCall:
         """Whether the operation writes (one of :data:`WRITE_OPERATIONS`)."""
         return self.operation in WRITE_OPERATIONS
 
+    @property
+    def action(self) -> Optional[str]:
+        """What the call does to a lock: ``'acquire'``, ``'heartbeat'``, ``'release'`` or None
+        (see :func:`lock_action`)."""
+        return lock_action(self.params)
+
     def expression_values(self) -> Dict[str, Any]:
         """``ExpressionAttributeValues`` as Python values."""
         deserializer = TypeDeserializer()
@@ -268,7 +321,7 @@ class CallRecorder:
 
         with CallRecorder(table.resource) as calls:
             lock = client.acquire_lock('job')
-        assert calls.operations() == ['PutItem']
+        assert calls.operations() == ['UpdateItem'] and calls.calls[0].action == 'acquire'
     """
 
     def __init__(self, target: Any, clock: Any = None) -> None:
@@ -363,9 +416,6 @@ class Fault:
             self.times = self.hits
 
 
-_LOST_ANSWER_BODY = 'python_dynamodb_lock.testing.request_body'
-
-
 class FaultInjector:
     """Makes the DynamoDB calls of one client fail the ways DynamoDB and networks fail.
 
@@ -375,14 +425,16 @@ class FaultInjector:
     local engine ever throttles or loses an answer; these hooks make the client meet exactly
     that, on moto in-process, the moto server or DynamoDB Local alike.
 
-    Every method takes ``operation``, an API name (``'PutItem'``, ``'UpdateItem'``,
-    ``'DeleteItem'``, ``'GetItem'``, ``'BatchExecuteStatement'``...) or ``'*'`` for all;
-    ``times``, how many calls or attempts fail (None: all); and ``when(params)``, an optional
-    filter on the decoded request body. Each returns the :class:`Fault`, whose ``hits`` counts
-    how often it fired. :meth:`clear` (or leaving the ``with`` block) removes them all::
+    Every method takes ``operation``, an API name (``'UpdateItem'``, ``'GetItem'``,
+    ``'BatchExecuteStatement'``...) or ``'*'`` for all; ``times``, how many calls or attempts
+    fail (None: all); and ``when(params)``, an optional filter on the decoded request body.
+    A lock client acquires, renews and releases with ``UpdateItem``: tell them apart with
+    ``when=is_acquire``, ``when=is_heartbeat`` or ``when=is_release``. Each returns the
+    :class:`Fault`, whose ``hits`` counts how often it fired. :meth:`clear` (or leaving the
+    ``with`` block) removes them all::
 
         with FaultInjector(table.resource) as faults:
-            faults.fail_calls('UpdateItem', times=None)      # every heartbeat is throttled
+            faults.fail_calls('UpdateItem', times=None, when=is_heartbeat)   # every heartbeat is throttled
             ...
 
     Actions (``before_call``, ``lose_answers(between=...)``) run, for an aiobotocore client, in
@@ -525,21 +577,26 @@ class FaultInjector:
 
             return self._register(_event('needs-retry', operation), make_retry, fault)
 
-        # after-call does not see the request: before-call keeps its body in the call's context.
-        def make_stash(is_async: bool) -> Callable[..., Any]:
-            def stash(params: Dict[str, Any], context: Dict[str, Any], **kwargs: Any) -> None:
-                context[_LOST_ANSWER_BODY] = params.get('body')
+        # after-call does not see the request: a before-call hook leaves its decoded body in the
+        # call's context (the same dict for both events) for ``when``.
+        slot = f'python_dynamodb_lock.testing.body.{uuid.uuid4().hex}'
 
-            return stash
+        def make_keeping(is_async: bool) -> Callable[..., Any]:
+            def keep(params: Dict[str, Any], context: Optional[Dict[str, Any]] = None, **kwargs: Any) -> None:
+                if context is not None and fault.when is not None:
+                    context[slot] = _decode_body(params.get('body'))
+
+            return keep
 
         def make_raising(is_async: bool) -> Callable[..., Any]:
-            def handler(http_response: Any, context: Dict[str, Any], **kwargs: Any) -> None:
-                if http_response.status_code < 300 and fault.take(_decode_body(context.get(_LOST_ANSWER_BODY))):
+            def handler(http_response: Any, context: Optional[Dict[str, Any]] = None, **kwargs: Any) -> None:
+                body = (context or {}).get(slot, {})
+                if http_response.status_code < 300 and fault.take(body):
                     raise ReadTimeoutError(endpoint_url='injected-lost-answer')
 
             return handler
 
-        self._hooks.append(_attach(self._target, _event('before-call', operation), make_stash))
+        self._hooks.append(_attach(self._target, _event('before-call', operation), make_keeping))
         return self._register(_event('after-call', operation), make_raising, fault)
 
     def before_call(self, operation: str, action: Callable[[Dict[str, Any]], Any], times: Optional[int] = 1,

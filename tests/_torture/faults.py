@@ -21,6 +21,20 @@ Faults (the names used in scripts and statistics):
     The connection cannot be made (``EndpointConnectionError``); nothing is written.
 ``latency``
     The request waits ``latency`` seconds, then goes through normally.
+``transaction_conflict``
+    For ``TransactWriteItems`` only (guarded writes): a 400 ``TransactionCanceledException``
+    whose cancellation reason on the last item (the lock check) is ``TransactionConflict``, as
+    DynamoDB answers while another write (a heartbeat of the lock) touches an item of the
+    transaction; nothing is written. DynamoDB Local never raises it, so it is injected. It is
+    injected only on the first attempt carrying a ``ClientRequestToken``: a later attempt with
+    the same token may be a retry of a transaction that already committed, which DynamoDB
+    answers from its idempotency record (success), never with a conflict.
+
+Scripts, outages and counts name either an API operation (``'UpdateItem'``) or, for the
+writes of the lock table, what the write does (:data:`LOCK_ACTIONS`): ``acquire``,
+``heartbeat`` and ``release`` are all ``UpdateItem`` calls in this protocol (a release keeps
+the row, marked ``released_at``), told apart by their expression values. A script or outage
+for an action takes precedence over one for its operation.
 
 "Applied" requests are sent, exactly as signed, through a separate HTTP session that has no
 hooks, to the same endpoint.
@@ -35,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import random
 import threading
 import time
@@ -44,10 +59,12 @@ from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 
-from python_dynamodb_lock.testing._faults import _attach, canned_response
+from python_dynamodb_lock.testing._faults import _AsyncRawBody, _attach, _RawBody, canned_response
 
 __all__ = [
     'FAULT_KINDS',
+    'GUARDED_FAULT_KINDS',
+    'LOCK_ACTIONS',
     'WRITE_OPERATIONS',
     'FaultInjector',
     'FaultRates',
@@ -56,7 +73,34 @@ __all__ = [
 FAULT_KINDS = (
     'throttle', 'server_error', 'applied_server_error', 'lost_response', 'connection_error', 'latency',
 )
-WRITE_OPERATIONS = frozenset({'PutItem', 'UpdateItem', 'DeleteItem', 'BatchExecuteStatement'})
+#: The faults of a torture with guarded writes: those above and, on TransactWriteItems only,
+#: ``transaction_conflict``.
+GUARDED_FAULT_KINDS = FAULT_KINDS + ('transaction_conflict',)
+WRITE_OPERATIONS = frozenset({'PutItem', 'UpdateItem', 'DeleteItem', 'BatchExecuteStatement', 'TransactWriteItems'})
+#: What a lock-table write does, as scripts, outages and ``action_counts`` name it.
+LOCK_ACTIONS = ('acquire', 'heartbeat', 'release')
+
+
+def lock_action(operation: str, body: Any) -> Optional[str]:
+    """What a request does to a lock row: ``'acquire'`` (an UpdateItem taking the next fencing
+    token), ``'release'`` (an UpdateItem marking the row released, or a DeleteItem conditioned
+    on the version), ``'heartbeat'`` (an UpdateItem writing a new lease end); None otherwise
+    (reads, batched heartbeats, the application's own writes)."""
+    if isinstance(body, str):
+        body = body.encode('utf-8')
+    if not isinstance(body, (bytes, bytearray)):
+        return None
+    if operation == 'UpdateItem':
+        if b'":released_at"' in body:
+            return 'release'
+        if b'":token_floor"' in body:
+            return 'acquire'
+        if b'":new_lease_expiry"' in body:
+            return 'heartbeat'
+    if operation == 'DeleteItem' and b'"#version"' in body:
+        return 'release'
+    return None
+
 
 def canned_error(url: str, status: int, error_type: str, message: str, is_async: bool = False) -> AWSResponse:
     """An error answer in DynamoDB's JSON protocol, as botocore (or aiobotocore) would have received it."""
@@ -81,6 +125,7 @@ class FaultRates:
         connection_error: float = 0.0,
         latency: float = 0.0,
         latency_range: Sequence[float] = (0.05, 0.3),
+        transaction_conflict: float = 0.0,
     ) -> None:
         self.by_kind: Dict[str, float] = {
             'throttle': throttle,
@@ -90,12 +135,15 @@ class FaultRates:
             'connection_error': connection_error,
             'latency': latency,
         }
-        if sum(self.by_kind.values()) > 1.0:
+        #: Per first attempt of a guarded write (TransactWriteItems), drawn before the others.
+        self.transaction_conflict = transaction_conflict
+        if sum(self.by_kind.values()) > 1.0 or not 0.0 <= transaction_conflict <= 1.0:
             raise ValueError(f'fault probabilities add up to more than 1: {self.by_kind}')
         self.latency_range = (float(latency_range[0]), float(latency_range[1]))
 
     def to_json(self) -> Dict[str, Any]:
-        return {**self.by_kind, 'latency_range': list(self.latency_range)}
+        return {**self.by_kind, 'latency_range': list(self.latency_range),
+                'transaction_conflict': self.transaction_conflict}
 
     @classmethod
     def from_json(cls, data: Dict[str, Any]) -> 'FaultRates':
@@ -132,8 +180,13 @@ class FaultInjector:
         self._http = URLLib3Session(timeout=30)
         self.counts: Dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
         self.attempts: collections.Counter = collections.Counter()
+        #: Faults and attempts of the lock-table writes, by :data:`LOCK_ACTIONS` name (each also
+        #: counted under its operation in ``counts`` and ``attempts``).
+        self.action_counts: Dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+        self.action_attempts: collections.Counter = collections.Counter()
         self.latency_seconds = 0.0
         self.applied_writes: List[Dict[str, Any]] = []
+        self._tokens_seen: set = set()   # ClientRequestTokens of guarded writes already attempted
 
     # -- control --------------------------------------------------------------------------
 
@@ -144,8 +197,9 @@ class FaultInjector:
                 lambda is_async: self._before_send_async if is_async else self._before_send)
         return self
 
-    def script(self, operation: str, faults: Sequence[str]) -> None:
-        """Give the next ``len(faults)`` attempts of ``operation`` these faults (``None``: none)."""
+    def script(self, operation: str, faults: Sequence[Optional[str]]) -> None:
+        """Give the next ``len(faults)`` attempts of ``operation`` (an API operation, or one of
+        :data:`LOCK_ACTIONS`) these faults (``None``: none)."""
         for fault in faults:
             if fault is not None and fault not in FAULT_KINDS:
                 raise ValueError(f'unknown fault {fault!r}')
@@ -157,7 +211,8 @@ class FaultInjector:
             return len(self._scripts[operation])
 
     def start_outage(self, kind: str = 'server_error', operations: Optional[Iterable[str]] = None) -> None:
-        """Fail every attempt (of ``operations``, default all) with ``kind`` until :meth:`end_outage`."""
+        """Fail every attempt (of ``operations``: API operations or :data:`LOCK_ACTIONS`; default
+        all) with ``kind`` until :meth:`end_outage`."""
         if kind not in ('server_error', 'connection_error', 'throttle'):
             raise ValueError(f'an outage is server_error, connection_error or throttle, not {kind!r}')
         with self._guard:
@@ -184,22 +239,33 @@ class FaultInjector:
             return {
                 'faults': {op: dict(counter) for op, counter in self.counts.items()},
                 'attempts': dict(self.attempts),
+                'action_faults': {action: dict(counter) for action, counter in self.action_counts.items()},
                 'latency_seconds': round(self.latency_seconds, 3),
             }
 
     # -- the hook ---------------------------------------------------------------------------
 
-    def _choose(self, operation: str) -> Optional[str]:
+    def _choose(self, operation: str, action: Optional[str], body: Any = None) -> Optional[str]:
         with self._guard:
             self.attempts[operation] += 1
+            if action is not None:
+                self.action_attempts[action] += 1
             if self._outage_kind is not None and (
-                    self._outage_operations is None or operation in self._outage_operations):
+                    self._outage_operations is None or operation in self._outage_operations
+                    or action in self._outage_operations):
                 return self._outage_kind
-            script = self._scripts.get(operation)
-            if script:
-                return script.popleft()
+            for name in (action, operation):
+                script = self._scripts.get(name) if name is not None else None
+                if script:
+                    return script.popleft()
             if not self._random_enabled:
                 return None
+            if operation == 'TransactWriteItems' and self.rates.transaction_conflict:
+                token = _client_token(body)
+                first_attempt = token is not None and token not in self._tokens_seen
+                self._tokens_seen.add(token)
+                if first_attempt and self._random.random() < self.rates.transaction_conflict:
+                    return 'transaction_conflict'
             if self.enabled_operations is not None and operation not in self.enabled_operations:
                 return None
             draw = self._random.random()
@@ -209,16 +275,19 @@ class FaultInjector:
                 draw -= probability
             return None
 
-    def _fault_for(self, event_name: str) -> Tuple[str, Optional[str]]:
+    def _fault_for(self, event_name: str, body: Any) -> Tuple[str, Optional[str]]:
         """The operation of a ``before-send`` event and the fault for this attempt (counted)."""
         operation = event_name.rsplit('.', 1)[-1]
-        fault = self._choose(operation)
+        action = lock_action(operation, body)
+        fault = self._choose(operation, action, body)
         if fault is None:
             return operation, None
         if operation not in WRITE_OPERATIONS and fault == 'applied_server_error':
             fault = 'server_error'
         with self._guard:
             self.counts[operation][fault] += 1
+            if action is not None:
+                self.action_counts[action][fault] += 1
         return operation, fault
 
     def _latency(self) -> float:
@@ -229,8 +298,10 @@ class FaultInjector:
         return delay
 
     @staticmethod
-    def _refusal(fault: str, url: str, is_async: bool) -> Optional[AWSResponse]:
+    def _refusal(fault: str, url: str, is_async: bool, body: Any = None) -> Optional[AWSResponse]:
         """The answer for a fault that sends nothing (raises for a connection error)."""
+        if fault == 'transaction_conflict':
+            return _transaction_conflict(url, body, is_async)
         if fault == 'throttle':
             return canned_error(url, 400, 'ProvisionedThroughputExceededException',
                                 'Injected fault: throughput exceeded', is_async)
@@ -247,13 +318,13 @@ class FaultInjector:
         raise ReadTimeoutError(endpoint_url=url)
 
     def _before_send(self, request: AWSPreparedRequest, event_name: str = '', **_: Any) -> Optional[AWSResponse]:
-        operation, fault = self._fault_for(event_name)
+        operation, fault = self._fault_for(event_name, request.body)
         if fault is None:
             return None
         if fault == 'latency':
             time.sleep(self._latency())
             return None
-        refusal = self._refusal(fault, request.url, False)
+        refusal = self._refusal(fault, request.url, False, request.body)
         if refusal is not None:
             return refusal
         if operation in WRITE_OPERATIONS:
@@ -262,13 +333,13 @@ class FaultInjector:
 
     async def _before_send_async(self, request: AWSPreparedRequest, event_name: str = '',
                                  **_: Any) -> Optional[AWSResponse]:
-        operation, fault = self._fault_for(event_name)
+        operation, fault = self._fault_for(event_name, request.body)
         if fault is None:
             return None
         if fault == 'latency':
             await asyncio.sleep(self._latency())
             return None
-        refusal = self._refusal(fault, request.url, True)
+        refusal = self._refusal(fault, request.url, True, request.body)
         if refusal is not None:
             return refusal
         if operation in WRITE_OPERATIONS:
@@ -285,6 +356,41 @@ class FaultInjector:
 
     def close(self) -> None:
         self._http.close()
+
+
+def _decoded(body: Any) -> Dict[str, Any]:
+    if isinstance(body, (bytes, bytearray)):
+        body = body.decode('utf-8')
+    try:
+        decoded = json.loads(body) if body else {}
+    except ValueError:
+        return {}
+    return decoded if isinstance(decoded, dict) else {}
+
+
+def _client_token(body: Any) -> Optional[str]:
+    token = _decoded(body).get('ClientRequestToken')
+    return token if isinstance(token, str) else None
+
+
+def _transaction_conflict(url: str, body: Any, is_async: bool) -> AWSResponse:
+    """DynamoDB's answer to a transaction cancelled by a conflict on its last item (the lock check)."""
+    count = max(1, len(_decoded(body).get('TransactItems') or []))
+    reasons = [{'Code': 'None'}] * (count - 1) + [
+        {'Code': 'TransactionConflict', 'Message': 'Transaction is ongoing for the item'}]
+    payload = json.dumps({
+        '__type': 'com.amazonaws.dynamodb.v20120810#TransactionCanceledException',
+        'message': 'Transaction cancelled, please refer cancellation reasons for specific reasons '
+                   f'[{", ".join(reason["Code"] for reason in reasons)}] (injected)',
+        'CancellationReasons': reasons,
+    }).encode()
+    headers = {'Content-Type': 'application/x-amz-json-1.0', 'Content-Length': str(len(payload)),
+               'x-amzn-RequestId': 'fault-injection'}
+    if is_async:
+        from aiobotocore.awsrequest import AioAWSResponse
+
+        return AioAWSResponse(url, 400, headers, _AsyncRawBody(payload))
+    return AWSResponse(url, 400, headers, _RawBody(payload))
 
 
 def counting_hook(counter: collections.Counter) -> Callable[..., None]:

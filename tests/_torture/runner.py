@@ -25,7 +25,7 @@ import subprocess
 import threading
 import time
 import uuid
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from _torture.faults import FaultRates
 from _torture.support import scan_table
@@ -74,6 +74,9 @@ class TortureConfig:
     # every kind meets every batch size and attempt count): a mixed fleet of threaded clients
     # and asyncio clients, whose workers are tasks on an event loop of the process
     client_kinds: Tuple[str, ...] = ('threaded', 'asyncio')
+    # the share of holds whose write goes through the lock (lock.update_item or
+    # lock.transact_write_items) to the key's guarded counter item, instead of a plain put
+    guarded_probability: float = 0.0
     seed: int = 1
 
     def time_limit(self) -> float:
@@ -95,6 +98,20 @@ class Hold:
     committed: bool
     hold_seconds: float
     kind: str = 'threaded'        # of the lock client that held it
+    fencing_token: Optional[int] = None
+    guarded: bool = False         # its write went through the lock, to the key's guarded counter
+    hold_id: str = ''             # a guarded hold's id, added to the guarded counter's set
+    write_error: str = ''         # why a guarded write raised (a DynamoDBLockError code, ...)
+
+
+@dataclasses.dataclass
+class GuardedCounter:
+    """A key's guarded counter item at the end: ``value`` (read-modify-written under the lock),
+    ``applied`` (+1 per applied write) and ``holds`` (the ids of the holds whose write applied)."""
+
+    value: int = 0
+    applied: int = 0
+    holds: Set[str] = dataclasses.field(default_factory=set)
 
 
 @dataclasses.dataclass
@@ -103,9 +120,11 @@ class TortureResult:
     workers: List[Dict[str, Any]]
     holds: List[Hold]
     counters: Dict[str, int]
-    rows_left: List[Dict[str, Any]]
+    rows_left: List[Dict[str, Any]]      # rows that record a held lock
     wall_seconds: float
     reclaimed: Dict[str, str] = dataclasses.field(default_factory=dict)
+    released_rows: List[Dict[str, Any]] = dataclasses.field(default_factory=list)   # kept, marked released
+    guarded_counters: Dict[str, GuardedCounter] = dataclasses.field(default_factory=dict)
 
     # -- the checks -------------------------------------------------------------------------
 
@@ -126,11 +145,61 @@ class TortureResult:
         return found
 
     def committed_by_key(self) -> Dict[str, int]:
+        """Committed plain (unguarded) holds per key: what each plain counter must read."""
         counts: Dict[str, int] = {key: 0 for key in self.config.keys}
         for hold in self.holds:
-            if hold.committed:
+            if hold.committed and not hold.guarded:
                 counts[hold.key] += 1
         return counts
+
+    def guarded_problems(self) -> List[str]:
+        """Lost, double, phantom or overlapping guarded writes; a write refused as LOCK_STOLEN
+        that was applied anyway."""
+        problems = []
+        for key in self.config.keys:
+            counter = self.guarded_counters.get(key, GuardedCounter())
+            holds = {hold.hold_id: hold for hold in self.holds if hold.guarded and hold.key == key}
+            lost = sorted(hold_id for hold_id, hold in holds.items() if hold.committed and hold_id not in counter.holds)
+            phantom = sorted(counter.holds - set(holds))
+            refused_but_applied = sorted(hold_id for hold_id, hold in holds.items()
+                                         if hold.write_error == 'LOCK_STOLEN' and hold_id in counter.holds)
+            if lost:
+                problems.append(f'{key}: {len(lost)} guarded writes reported committed are missing, e.g. {lost[:3]}')
+            if counter.applied != len(counter.holds):
+                problems.append(f'{key}: guarded writes applied {counter.applied} times for '
+                                f'{len(counter.holds)} holds (double increments)')
+            if counter.value != counter.applied:
+                problems.append(f'{key}: guarded counter reads {counter.value} after {counter.applied} increments '
+                                '(lost updates: guarded holds overlapped)')
+            if phantom:
+                problems.append(f'{key}: guarded writes of unknown holds applied: {phantom[:3]}')
+            if refused_but_applied:
+                problems.append(f'{key}: guarded writes refused as LOCK_STOLEN were applied: {refused_but_applied[:3]}')
+        return problems
+
+    def unknown_guarded_outcomes(self) -> Dict[str, int]:
+        """Guarded writes that raised, by whether they were in fact applied (an UNKNOWN outcome
+        may have been)."""
+        counts = {'applied': 0, 'not_applied': 0}
+        for hold in self.holds:
+            if hold.guarded and not hold.committed:
+                applied = hold.hold_id in self.guarded_counters.get(hold.key, GuardedCounter()).holds
+                counts['applied' if applied else 'not_applied'] += 1
+        return counts
+
+    def tokens_out_of_order(self) -> List[Tuple[Hold, Hold]]:
+        """Successive holds of a key (by start) whose fencing tokens do not grow."""
+        found = []
+        by_key: Dict[str, List[Hold]] = {}
+        for hold in self.holds:
+            by_key.setdefault(hold.key, []).append(hold)
+        for holds in by_key.values():
+            holds.sort(key=lambda hold: hold.start)
+            for earlier, later in zip(holds, holds[1:]):
+                if earlier.fencing_token is None or later.fencing_token is None \
+                        or later.fencing_token <= earlier.fencing_token:
+                    found.append((earlier, later))
+        return found
 
     def stolen_callbacks(self) -> List[List[Any]]:
         return [call for worker in self.workers for call in worker['callbacks'] if call[0] == 'LOCK_STOLEN']
@@ -234,6 +303,14 @@ class TortureResult:
             problems.append(f'{len(overlaps)} overlapping holds, e.g. {overlaps[:2]}')
         if self.counters != self.committed_by_key():
             problems.append(f'counters {self.counters} != committed holds {self.committed_by_key()}')
+        problems.extend(self.guarded_problems())
+        out_of_order = self.tokens_out_of_order()
+        if out_of_order:
+            problems.append(f'{len(out_of_order)} holds whose fencing token did not grow, e.g. {out_of_order[:2]}')
+        not_released = [row for row in self.released_rows if row.get('lease_duration') != 0
+                        or 'acquisition_id' in row]
+        if not_released:
+            problems.append(f'rows marked released that still look held: {not_released[:3]}')
         false_stolen = self.false_stolen_callbacks()
         if false_stolen:
             problems.append(f'{len(false_stolen)} false LOCK_STOLEN callbacks, e.g. {false_stolen[:3]}')
@@ -276,6 +353,12 @@ class TortureResult:
             'faults_by_client_kind': self.faults_by_client_kind(),
             'calls': self.call_counts(),
             'rows_left': len(self.rows_left),
+            'rows_released': len(self.released_rows),
+            'guarded_holds': sum(1 for hold in self.holds if hold.guarded),
+            'guarded_committed': sum(1 for hold in self.holds if hold.guarded and hold.committed),
+            'guarded_unknown_outcomes': self.unknown_guarded_outcomes(),
+            'guarded_counters': {key: [counter.value, counter.applied, len(counter.holds)]
+                                 for key, counter in self.guarded_counters.items()},
             'rows_reclaimed': sum(1 for outcome in self.reclaimed.values() if outcome == 'reclaimed'),
             'longest_hold_s': round(max((hold.end - hold.start for hold in self.holds), default=0.0), 3),
         }
@@ -418,6 +501,7 @@ def run_torture(engine: Any, workdir: pathlib.Path, config: TortureConfig) -> To
                 'total_attempts': list(config.total_attempts) if config.total_attempts else None,
                 'heartbeat_batch_sizes': list(config.heartbeat_batch_sizes),
                 'client_kinds': list(config.client_kinds),
+                'guarded_probability': config.guarded_probability,
                 'seed': config.seed * 100 + worker_id,
                 'time_limit': config.time_limit(),
                 'result_path': str(result_path),
@@ -439,14 +523,22 @@ def run_torture(engine: Any, workdir: pathlib.Path, config: TortureConfig) -> To
     workers = [json.loads(path.read_text(encoding='utf-8')) for _, path in workers_started]
     holds = [Hold(*raw) for worker in workers for raw in worker['holds']]
     counters = {key: 0 for key in config.keys}
+    guarded: Dict[str, GuardedCounter] = {}
     for item in scan_table(client, counter_table):
-        counters[item['counter_key']] = int(item['value'])
-    rows_left = scan_table(client, lock_table)
+        if item['counter_key'].startswith('guarded#'):
+            guarded[item['counter_key'][len('guarded#'):]] = GuardedCounter(
+                int(item['value']), int(item['applied']), set(item.get('holds') or ()))
+        else:
+            counters[item['counter_key']] = int(item['value'])
+    rows = scan_table(client, lock_table)
+    rows_left = [row for row in rows if 'released_at' not in row]
+    released_rows = [row for row in rows if 'released_at' in row]
     reclaimed = reclaim(engine, lock_table, rows_left, config) if rows_left else {}
     for table in (lock_table, counter_table):
         client.delete_table(TableName=table)
     client.close()
-    return TortureResult(config, workers, holds, counters, rows_left, wall_seconds, reclaimed)
+    return TortureResult(config, workers, holds, counters, rows_left, wall_seconds, reclaimed, released_rows,
+                         guarded)
 
 
 def reclaim(engine: Any, lock_table: str, rows: List[Dict[str, Any]], config: TortureConfig) -> Dict[str, str]:

@@ -19,6 +19,15 @@ Modes:
     acquire returned to just before the release was called, so the real tenure of the lock
     contains the recorded interval. Optional random faults on the lock clients' calls
     (:class:`_torture.faults.FaultRates`). Results go to ``params['result_path']``.
+
+    With ``guarded_probability``, that share of the holds writes instead through the lock
+    (:meth:`DynamoDBLock.update_item` or ``transact_write_items``, on the lock client's own
+    boto3 or aiobotocore client, so faults reach those writes too): a read-modify-write of the
+    key's guarded counter item (``guarded#KEY``), whose one guarded update sets the value read
+    plus one, adds 1 to ``applied`` and adds the hold's id to the string set ``holds``. The
+    runner then tells a lost increment (a hold told "committed" whose id is missing), a double
+    one (``applied`` above the number of ids) and an overlap (``value`` below ``applied``)
+    apart.
 ``hold``
     Acquire one lock and keep it (heartbeats running) until killed, paused or told to stop;
     report callbacks as they come, and detect being paused (a gap in its own monotonic
@@ -39,7 +48,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 TESTS_DIR = pathlib.Path(__file__).resolve().parent.parent
 REPO_ROOT = TESTS_DIR.parent
@@ -260,6 +269,7 @@ class Contender:
         self.callbacks: List[List[Any]] = []
         self.outcomes: collections.Counter = collections.Counter()
         self.outcomes_guard = threading.Lock()
+        self.hold_count = 0
         self.errors: List[str] = []
         self.deadline = time.monotonic() + params['time_limit']
 
@@ -315,6 +325,35 @@ class Contender:
                 continue
             self.hold(lock, key, owner, rng)
 
+    def new_hold_id(self) -> str:
+        with self.outcomes_guard:
+            self.hold_count += 1
+            return f'w{self.worker_id}-{os.getpid()}-{self.hold_count}'
+
+    def guarded_update(self, key: str, value: int, hold_id: str, owner: str, version: str,
+                       as_transaction: bool) -> Tuple[str, Dict[str, Any]]:
+        """The write of a guarded hold: (the lock's method to call, its arguments)."""
+        update = {
+            'TableName': self.params['counter_table'],
+            'Key': {'counter_key': f'guarded#{key}'},
+            'UpdateExpression': 'SET #value = :next, #owner = :owner, #version = :version ADD #applied :one, '
+                                '#holds :me',
+            'ExpressionAttributeNames': {'#value': 'value', '#owner': 'last_owner', '#version': 'last_version',
+                                         '#applied': 'applied', '#holds': 'holds'},
+            'ExpressionAttributeValues': {':next': value + 1, ':owner': owner, ':version': version, ':one': 1,
+                                          ':me': {hold_id}},
+        }
+        if as_transaction:
+            return 'transact_write_items', {'TransactItems': [{'Update': update}]}
+        return 'update_item', update
+
+    def record_guarded_error(self, error: BaseException) -> str:
+        if isinstance(error, DynamoDBLockError):
+            self.count(f'guarded_{error.code}')
+            return error.code
+        self.count(f'guarded_{type(error).__name__}')
+        return type(error).__name__
+
     def hold(self, lock: DynamoDBLock, key: str, owner: str, rng: random.Random) -> None:
         params = self.params
         start = time.monotonic()
@@ -323,6 +362,9 @@ class Contender:
             hold_seconds = rng.uniform(*params['long_hold_range'])
         else:
             hold_seconds = rng.uniform(*params['short_hold_range'])
+        if rng.random() < params.get('guarded_probability', 0.0):
+            self.hold_guarded(lock, key, owner, rng, start, hold_seconds)
+            return
         committed = False
         try:
             # The critical section: a read-modify-write that only mutual exclusion keeps correct.
@@ -345,7 +387,34 @@ class Contender:
         version_before_release = lock.record_version_number
         outcome = self.release(lock)
         self.holds.append([key, owner, start, end, version_at_acquire, version_before_release,
-                           status_before_release, outcome, lock.status, committed, round(hold_seconds, 4), THREADED])
+                           status_before_release, outcome, lock.status, committed, round(hold_seconds, 4), THREADED,
+                           lock.fencing_token])
+
+    def hold_guarded(self, lock: DynamoDBLock, key: str, owner: str, rng: random.Random, start: float,
+                     hold_seconds: float) -> None:
+        """A hold whose write goes through the lock (see the module's docstring)."""
+        version_at_acquire = lock.record_version_number
+        hold_id = self.new_hold_id()
+        committed, write_error = False, ''
+        try:
+            response = self.counter_client.get_item(
+                TableName=self.params['counter_table'], Key={'counter_key': {'S': f'guarded#{key}'}},
+                ConsistentRead=True)
+            value = int(response['Item']['value']['N']) if 'Item' in response else 0
+            time.sleep(hold_seconds)
+            method, arguments = self.guarded_update(key, value, hold_id, owner, version_at_acquire,
+                                                    as_transaction=rng.random() < 0.5)
+            getattr(lock, method)(**arguments)
+            committed = True
+        except Exception as error:   # LOCK_STOLEN, UNKNOWN (outcome unknown): recorded, checked by the runner
+            write_error = self.record_guarded_error(error)
+        end = time.monotonic()
+        status_before_release = lock.status
+        version_before_release = lock.record_version_number
+        outcome = self.release(lock)
+        self.holds.append([key, owner, start, end, version_at_acquire, version_before_release,
+                           status_before_release, outcome, lock.status, committed, round(hold_seconds, 4), THREADED,
+                           lock.fencing_token, True, hold_id, write_error])
 
     def release(self, lock: DynamoDBLock) -> str:
         """Strict release, retried on UNKNOWN; falls back to best effort (the row then expires)."""
@@ -402,6 +471,9 @@ class Contender:
             hold_seconds = rng.uniform(*params['long_hold_range'])
         else:
             hold_seconds = rng.uniform(*params['short_hold_range'])
+        if rng.random() < params.get('guarded_probability', 0.0):
+            await self.hold_guarded_async(lock, key, owner, rng, start, hold_seconds)
+            return
         committed = False
         counter = self.async_counter_client
         try:
@@ -424,7 +496,34 @@ class Contender:
         version_before_release = lock.record_version_number
         outcome = await self.release_async(lock)
         self.holds.append([key, owner, start, end, version_at_acquire, version_before_release,
-                           status_before_release, outcome, lock.status, committed, round(hold_seconds, 4), ASYNCIO])
+                           status_before_release, outcome, lock.status, committed, round(hold_seconds, 4), ASYNCIO,
+                           lock.fencing_token])
+
+    async def hold_guarded_async(self, lock: Any, key: str, owner: str, rng: random.Random, start: float,
+                                 hold_seconds: float) -> None:
+        """:meth:`hold_guarded`, with the asyncio lock's coroutines."""
+        version_at_acquire = lock.record_version_number
+        hold_id = self.new_hold_id()
+        committed, write_error = False, ''
+        try:
+            response = await self.async_counter_client.get_item(
+                TableName=self.params['counter_table'], Key={'counter_key': {'S': f'guarded#{key}'}},
+                ConsistentRead=True)
+            value = int(response['Item']['value']['N']) if 'Item' in response else 0
+            await asyncio.sleep(hold_seconds)
+            method, arguments = self.guarded_update(key, value, hold_id, owner, version_at_acquire,
+                                                    as_transaction=rng.random() < 0.5)
+            await getattr(lock, method)(**arguments)
+            committed = True
+        except Exception as error:   # LOCK_STOLEN, UNKNOWN (outcome unknown): recorded, checked by the runner
+            write_error = self.record_guarded_error(error)
+        end = time.monotonic()
+        status_before_release = lock.status
+        version_before_release = lock.record_version_number
+        outcome = await self.release_async(lock)
+        self.holds.append([key, owner, start, end, version_at_acquire, version_before_release,
+                           status_before_release, outcome, lock.status, committed, round(hold_seconds, 4), ASYNCIO,
+                           lock.fencing_token, True, hold_id, write_error])
 
     async def release_async(self, lock: Any) -> str:
         for _ in range(3):
@@ -611,7 +710,7 @@ def run_hold(params: Dict[str, Any]) -> None:
             continue
         command = commands.popleft()
         if command == 'block_renewals':
-            injector.start_outage('connection_error', operations=['UpdateItem'])
+            injector.start_outage('connection_error', operations=['heartbeat', 'BatchExecuteStatement'])
             emit('renewals_blocked')
         elif command == 'release_strict':
             release(strict=True)
