@@ -174,7 +174,7 @@ class _Acquisition(Coroutine[Any, Any, AsyncDynamoDBLock]):
     def send(self, value: Any) -> Any:
         return self._coroutine.send(value)
 
-    def throw(self, *args: Any) -> Any:  # type: ignore[override]
+    def throw(self, *args: Any) -> Any:
         return self._coroutine.throw(*args)
 
     def close(self) -> None:

@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 import weakref
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, cast
 
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.awsrequest import AWSResponse
@@ -250,8 +250,8 @@ def canned_response(url: str, status: int, code: str, message: str, is_async: bo
     if is_async:
         from aiobotocore.awsrequest import AioAWSResponse
 
-        return AioAWSResponse(url, status, headers, _AsyncRawBody(body))
-    return AWSResponse(url, status, headers, _RawBody(body))
+        return AioAWSResponse(url, status, cast(Any, headers), _AsyncRawBody(body))
+    return AWSResponse(url, status, cast(Any, headers), _RawBody(body))
 
 
 async def _run_action(action: Callable[..., Any], *args: Any) -> Any:
