@@ -287,11 +287,13 @@ class LeaderElection:
        wall clocks are compared).
     2. ``is_leader`` is computed when it is read: it is True only while the lock is held and
        ``last confirmed + safe_period`` is still ahead. It turns False at that moment even if
-       this process was paused, and even before the background thread has run. The first read
-       after a pause past the lease is False.
-    3. The background thread sleeps until exactly ``last confirmed + safe_period`` (or until a
-       ``LOCK_STOLEN`` / ``LOCK_IN_DANGER`` callback wakes it), re-checks, and steps down: it
-       calls ``on_lost(term, reason)`` and only *then* releases the lock. The application
+       this process was paused, and even before the background thread has run; and it stays
+       False for that term (a renewal that succeeds later does not revive it: the election
+       steps down, and a new election gives a new term). The first read after a pause past
+       the safe period is False.
+    3. The background thread never sleeps past ``last confirmed + safe_period`` (it wakes then,
+       every ``retry_period``, and on a ``LOCK_STOLEN`` / ``LOCK_IN_DANGER`` callback), re-checks,
+       and steps down: it calls ``on_lost(term, reason)`` and only *then* releases the lock. The application
        thus has ``lease_duration - safe_period`` to stop acting as leader before another
        candidate can possibly be elected (on DynamoDB being unreachable, the release fails and
        the others wait out the lease; when DynamoDB works, the release lets them in at once,
@@ -376,6 +378,8 @@ class LeaderElection:
         self._campaigning = False
         self._closed = False
         self._lock: Optional[DynamoDBLock] = None
+        self._ended: Optional[DynamoDBLock] = None     # the lock whose term is over, until stepped down
+        self._announced: Optional[DynamoDBLock] = None  # the lock whose on_elected has returned
         self._term: Optional[int] = None
         self._thread: Optional[threading.Thread] = None
         self._waiters: Set[threading.Event] = set()
@@ -433,7 +437,7 @@ class LeaderElection:
         with self._waiters_guard:
             self._waiters.add(notified)
         try:
-            while not self.is_leader:
+            while not (self.is_leader and self._announced is self._lock):
                 if self._closed:
                     return False
                 if deadline is None:
@@ -509,8 +513,17 @@ class LeaderElection:
     # -- the election's thread ------------------------------------------------------------
 
     def _leads_with(self, lock: DynamoDBLock) -> bool:
-        """The lock is held, and its last confirmed renewal is younger than the safe period."""
-        return lock.status == DynamoDBLock.LOCKED and self._until_step_down(lock) > 0
+        """The lock is held, and its last confirmed renewal is younger than the safe period.
+
+        Once that was found false, the term is over for good (the thread steps down next): a
+        renewal that succeeds afterwards does not make it true again.
+        """
+        if self._ended is lock:
+            return False
+        if lock.status == DynamoDBLock.LOCKED and self._until_step_down(lock) > 0:
+            return True
+        self._ended = lock
+        return False
 
     def _until_step_down(self, lock: DynamoDBLock) -> float:
         """Seconds until ``last confirmed + safe_period``."""
@@ -564,6 +577,7 @@ class LeaderElection:
                 logger.info('Leader election %r: candidate %s elected, term %s', self.name, self.candidate_id,
                             lock.fencing_token)
                 _call_safely(f'on_elected of leader election {self.name!r}', self._on_elected, lock.fencing_token)
+                self._announced = lock
                 elected = True
             else:
                 elected = False
@@ -574,9 +588,10 @@ class LeaderElection:
 
     def _watch(self, lock: DynamoDBLock) -> None:
         """Sleep until the lock may be in trouble; step down once leadership is not safe."""
-        remaining = self._until_step_down(lock)
-        if lock.status == DynamoDBLock.LOCKED and remaining > 0:
-            self._clock.sleep(remaining, self._wake)
+        if self._leads_with(lock):
+            # Until the safe period ends; a LOCK_STOLEN / LOCK_IN_DANGER callback wakes it
+            # sooner, and a release behind its back is noticed within a retry period.
+            self._clock.sleep(min(self._until_step_down(lock), self._retry_period), self._wake)
             return
         status = lock.status
         reason = (LossReason.STOLEN if status == DynamoDBLock.INVALID
