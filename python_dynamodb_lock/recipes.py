@@ -1,4 +1,4 @@
-"""Leader election and a counting semaphore, built on :class:`DynamoDBLockClient`.
+"""Leader election and a counting semaphore, built on the lock client.
 
 Both recipes are thin layers over the ordinary lock machinery, so they inherit its behaviour
 and its guarantees: leases renewed in the background, takeover of a crashed holder's lock only
@@ -308,9 +308,9 @@ class LeaderElection:
     After stepping down, the election campaigns again (a new term, if it wins again), except
     after :meth:`resign` or :meth:`close`.
 
-    :param lock_client: the :class:`DynamoDBLockClient` to hold the lock with. Its
-        ``heartbeat_period``, ``safe_period`` and ``lease_duration`` are the election's timings;
-        ``safe_period`` must be shorter than ``lease_duration``.
+    :param lock_client: the :class:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient`
+        to hold the lock with. Its ``heartbeat_period``, ``safe_period`` and ``lease_duration``
+        are the election's timings; ``safe_period`` must be shorter than ``lease_duration``.
     :param name: the election's name: the partition key of its lock.
     :param sort_key: the lock's sort key (default ``'-'``, as for ``acquire_lock``).
     :param candidate_id: stored in the lock row (attribute ``candidate_id``) while this
@@ -320,7 +320,8 @@ class LeaderElection:
         has become leader.
     :param on_lost: ``on_lost(term, reason)``, called on the election's thread when leadership
         has ended, before the lock is released; ``reason`` is a :class:`LossReason` value.
-        Keep it short: no other candidate is elected while it runs.
+        Keep it short: the lock is released (and another candidate elected) only after it
+        returns, unless DynamoDB is unreachable, when the others may win once the lease runs out.
     :param retry_period: how often a candidate polls the lock while someone else leads, and
         pauses after an error (default: the client's ``heartbeat_period``). A new leader is
         elected within about ``lease_duration + 2 * retry_period`` of the last renewal of a
@@ -389,8 +390,8 @@ class LeaderElection:
 
     @property
     def is_leader(self) -> bool:
-        """Whether this candidate leads right now: its lock is held and its last confirmed
-        renewal is younger than the client's ``safe_period``. Computed at each read, so it is
+        """Whether this candidate leads right now, that is, its lock is held and its last
+        confirmed renewal is younger than the client's ``safe_period``. Computed at each read, so it is
         False from the moment leadership may be ending, even before ``on_lost`` has run."""
         lock = self._lock
         return lock is not None and self._leads_with(lock)
@@ -426,7 +427,7 @@ class LeaderElection:
     def wait_for_leadership(self, timeout: Optional[Duration] = None) -> bool:
         """Wait until this candidate leads (and ``on_elected`` has returned).
 
-        :param timeout: a :class:`~datetime.timedelta` or seconds, on the lock client's clock;
+        :param timeout: a ``datetime.timedelta`` or seconds, on the lock client's clock;
             None waits for as long as it takes.
         :returns: True when it leads; False when the timeout passed first, or the election
             was closed.
@@ -649,8 +650,8 @@ class Permit:
 
     @property
     def fencing_token(self) -> Optional[int]:
-        """The slot lock's fencing token: larger than every earlier token *of this slot*
-        (tokens of different slots are unrelated: fence per slot)."""
+        """The slot lock's fencing token, larger than every earlier token *of this slot*
+        (tokens of different slots are unrelated, so fence per slot)."""
         return self.lock.fencing_token
 
     @property
@@ -704,7 +705,8 @@ class Semaphore:
     WARNING once per limit seen. Changing the limit therefore needs all holders to move to the
     new value; during a rolling change the larger limit applies.
 
-    :param lock_client: the :class:`DynamoDBLockClient` holding the permits.
+    :param lock_client: the :class:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient`
+        holding the permits.
     :param name: the partition key of the slots.
     :param limit: N, a positive int (at most 1000); checked before anything is written.
     :param retry_period: how often a waiting acquisition polls the slots (default: the client's
@@ -747,7 +749,7 @@ class Semaphore:
 
     @property
     def sort_keys(self) -> List[str]:
-        """The slots' sort keys: ``['slot-0', ..., 'slot-<limit-1>']``."""
+        """The slots' sort keys, ``['slot-0', ..., 'slot-<limit-1>']``."""
         return [_slot_key(slot) for slot in range(self.limit)]
 
     def try_acquire(self, app_callback: Optional[AppCallback] = None) -> Optional[Permit]:
@@ -762,7 +764,7 @@ class Semaphore:
     def acquire(self, timeout: Optional[Duration] = None, app_callback: Optional[AppCallback] = None) -> Permit:
         """Wait for a permit.
 
-        :param timeout: a :class:`~datetime.timedelta` or seconds, on the lock client's clock;
+        :param timeout: a ``datetime.timedelta`` or seconds, on the lock client's clock;
             None (the default) waits for as long as it takes, 0 tries once.
         :param app_callback: ``app_callback(code, lock)`` for the permit's lock, as for
             ``acquire_lock`` (``LOCK_STOLEN``, ``LOCK_IN_DANGER``).
