@@ -184,7 +184,7 @@ def test_an_election_needs_a_safe_period_shorter_than_the_lease() -> None:
 
 
 def test_a_semaphore_needs_a_table_with_a_sort_key() -> None:
-    client = DynamoDBLockClient(offline_resource(), background_heartbeats=False, sort_key_name=None)
+    client = DynamoDBLockClient(offline_resource(), background_heartbeats=False, sort_key_name=None)  # type: ignore[arg-type]
     try:
         with pytest.raises(ValueError, match='sort key'):
             Semaphore(client, 'pool', 2)
