@@ -87,12 +87,12 @@ def idle(clock: ManualClock, *elections: LeaderElection) -> None:
 
 
 class Recorder:
-    """on_elected / on_lost callbacks that record what they are told, and when."""
+    """on_elected / on_lost callbacks that record what they are told, on which thread, and
+    (for on_lost) whatever ``also()`` returns at that moment."""
 
-    def __init__(self, clock: Any = None, also: Any = None) -> None:
+    def __init__(self, also: Any = None) -> None:
         self.calls: List[Tuple[Any, ...]] = []
         self.threads: List[str] = []
-        self._clock = clock
         self._also = also
 
     def elected(self, term: Optional[int]) -> None:
@@ -420,7 +420,7 @@ def test_wait_for_leadership_times_out_on_the_clock_and_ends_on_close(
     assert forever.result() is False
 
 
-def test_close_ends_a_long_wait_at_once_and_releases_the_lock(engine: Any, elections: List[LeaderElection]) -> None:
+def test_close_ends_a_long_wait_at_once_and_releases_the_lock(engine: Any) -> None:
     """Real clock, a retry period of an hour: close() does not wait for it."""
     leader_client = DynamoDBLockClient(engine.resource, table_name=engine.table_name, background_heartbeats=False)
     waiter_client = DynamoDBLockClient(engine.resource, table_name=engine.table_name, background_heartbeats=False)
