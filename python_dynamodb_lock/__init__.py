@@ -1,12 +1,14 @@
 """python_dynamodb_lock: distributed locks on Amazon DynamoDB.
 
 The classes live in :mod:`python_dynamodb_lock.python_dynamodb_lock` (the import path of the
-published package) and are re-exported here.
+published package) and are re-exported here, with the recipes of :mod:`python_dynamodb_lock.recipes`
+(:class:`LeaderElection`, :class:`Semaphore`).
 """
 from ._version import __version__
 from ._errors import Reason
 from ._observe import LockEvent
 from .python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
+from .recipes import LeaderElection, Permit, Semaphore
 
-__all__ = ['BaseDynamoDBLock', 'DynamoDBLock', 'DynamoDBLockClient', 'DynamoDBLockError', 'LockEvent', 'Reason',
-           '__version__']
+__all__ = ['BaseDynamoDBLock', 'DynamoDBLock', 'DynamoDBLockClient', 'DynamoDBLockError', 'LeaderElection', 'LockEvent',
+           'Permit', 'Reason', 'Semaphore', '__version__']

@@ -1,0 +1,857 @@
+"""Leader election and a counting semaphore, built on the lock client.
+
+Both recipes are thin layers over the ordinary lock machinery, so they inherit its behaviour
+and its guarantees: leases renewed in the background, takeover of a crashed holder's lock only
+after its version has stayed unchanged for a whole lease on the waiter's own monotonic clock,
+fencing tokens, guarded writes, ``LOCK_STOLEN`` and ``LOCK_IN_DANGER``.
+
+* :class:`LeaderElection` -- one lock per election; whoever holds it is the leader, and the
+  lock's fencing token is the leader's *term*.
+* :class:`Semaphore` -- N locks per semaphore (the sort keys ``slot-0`` to ``slot-<N-1>``
+  under the semaphore's name); whoever holds one of them holds a :class:`Permit`.
+
+Both take the threaded client, :class:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient`.
+See the "Recipes" page of the documentation for worked examples and failure modes.
+"""
+from __future__ import annotations
+
+import datetime
+import logging
+import math
+import random
+import threading
+from types import TracebackType
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Type,
+    Union,
+)
+
+from . import _config
+from ._base import Done
+from ._core.acquire import TimedOut, Written, acquire
+from ._core.answers import Applied, Refused
+from ._core.effects import Call, Protocol, Sleep
+from ._schema import NO_SORT_KEY
+from ._validation import require_duration
+from .python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
+
+__all__ = ['LeaderElection', 'LossReason', 'Permit', 'Semaphore']
+
+logger = logging.getLogger(__name__)
+
+#: A duration: a :class:`datetime.timedelta`, or a number of seconds.
+Duration = Union[datetime.timedelta, float, int]
+OnElected = Callable[[Optional[int]], Any]
+OnLost = Callable[[Optional[int], str], Any]
+AppCallback = Callable[[str, DynamoDBLock], Any]
+
+# A wait "forever" is made of acquisitions of this length, one after the other (the lock
+# machinery wants a finite ``retry_timeout``). A holder that dies just before the end of one
+# is taken over at most one lease later than it would have been.
+_CHUNK = 24 * 3600.0
+# The most slots a semaphore may have: an acquisition that finds every slot busy costs one
+# conditional write per slot, then one read per slot per retry period.
+MAX_SEMAPHORE_LIMIT = 1000
+# The additional attribute in which a permit's row records the limit of its semaphore.
+LIMIT_ATTRIBUTE = 'semaphore_limit'
+# The additional attribute in which the leader's row records its candidate id.
+CANDIDATE_ATTRIBUTE = 'candidate_id'
+
+
+# --------------------------------------------------------------------------------------------
+# Arguments
+# --------------------------------------------------------------------------------------------
+
+def _require_client(lock_client: Any) -> DynamoDBLockClient:
+    if not isinstance(lock_client, DynamoDBLockClient):
+        raise TypeError('lock_client must be a DynamoDBLockClient (the threaded client), '
+                        f'not {type(lock_client).__name__}')
+    return lock_client
+
+
+def _seconds(name: str, value: Any, *, allow_none: bool) -> Optional[float]:
+    """A duration given as a timedelta or a number of seconds: its seconds (None stays None)."""
+    if value is None:
+        if allow_none:
+            return None
+        raise TypeError(f'{name} must be a datetime.timedelta or a number of seconds, not None')
+    if isinstance(value, datetime.timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise TypeError(f'{name} must be a datetime.timedelta or a number of seconds, not {type(value).__name__}')
+    if math.isnan(seconds) or seconds < 0:
+        raise ValueError(f'{name} must be zero or positive, got {value!r}')
+    return seconds
+
+
+def _retry_period(client: DynamoDBLockClient, retry_period: Optional[datetime.timedelta]) -> float:
+    if retry_period is None:
+        return client._settings.heartbeat_period
+    # Positive (zero would poll without a pause) and at most 3650 days, like the client's periods.
+    return require_duration('retry_period', retry_period)
+
+
+def _require_limit(limit: Any) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f'limit must be a positive int, not {type(limit).__name__}')
+    if not 1 <= limit <= MAX_SEMAPHORE_LIMIT:
+        raise ValueError(f'limit must be from 1 to {MAX_SEMAPHORE_LIMIT}, got {limit}')
+    return limit
+
+
+def _call_safely(what: str, function: Optional[Callable[..., Any]], *args: Any) -> None:
+    """Run an application callback; what it raises is logged, never propagated."""
+    if function is None:
+        return
+    try:
+        function(*args)
+    except Exception:
+        logger.exception('%s raised', what)
+
+
+# --------------------------------------------------------------------------------------------
+# Acquiring the first of several locks, interruptibly
+# --------------------------------------------------------------------------------------------
+
+def _acquire_first(
+    client: DynamoDBLockClient,
+    partition_key: Any,
+    sort_keys: Sequence[str],
+    *,
+    retry_period: float,
+    timeout: float,
+    additional_attributes: Optional[Mapping[str, Any]],
+    app_callback: Optional[AppCallback],
+    wake: threading.Event,
+    stopped: Callable[[], bool],
+    peek: Optional[Callable[[Any], None]] = None,
+) -> Optional[DynamoDBLock]:
+    """Acquire one of the locks ``(partition_key, sort_key)`` for ``sort_keys``: the first that
+    can be had, trying them in the order given; None after ``timeout`` seconds, or as soon as
+    ``stopped()`` (checked whenever ``wake`` is set).
+
+    Each key runs the client's own acquire protocol (:func:`python_dynamodb_lock._core.acquire.acquire`),
+    with its rules for free rows, released rows, lost answers and the takeover of a holder
+    presumed dead; this function only interleaves them in the calling thread and does their
+    waiting, on the client's clock, so that a wait ends at once when ``wake`` is set. A wake
+    without ``stopped()`` makes every waiting protocol poll at once. ``peek`` sees every
+    answer DynamoDB gives.
+
+    :raises DynamoDBLockError: as ``acquire_lock`` (``UNKNOWN`` for a failed call,
+        ``CLIENT_SHUTDOWN`` once the client is closed).
+    """
+    client._check_process()
+    clock = client._clock
+    attempts = []
+    for sort_key in sort_keys:
+        arguments = _config.acquire_arguments(
+            client._settings, partition_key, sort_key, datetime.timedelta(seconds=retry_period),
+            datetime.timedelta(seconds=timeout), additional_attributes, app_callback)
+        attempts.append(client._attempt(partition_key, sort_key, arguments))
+    live: Dict[int, Protocol[Any]] = {}
+    deadlines: Dict[int, float] = {}
+    won: Optional[Tuple[int, Written]] = None
+
+    def run(index: int, value: Any) -> None:
+        """Run one protocol up to its next wait or its end."""
+        nonlocal won
+        protocol = live[index]
+        step = client._advance(protocol, value)
+        while True:
+            if isinstance(step, Done):
+                del live[index]
+                if isinstance(step.value, Written):
+                    won = (index, step.value)
+                else:
+                    assert isinstance(step.value, TimedOut), step.value
+                return
+            if isinstance(step, Sleep):
+                deadlines[index] = clock.monotonic() + step.seconds
+                return
+            if isinstance(step, Call):
+                result, error = client._perform(step, wake)
+                if peek is not None and error is None:
+                    peek(result)
+                step = client._advance(protocol, result, error)
+            else:
+                step = client._advance(protocol, None, TypeError(f'unexpected effect {step!r}'))
+
+    try:
+        for index, attempt in enumerate(attempts):
+            if stopped():
+                return None
+            live[index] = acquire(attempt, clock, client._shutdown.is_set)
+            run(index, None)
+            if won is not None:
+                break
+        while won is None and deadlines:
+            if stopped():
+                return None
+            earliest = min(deadlines.values())
+            woken = False
+            if earliest > clock.monotonic():
+                woken = clock.sleep(earliest - clock.monotonic(), wake)
+                if woken:
+                    wake.clear()
+                    if stopped():
+                        return None
+            now = clock.monotonic()
+            due = sorted((deadline, index) for index, deadline in deadlines.items() if woken or deadline <= now)
+            for _, index in due:
+                del deadlines[index]
+                run(index, False)     # False: the wait ran out (or a wake asks for a poll now)
+                if won is not None:
+                    break
+    finally:
+        for protocol in live.values():
+            protocol.close()
+    if won is None:
+        return None
+    written = won[1]
+    lock, previous = client._adopt(written, app_callback, True, client._new_lock, threading.get_ident())
+    if previous is not None:
+        with previous.thread_lock:     # a release or heartbeat of it under way finishes first
+            client._settle_replaced(previous)
+    if client._shutdown.is_set():
+        client.release_lock(lock, best_effort=True)
+        raise DynamoDBLockError(DynamoDBLockError.CLIENT_SHUTDOWN, 'The lock client has been closed')
+    return lock
+
+
+# --------------------------------------------------------------------------------------------
+# Leader election
+# --------------------------------------------------------------------------------------------
+
+class LossReason:
+    """Why a :class:`LeaderElection` lost leadership: the ``reason`` given to ``on_lost``.
+
+    * ``IN_DANGER`` -- no renewal of the leader's lock was confirmed for the client's
+      ``safe_period``: DynamoDB is unreachable or throttling, or this process was paused (a
+      long garbage collection, ``SIGSTOP``, a suspended virtual machine). Reported *before*
+      another candidate can be elected (see :class:`LeaderElection`).
+    * ``STOLEN`` -- the lock was taken over or its row removed (``lock.loss_reason`` says which):
+      someone else may lead already. Only a process that was paused past its lease, an operator's
+      ``force_release_lock``, or candidates with an over-optimistic ``max_clock_skew`` get here
+      without an ``IN_DANGER`` first.
+    * ``RELEASED`` -- the lock was released behind the election's back (the application released
+      ``election.lock``, or closed the client with ``release_locks=True``).
+    * ``RESIGNED`` -- :meth:`LeaderElection.resign` was called.
+    * ``CLOSED`` -- :meth:`LeaderElection.close` was called.
+    """
+
+    IN_DANGER = 'IN_DANGER'
+    STOLEN = 'STOLEN'
+    RELEASED = 'RELEASED'
+    RESIGNED = 'RESIGNED'
+    CLOSED = 'CLOSED'
+
+
+class LeaderElection:
+    """Campaign for leadership of ``name`` among every candidate that uses the same table.
+
+    The leader is whoever holds the lock ``(name, sort_key)``. A background thread (one per
+    election, started by :meth:`start` or by entering the ``with`` block) acquires it, waiting
+    and taking over the lock of a leader that died exactly as ``acquire_lock`` does, watches
+    it while it is held, and campaigns again after leadership is lost. Every wait of that
+    thread is on the lock client's clock and ends at once when the election is resigned or
+    closed. Nothing it meets stops it: a failed call or any other exception is logged and the
+    campaign goes on after ``retry_period``.
+
+    **Terms.** ``term`` is the lock's fencing token: every election of a leader gets a term
+    larger than every earlier term of this election (across releases, takeovers and crashes;
+    see the Safety and fencing page for the one caveat, a row deleted by TTL after a long
+    time without any leader). Pass it to the resources the leader writes to, so that they can
+    refuse a deposed leader's late writes; or write through ``election.lock``'s guarded writes.
+
+    **Losing leadership is reported before anybody else can win.** Leadership ends when no
+    renewal of the lock has been confirmed for the client's ``safe_period``, which must be
+    shorter than its ``lease_duration``; this election refuses a client configured otherwise.
+    The argument:
+
+    1. Another candidate can only take the lock over after it has seen the lock row carry the
+       same version for a whole ``lease_duration``, timed on its own monotonic clock from a
+       read made *after* that version was written. Every renewal of ours writes a new version,
+       and we time our side from *before* we sent it (``last confirmed``). So no one else can
+       win before ``last confirmed + lease_duration`` on our clock (clock *rates* agree; no
+       wall clocks are compared).
+    2. ``is_leader`` is computed when it is read: it is True only while the lock is held and
+       ``last confirmed + safe_period`` is still ahead. It turns False at that moment even if
+       this process was paused, and even before the background thread has run; and it stays
+       False for that term (a renewal that succeeds later does not revive it: the election
+       steps down, and a new election gives a new term). The first read after a pause past
+       the safe period is False.
+    3. The background thread never sleeps past ``last confirmed + safe_period`` (it wakes then,
+       every ``retry_period``, and on a ``LOCK_STOLEN`` / ``LOCK_IN_DANGER`` callback), re-checks,
+       and steps down: it calls ``on_lost(term, reason)`` and only *then* releases the lock. The application
+       thus has ``lease_duration - safe_period`` to stop acting as leader before another
+       candidate can possibly be elected (on DynamoDB being unreachable, the release fails and
+       the others wait out the lease; when DynamoDB works, the release lets them in at once,
+       after ``on_lost`` returned).
+    4. A resumed leader that finds its lock taken (``STOLEN``) was already not leader by (2).
+
+    What it cannot cover: a process paused *while* it acts on a leadership it checked before
+    the pause (use the term as a fencing token, or guarded writes, for that), an operator's
+    ``force_release_lock``, and candidates whose clients set ``max_clock_skew`` larger than
+    the real skew between hosts.
+
+    After stepping down, the election campaigns again (a new term, if it wins again), except
+    after :meth:`resign` or :meth:`close`.
+
+    :param lock_client: the :class:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient`
+        to hold the lock with. Its ``heartbeat_period``, ``safe_period`` and ``lease_duration``
+        are the election's timings; ``safe_period`` must be shorter than ``lease_duration``.
+    :param name: the election's name: the partition key of its lock.
+    :param sort_key: the lock's sort key (default ``'-'``, as for ``acquire_lock``).
+    :param candidate_id: stored in the lock row (attribute ``candidate_id``) while this
+        candidate leads, so that others can see who leads (:meth:`current_leader`). Default:
+        the client's ``owner_name``.
+    :param on_elected: ``on_elected(term)``, called on the election's thread when this candidate
+        has become leader.
+    :param on_lost: ``on_lost(term, reason)``, called on the election's thread when leadership
+        has ended, before the lock is released; ``reason`` is a :class:`LossReason` value.
+        Keep it short: the lock is released (and another candidate elected) only after it
+        returns, unless DynamoDB is unreachable, when the others may win once the lease runs out.
+    :param retry_period: how often a candidate polls the lock while someone else leads, and
+        pauses after an error (default: the client's ``heartbeat_period``). A new leader is
+        elected within about ``lease_duration + 2 * retry_period`` of the last renewal of a
+        leader that died, and within ``retry_period`` of a resignation.
+    :param additional_attributes: more attributes for the lock row while this candidate leads.
+    :raises TypeError, ValueError: for bad arguments, before anything is written.
+    """
+
+    def __init__(
+        self,
+        lock_client: DynamoDBLockClient,
+        name: Any,
+        *,
+        sort_key: str = NO_SORT_KEY,
+        candidate_id: Optional[str] = None,
+        on_elected: Optional[OnElected] = None,
+        on_lost: Optional[OnLost] = None,
+        retry_period: Optional[datetime.timedelta] = None,
+        additional_attributes: Optional[Mapping[str, Any]] = None,
+    ) -> None:
+        client = _require_client(lock_client)
+        settings = client._settings
+        if not settings.safe_period < settings.lease_duration:
+            raise ValueError(
+                f'a leader election needs a lock client whose safe_period ({settings.safe_period}s) is shorter than '
+                f'its lease_duration ({settings.lease_duration}s): the difference is the time a leader has to '
+                'step down before another can be elected')
+        _config.check_key(client._schema, name, sort_key)
+        if candidate_id is None:
+            candidate_id = settings.owner_name
+        if not isinstance(candidate_id, str) or not candidate_id:
+            raise TypeError('candidate_id must be a non-empty str')
+        for label, callback in (('on_elected', on_elected), ('on_lost', on_lost)):
+            if callback is not None and not callable(callback):
+                raise TypeError(f'{label} must be callable or None, not {type(callback).__name__}')
+        extra = dict(_config.check_additional_attributes(client._schema, additional_attributes))
+        if CANDIDATE_ATTRIBUTE in extra:
+            raise ValueError(f'additional_attributes may not use {CANDIDATE_ATTRIBUTE!r}: the election writes it')
+        extra[CANDIDATE_ATTRIBUTE] = candidate_id
+        self._client = client
+        self._clock = client._clock
+        self.name = name
+        self.sort_key = sort_key
+        self.candidate_id = candidate_id
+        self._on_elected = on_elected
+        self._on_lost = on_lost
+        self._retry_period = _retry_period(client, retry_period)
+        self._attributes = extra
+        self._lease = settings.lease_duration
+        self._safe = settings.safe_period
+        # Transitions (elected, stepped down, resigned, closed) and their callbacks happen under
+        # this lock, one at a time; reentrant, so that a callback may resign or close.
+        self._guard = threading.RLock()
+        self._wake = threading.Event()
+        self._campaigning = False
+        self._closed = False
+        self._lock: Optional[DynamoDBLock] = None
+        self._ended: Optional[DynamoDBLock] = None     # the lock whose term is over, until stepped down
+        self._announced: Optional[DynamoDBLock] = None  # the lock whose on_elected has returned
+        self._term: Optional[int] = None
+        self._thread: Optional[threading.Thread] = None
+        self._waiters: Set[threading.Event] = set()
+        self._waiters_guard = threading.Lock()
+
+    # -- what the application reads -------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this candidate leads right now, that is, its lock is held and its last
+        confirmed renewal is younger than the client's ``safe_period``. Computed at each read, so it is
+        False from the moment leadership may be ending, even before ``on_lost`` has run."""
+        lock = self._lock
+        return lock is not None and self._leads_with(lock)
+
+    @property
+    def term(self) -> Optional[int]:
+        """The current term (the lock's fencing token) while :attr:`is_leader`; None otherwise."""
+        term = self._term
+        return term if self.is_leader else None
+
+    @property
+    def lock(self) -> Optional[DynamoDBLock]:
+        """The election's lock while :attr:`is_leader`, for guarded writes (its
+        ``transact_write_items``, ``put_item``, ...); None otherwise. Do not release it: use
+        :meth:`resign`."""
+        lock = self._lock
+        return lock if lock is not None and self._leads_with(lock) else None
+
+    @property
+    def campaigning(self) -> bool:
+        """True between :meth:`start` and :meth:`resign` / :meth:`close`."""
+        return self._campaigning
+
+    def current_leader(self) -> Optional[BaseDynamoDBLock]:
+        """The election's lock row as it is in the table now (a consistent read): its
+        ``owner_name``, ``fencing_token`` (the term) and ``additional_attributes['candidate_id']``;
+        None when nobody leads. A leader that died still shows until its lock is taken over.
+
+        :raises DynamoDBLockError: ``UNKNOWN`` when the read fails.
+        """
+        return self._client.get_lock(self.name, self.sort_key)
+
+    def wait_for_leadership(self, timeout: Optional[Duration] = None) -> bool:
+        """Wait until this candidate leads (and ``on_elected`` has returned).
+
+        :param timeout: a ``datetime.timedelta`` or seconds, on the lock client's clock;
+            None waits for as long as it takes.
+        :returns: True when it leads; False when the timeout passed first, or the election
+            was closed.
+        """
+        seconds = _seconds('timeout', timeout, allow_none=True)
+        deadline = None if seconds is None else self._clock.monotonic() + seconds
+        notified = threading.Event()
+        with self._waiters_guard:
+            self._waiters.add(notified)
+        try:
+            while not (self.is_leader and self._announced is self._lock):
+                if self._closed:
+                    return False
+                if deadline is None:
+                    notified.wait()
+                else:
+                    remaining = deadline - self._clock.monotonic()
+                    if remaining <= 0:
+                        return False
+                    self._clock.sleep(remaining, notified)
+                notified.clear()
+            return True
+        finally:
+            with self._waiters_guard:
+                self._waiters.discard(notified)
+
+    # -- what the application does --------------------------------------------------------
+
+    def start(self) -> 'LeaderElection':
+        """Start (or, after :meth:`resign`, resume) campaigning; returns at once.
+
+        :raises RuntimeError: after :meth:`close`.
+        """
+        with self._guard:
+            if self._closed:
+                raise RuntimeError(f'the leader election {self.name!r} is closed')
+            self._campaigning = True
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=f'LeaderElection-{self.name}', daemon=True)
+                self._thread.start()
+        self._wake.set()
+        return self
+
+    def resign(self) -> None:
+        """Stop campaigning, and step down if leading: ``on_lost(term, RESIGNED)``, then the lock
+        is released (best effort), so that another candidate is elected within its
+        ``retry_period``. :meth:`start` campaigns again."""
+        with self._guard:
+            self._campaigning = False
+            lock = self._lock
+            if lock is not None:
+                self._step_down(lock, LossReason.RESIGNED)
+        self._wake.set()
+
+    def close(self) -> None:
+        """Resign for good and stop the election's thread; safe to call twice, and from a
+        callback. Returns once the thread has stopped (unless called on it); a call to
+        DynamoDB in flight is not interrupted. The lock client is not closed."""
+        with self._guard:
+            if self._closed:
+                return
+            self._closed = True
+            self._campaigning = False
+            lock = self._lock
+            if lock is not None:
+                self._step_down(lock, LossReason.CLOSED)
+            thread = self._thread
+        self._wake.set()
+        self._notify_waiters()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def __enter__(self) -> 'LeaderElection':
+        return self.start()
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc_value: Optional[BaseException],
+                 traceback: Optional[TracebackType]) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f'LeaderElection({self.name!r}, candidate={self.candidate_id!r}, leader={self.is_leader}, '
+                f'term={self.term})')
+
+    # -- the election's thread ------------------------------------------------------------
+
+    def _leads_with(self, lock: DynamoDBLock) -> bool:
+        """The lock is held, and its last confirmed renewal is younger than the safe period.
+
+        Once that was found false, the term is over for good (the thread steps down next): a
+        renewal that succeeds afterwards does not make it true again.
+        """
+        if self._ended is lock:
+            return False
+        if lock.status == DynamoDBLock.LOCKED and self._until_step_down(lock) > 0:
+            return True
+        self._ended = lock
+        return False
+
+    def _until_step_down(self, lock: DynamoDBLock) -> float:
+        """Seconds until ``last confirmed + safe_period``."""
+        return lock.lease_remaining() - (self._lease - self._safe)
+
+    def _run(self) -> None:
+        logger.info('Leader election %r: candidate %s started', self.name, self.candidate_id)
+        while True:
+            self._wake.clear()        # before reading the state: a change after this sets it again
+            with self._guard:
+                if self._closed:
+                    break
+                lock, campaigning = self._lock, self._campaigning
+            try:
+                if lock is not None:
+                    self._watch(lock)
+                elif campaigning:
+                    self._campaign()
+                else:
+                    self._clock.sleep(_CHUNK, self._wake)
+            except DynamoDBLockError as error:
+                if error.code == DynamoDBLockError.CLIENT_SHUTDOWN:
+                    logger.warning('Leader election %r: the lock client was closed; candidate %s stops campaigning',
+                                   self.name, self.candidate_id)
+                    with self._guard:
+                        self._campaigning = False
+                    continue
+                logger.warning('Leader election %r: candidate %s failed (%s); trying again in %ss', self.name,
+                               self.candidate_id, error, self._retry_period, exc_info=True)
+                self._clock.sleep(self._retry_period, self._wake)
+            except Exception:
+                logger.exception('Leader election %r: unexpected error in candidate %s; trying again in %ss',
+                                  self.name, self.candidate_id, self._retry_period)
+                self._clock.sleep(self._retry_period, self._wake)
+        logger.info('Leader election %r: candidate %s stopped', self.name, self.candidate_id)
+
+    def _campaign(self) -> None:
+        with self._guard:
+            wanted = self._campaigning and not self._closed
+        if not wanted:
+            return
+        lock = _acquire_first(
+            self._client, self.name, [self.sort_key], retry_period=self._retry_period, timeout=_CHUNK,
+            additional_attributes=self._attributes, app_callback=self._lock_trouble, wake=self._wake,
+            stopped=lambda: not self._campaigning or self._closed)
+        if lock is None:
+            return
+        with self._guard:
+            if self._campaigning and not self._closed:
+                self._lock, self._term = lock, lock.fencing_token
+                logger.info('Leader election %r: candidate %s elected, term %s', self.name, self.candidate_id,
+                            lock.fencing_token)
+                _call_safely(f'on_elected of leader election {self.name!r}', self._on_elected, lock.fencing_token)
+                self._announced = lock
+                elected = True
+            else:
+                elected = False
+        if elected:
+            self._notify_waiters()
+        else:     # resigned or closed while the winning write was in flight
+            self._client.release_lock(lock, best_effort=True)
+
+    def _watch(self, lock: DynamoDBLock) -> None:
+        """Sleep until the lock may be in trouble; step down once leadership is not safe."""
+        if self._leads_with(lock):
+            # Until the safe period ends; a LOCK_STOLEN / LOCK_IN_DANGER callback wakes it
+            # sooner, and a release behind its back is noticed within a retry period.
+            self._clock.sleep(min(self._until_step_down(lock), self._retry_period), self._wake)
+            return
+        status = lock.status
+        reason = (LossReason.STOLEN if status == DynamoDBLock.INVALID
+                  else LossReason.RELEASED if status == DynamoDBLock.RELEASED else LossReason.IN_DANGER)
+        with self._guard:
+            self._step_down(lock, reason)
+
+    def _step_down(self, lock: DynamoDBLock, reason: str) -> None:
+        """Called under ``_guard``: report the loss, then release the lock."""
+        if self._lock is not lock:
+            return
+        term = self._term
+        self._lock = None
+        level = logging.WARNING if reason in (LossReason.IN_DANGER, LossReason.STOLEN) else logging.INFO
+        logger.log(level, 'Leader election %r: candidate %s is no longer leader (term %s): %s', self.name,
+                   self.candidate_id, term, reason)
+        _call_safely(f'on_lost of leader election {self.name!r}', self._on_lost, term, reason)
+        if lock.status in (DynamoDBLock.LOCKED, DynamoDBLock.IN_DANGER):
+            self._client.release_lock(lock, best_effort=True)
+
+    def _lock_trouble(self, code: str, lock: DynamoDBLock) -> None:
+        """The lock's app_callback (LOCK_STOLEN, LOCK_IN_DANGER): wake the thread to look."""
+        self._wake.set()
+
+    def _notify_waiters(self) -> None:
+        with self._waiters_guard:
+            for waiter in self._waiters:
+                waiter.set()
+
+
+# --------------------------------------------------------------------------------------------
+# Counting semaphore
+# --------------------------------------------------------------------------------------------
+
+def _slot_key(slot: int) -> str:
+    return f'slot-{slot}'
+
+
+class Permit:
+    """One of a :class:`Semaphore`'s N permits, held by this process: the lock of one slot.
+
+    A context manager that releases it when the block ends (an exception in the block
+    propagates). The slot is renewed in the background like any lock; ``lock`` gives its
+    guarded writes, and ``fencing_token`` its token.
+    """
+
+    def __init__(self, semaphore: 'Semaphore', slot: int, lock: DynamoDBLock) -> None:
+        self.semaphore = semaphore
+        #: The slot's number, from 0 to ``limit - 1``.
+        self.slot = slot
+        #: The slot lock's sort key, ``'slot-<n>'``.
+        self.sort_key = lock.sort_key
+        #: The lock of the slot (guarded writes, ``status``, ``lease_remaining()``, ...).
+        self.lock = lock
+
+    @property
+    def fencing_token(self) -> Optional[int]:
+        """The slot lock's fencing token, larger than every earlier token *of this slot*
+        (tokens of different slots are unrelated, so fence per slot)."""
+        return self.lock.fencing_token
+
+    @property
+    def held(self) -> bool:
+        """Whether the slot is still held (its lock ``LOCKED`` or ``IN_DANGER``)."""
+        return self.lock.status in (DynamoDBLock.LOCKED, DynamoDBLock.IN_DANGER)
+
+    @property
+    def took_over_from(self) -> Optional[BaseDynamoDBLock]:
+        """The holder presumed dead whose slot this permit took over, if any."""
+        return self.lock.took_over_from
+
+    def release(self, best_effort: bool = True) -> None:
+        """Give the permit back: see :meth:`Semaphore.release`."""
+        self.semaphore.release(self, best_effort)
+
+    def __enter__(self) -> 'Permit':
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc_value: Optional[BaseException],
+                 traceback: Optional[TracebackType]) -> None:
+        self.release(best_effort=True)
+
+    def __repr__(self) -> str:
+        return (f'Permit({self.semaphore.name!r}, slot={self.slot}, fencing_token={self.fencing_token}, '
+                f'status={self.lock.status})')
+
+
+class Semaphore:
+    """At most ``limit`` holders of ``name`` at a time, across every process using the table.
+
+    The semaphore is ``limit`` locks: ``(name, 'slot-0')`` to ``(name, 'slot-<limit-1>')``.
+    A permit is one of them, acquired with the lock client's own machinery, so a permit is
+    renewed in the background, reported ``LOCK_STOLEN`` / ``LOCK_IN_DANGER`` to its
+    ``app_callback``, and the slot of a holder that crashed is taken over once its version has
+    stayed unchanged for a lease. Exclusion per slot is the lock's exclusion; N slots make at
+    most N holders.
+
+    Why slots rather than one counter item: a counter cannot tell a crashed holder from a slow
+    one, so its count leaks; slots are leases, renewed and reclaimed like locks, and each permit
+    gets a fencing token and guarded writes. The price is that an acquisition looks at slots
+    one by one: taking a free slot costs one conditional write per busy slot tried before it
+    (the order starts at a random slot, to spread holders), and a waiter polls each slot with a
+    consistent read every ``retry_period``. That suits small limits; ``limit`` may not exceed
+    1000. There is no queue: waiters are not served in arrival order.
+
+    **All holders must agree on the limit.** A semaphore with a smaller limit only looks at
+    its own slots, so with mixed limits the bound is the largest limit in use, and holders with
+    the smaller limit get fewer permits. Each permit's row records its semaphore's limit
+    (attribute ``semaphore_limit``); a semaphore that meets a row with another limit logs a
+    WARNING once per limit seen. Changing the limit therefore needs all holders to move to the
+    new value; during a rolling change the larger limit applies.
+
+    :param lock_client: the :class:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient`
+        holding the permits.
+    :param name: the partition key of the slots.
+    :param limit: N, a positive int (at most 1000); checked before anything is written.
+    :param retry_period: how often a waiting acquisition polls the slots (default: the client's
+        ``heartbeat_period``). A permit released through this same object wakes the waiters
+        of this object at once.
+    :param additional_attributes: more attributes for the slot rows this semaphore writes.
+    :raises TypeError, ValueError: for bad arguments, before anything is written; a table
+        without a sort key cannot hold a semaphore.
+    """
+
+    def __init__(
+        self,
+        lock_client: DynamoDBLockClient,
+        name: Any,
+        limit: int,
+        *,
+        retry_period: Optional[datetime.timedelta] = None,
+        additional_attributes: Optional[Mapping[str, Any]] = None,
+    ) -> None:
+        self.limit = _require_limit(limit)
+        client = _require_client(lock_client)
+        schema = client._schema
+        if schema.sort_key_name is None:
+            raise ValueError(f'table {schema.table_name!r} has no sort key: a semaphore keeps its slots under '
+                             'sort keys')
+        _config.check_key(schema, name, _slot_key(limit - 1))
+        extra = dict(_config.check_additional_attributes(schema, additional_attributes))
+        if LIMIT_ATTRIBUTE in extra:
+            raise ValueError(f'additional_attributes may not use {LIMIT_ATTRIBUTE!r}: the semaphore writes it')
+        extra[LIMIT_ATTRIBUTE] = self.limit
+        self._client = client
+        self._clock = client._clock
+        self.name = name
+        self._retry_period = _retry_period(client, retry_period)
+        self._attributes = extra
+        self._guard = threading.Lock()
+        self._waiters: Set[threading.Event] = set()
+        self._limits_seen: Set[Any] = set()
+        self._entered = threading.local()
+
+    @property
+    def sort_keys(self) -> List[str]:
+        """The slots' sort keys, ``['slot-0', ..., 'slot-<limit-1>']``."""
+        return [_slot_key(slot) for slot in range(self.limit)]
+
+    def try_acquire(self, app_callback: Optional[AppCallback] = None) -> Optional[Permit]:
+        """A permit if one is free right now (or held by a holder whose TTL has passed); never
+        waits. None when every slot is held.
+
+        :raises DynamoDBLockError: ``UNKNOWN`` when DynamoDB fails, ``CLIENT_SHUTDOWN`` after
+            the client was closed.
+        """
+        return self._acquire(0.0, app_callback)
+
+    def acquire(self, timeout: Optional[Duration] = None, app_callback: Optional[AppCallback] = None) -> Permit:
+        """Wait for a permit.
+
+        :param timeout: a ``datetime.timedelta`` or seconds, on the lock client's clock;
+            None (the default) waits for as long as it takes, 0 tries once.
+        :param app_callback: ``app_callback(code, lock)`` for the permit's lock, as for
+            ``acquire_lock`` (``LOCK_STOLEN``, ``LOCK_IN_DANGER``).
+        :raises DynamoDBLockError: ``ACQUIRE_TIMEOUT`` when no permit came within ``timeout``;
+            ``UNKNOWN`` when DynamoDB fails; ``CLIENT_SHUTDOWN`` after the client was closed
+            (a waiting acquisition notices within a ``retry_period``).
+        """
+        seconds = _seconds('timeout', timeout, allow_none=True)
+        permit = self._acquire(seconds, app_callback)
+        if permit is None:
+            raise DynamoDBLockError(DynamoDBLockError.ACQUIRE_TIMEOUT,
+                                    f'No permit of semaphore {self.name!r} (limit {self.limit}) within {seconds}s')
+        return permit
+
+    def release(self, permit: Permit, best_effort: bool = True) -> None:
+        """Give a permit back: its slot's lock is released (see ``release_lock``:
+        ``best_effort=False`` raises when the slot was lost), and waiters of this object poll at once."""
+        if not isinstance(permit, Permit) or permit.semaphore is not self:
+            raise TypeError('release takes a Permit of this semaphore')
+        try:
+            permit.lock.release(best_effort)
+        finally:
+            with self._guard:
+                for waiter in self._waiters:
+                    waiter.set()
+
+    def holders(self) -> List[BaseDynamoDBLock]:
+        """The slots held right now, as their rows (one consistent read per slot). A holder
+        that died shows until its slot is taken over."""
+        found = []
+        for sort_key in self.sort_keys:
+            row = self._client.get_lock(self.name, sort_key)
+            if row is not None:
+                found.append(row)
+        return found
+
+    def __enter__(self) -> Permit:
+        permit = self.acquire()
+        stack = getattr(self._entered, 'stack', None)
+        if stack is None:
+            stack = self._entered.stack = []
+        stack.append(permit)
+        return permit
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc_value: Optional[BaseException],
+                 traceback: Optional[TracebackType]) -> None:
+        self._entered.stack.pop().release(best_effort=True)
+
+    def __repr__(self) -> str:
+        return f'Semaphore({self.name!r}, limit={self.limit})'
+
+    def _acquire(self, timeout: Optional[float], app_callback: Optional[AppCallback]) -> Optional[Permit]:
+        first = random.randrange(self.limit)
+        order = [_slot_key((first + offset) % self.limit) for offset in range(self.limit)]
+        deadline = None if timeout is None else self._clock.monotonic() + timeout
+        wake = threading.Event()
+        with self._guard:
+            self._waiters.add(wake)
+        try:
+            while True:
+                chunk = _CHUNK if deadline is None else min(_CHUNK, max(0.0, deadline - self._clock.monotonic()))
+                lock = _acquire_first(
+                    self._client, self.name, order, retry_period=self._retry_period, timeout=chunk,
+                    additional_attributes=self._attributes, app_callback=app_callback, wake=wake,
+                    stopped=lambda: False, peek=self._check_limit)
+                if lock is not None:
+                    return Permit(self, int(lock.sort_key[len('slot-'):]), lock)
+                if deadline is not None and self._clock.monotonic() >= deadline:
+                    return None
+        finally:
+            with self._guard:
+                self._waiters.discard(wake)
+
+    def _check_limit(self, answer: Any) -> None:
+        """Warn (once per value) about a slot row written by a semaphore with another limit."""
+        if isinstance(answer, Refused):
+            row = answer.item
+        elif isinstance(answer, Applied):
+            row = answer.response.get('Item')
+        else:
+            return
+        seen = row.get(LIMIT_ATTRIBUTE) if row else None
+        if seen is None or seen == self.limit:
+            return
+        with self._guard:
+            if seen in self._limits_seen:
+                return
+            self._limits_seen.add(seen)
+        logger.warning('Semaphore %r: this process uses limit %s, but a holder uses limit %s; with mixed limits '
+                       'up to the largest one hold permits at once', self.name, self.limit, seen)
