@@ -11,7 +11,10 @@ import dataclasses
 import os
 import threading
 import urllib.parse
+from decimal import Decimal
 from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar
+
+from boto3.dynamodb.types import Binary
 
 from ._clock import SystemClock
 from ._config import AcquireArguments, Settings, make_settings
@@ -333,6 +336,21 @@ class ClientCore(Generic[L]):
 
 def unique_identifier_of(partition_key: Any, sort_key: str) -> str:
     """``quote(partition_key) + '|' + quote(sort_key)``, as the published package names locks
-    (a number partition key is quoted as its text, a binary one as its bytes)."""
-    key = partition_key if isinstance(partition_key, (str, bytes, bytearray)) else str(partition_key)
+    (a binary partition key is quoted as its bytes, a number one as its plain decimal text, the
+    way DynamoDB gives it back: ``5``, ``Decimal('5.0')`` and ``Decimal('5')`` name one lock)."""
+    if isinstance(partition_key, (str, bytes, bytearray)):
+        key: Any = partition_key
+    elif isinstance(partition_key, Binary):
+        key = bytes(partition_key.value)
+    elif isinstance(partition_key, (int, Decimal)) and not isinstance(partition_key, bool):
+        key = _number_text(Decimal(partition_key))
+    else:
+        key = str(partition_key)
     return urllib.parse.quote(key) + '|' + urllib.parse.quote(sort_key)
+
+
+def _number_text(number: Decimal) -> str:
+    if not number.is_finite():
+        return str(number)
+    text = format(number.normalize(), 'f')
+    return '0' if text in ('-0', '0') else text

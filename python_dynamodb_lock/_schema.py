@@ -9,6 +9,8 @@ import dataclasses
 from decimal import Decimal
 from typing import Any, Dict, FrozenSet, Mapping, Optional
 
+from boto3.dynamodb.types import Binary
+
 __all__ = [
     'COL_ACQUISITION_ID',
     'COL_FENCING_TOKEN',
@@ -98,8 +100,11 @@ class Schema:
 
     def lock_fields(self, item: Mapping[str, Any], default_lease: float) -> Dict[str, Any]:
         """The constructor arguments of ``BaseDynamoDBLock`` for an item read from the table."""
+        partition_key = item[self.partition_key_name]
+        if isinstance(partition_key, Binary):    # boto3 reads a binary key back as Binary
+            partition_key = bytes(partition_key.value)
         return {
-            'partition_key': item[self.partition_key_name],
+            'partition_key': partition_key,
             'sort_key': item[self.sort_key_name] if self.sort_key_name is not None else NO_SORT_KEY,
             'owner_name': item.get(COL_OWNER_NAME, ''),
             'lease_duration': self.lease_of(item, default_lease),
