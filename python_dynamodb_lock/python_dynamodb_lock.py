@@ -864,7 +864,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
                  app_callback: Optional[AppCallback], raise_context_exception: bool,
                  timeout_is_error: bool, reentrant: bool = False) -> Optional[DynamoDBLock]:
         attempt = self._attempt(partition_key, sort_key, arguments)
-        holder = threading.get_ident()
+        holder = threading.current_thread()   # not get_ident(): an ident is reused by later threads
         if reentrant:
             held = self._reenter(attempt.unique_identifier, holder)
             if held is not None:
