@@ -6,6 +6,7 @@ resource layer uses them (``str``, ``Decimal``, ``int``, ...); nothing here does
 from __future__ import annotations
 
 import dataclasses
+import math
 from decimal import Decimal
 from typing import Any, Dict, FrozenSet, Mapping, Optional
 
@@ -52,8 +53,9 @@ _OWN_ATTRIBUTES = frozenset({COL_OWNER_NAME, COL_LEASE_DURATION, COL_RECORD_VERS
 
 
 def lease_expiry(wall_now: float, lease_duration: float) -> Decimal:
-    """The value of ``lease_expiry`` for a write made at ``wall_now`` (to the millisecond)."""
-    return Decimal(repr(round(wall_now + lease_duration, 3)))
+    """The value of ``lease_expiry`` for a write made at ``wall_now``: rounded up to the
+    millisecond, never before the end of the lease the holder counts itself."""
+    return Decimal(math.ceil((wall_now + lease_duration) * 1000)) / 1000
 
 
 @dataclasses.dataclass(frozen=True)
