@@ -29,7 +29,7 @@ from ._core.state import Status
 from ._errors import DynamoDBLockError, Reason
 from ._observe import Observer, logger
 from ._registry import Registry
-from ._schema import Item, Schema
+from ._schema import Item, PartitionKey, Schema, binary_bytes
 
 __all__ = ['ClientCore', 'Done', 'unique_identifier_of']
 
@@ -165,7 +165,7 @@ class ClientCore(Generic[L]):
 
     # -- acquiring ---------------------------------------------------------------------
 
-    def _attempt(self, partition_key: str, sort_key: str, arguments: AcquireArguments) -> AcquireAttempt:
+    def _attempt(self, partition_key: PartitionKey, sort_key: str, arguments: AcquireArguments) -> AcquireAttempt:
         unique_identifier = unique_identifier_of(partition_key, sort_key)
         return AcquireAttempt(self._schema, partition_key, sort_key, unique_identifier, arguments.item_template,
                               arguments.retry_period, arguments.retry_timeout, self._settings.expiry_period,
@@ -341,7 +341,7 @@ def unique_identifier_of(partition_key: Any, sort_key: str) -> str:
     if isinstance(partition_key, (str, bytes, bytearray)):
         key: Any = partition_key
     elif isinstance(partition_key, Binary):
-        key = bytes(partition_key.value)
+        key = binary_bytes(partition_key)
     elif isinstance(partition_key, (int, Decimal)) and not isinstance(partition_key, bool):
         key = _number_text(Decimal(partition_key))
     else:

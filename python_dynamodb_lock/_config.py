@@ -15,7 +15,7 @@ from boto3.dynamodb.types import Binary
 
 from . import _validation as validation
 from ._requests import MAX_BATCH_STATEMENTS
-from ._schema import NO_SORT_KEY, Item, Schema
+from ._schema import NO_SORT_KEY, Item, Schema, binary_bytes
 
 __all__ = ['AcquireArguments', 'Settings', 'acquire_arguments', 'client_timeout_warning', 'make_settings']
 
@@ -218,7 +218,7 @@ def check_key(schema: Schema, partition_key: Any, sort_key: Any) -> None:
         validation.require_storable('partition_key', partition_key)
     else:
         if isinstance(partition_key, Binary):
-            partition_key = partition_key.value
+            partition_key = binary_bytes(partition_key)
         if not isinstance(partition_key, (bytes, bytearray)):
             raise TypeError(f'partition_key must be bytes: table {schema.table_name!r} has a binary partition key; '
                             f'got {type(partition_key).__name__}')

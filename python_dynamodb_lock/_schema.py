@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from decimal import Decimal
-from typing import Any, Dict, FrozenSet, Mapping, Optional
+from typing import Any, Dict, FrozenSet, Mapping, Optional, Union
 
 from boto3.dynamodb.types import Binary
 
@@ -22,10 +22,15 @@ __all__ = [
     'COL_RELEASED_AT',
     'Item',
     'NO_SORT_KEY',
+    'PartitionKey',
     'Schema',
 ]
 
 Item = Dict[str, Any]
+
+#: A partition key as the clients take it: ``str`` (a string key, the published layout), ``int`` or
+#: ``Decimal`` (a number key), ``bytes`` (a binary key).
+PartitionKey = Union[str, int, Decimal, bytes]
 
 # The published attribute names (DynamoDBLockClient._COL_* keep them too).
 COL_OWNER_NAME = 'owner_name'
@@ -50,6 +55,11 @@ COL_RELEASED_AT = 'released_at'
 # Every name this package writes for itself; additional attributes may not use them.
 _OWN_ATTRIBUTES = frozenset({COL_OWNER_NAME, COL_LEASE_DURATION, COL_RECORD_VERSION_NUMBER, COL_FENCING_TOKEN,
                              COL_ACQUISITION_ID, COL_RELEASED_AT, COL_LEASE_EXPIRY})
+
+
+def binary_bytes(value: Any) -> bytes:
+    """The bytes of a ``boto3.dynamodb.types.Binary`` (how boto3 reads binary values back)."""
+    return bytes(getattr(value, 'value', value))
 
 
 def lease_expiry(wall_now: float, lease_duration: float) -> Decimal:
@@ -85,7 +95,7 @@ class Schema:
             return {self.partition_key_name: partition_key}
         return {self.partition_key_name: partition_key, self.sort_key_name: sort_key}
 
-    def lock_item(self, partition_key: str, sort_key: str, owner_name: str, lease_duration: float,
+    def lock_item(self, partition_key: Any, sort_key: str, owner_name: str, lease_duration: float,
                   record_version_number: str, expiry_time: int,
                   additional_attributes: Optional[Mapping[str, Any]] = None) -> Item:
         """The whole item of a lock as the published package writes it; the lock's own
@@ -104,7 +114,7 @@ class Schema:
         """The constructor arguments of ``BaseDynamoDBLock`` for an item read from the table."""
         partition_key = item[self.partition_key_name]
         if isinstance(partition_key, Binary):    # boto3 reads a binary key back as Binary
-            partition_key = bytes(partition_key.value)
+            partition_key = binary_bytes(partition_key)
         return {
             'partition_key': partition_key,
             'sort_key': item[self.sort_key_name] if self.sort_key_name is not None else NO_SORT_KEY,

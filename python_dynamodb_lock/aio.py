@@ -61,6 +61,7 @@ from ._errors import DynamoDBLockError, Reason
 from ._observe import MetricsHook
 from ._registry import WaiterState
 from ._requests import scan
+from ._schema import PartitionKey
 from ._tables import (
     creation_failed,
     describe_failed,
@@ -96,7 +97,7 @@ class AsyncDynamoDBLock(HeldLock):
 
     def __init__(
         self,
-        partition_key: str,
+        partition_key: PartitionKey,
         sort_key: str,
         owner_name: str,
         lease_duration: float,
@@ -279,7 +280,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
 
     def acquire_lock(
         self,
-        partition_key: str,
+        partition_key: PartitionKey,
         sort_key: str = _Defaults._DEFAULT_SORT_KEY_VALUE,
         retry_period: Optional[datetime.timedelta] = None,
         retry_timeout: Optional[datetime.timedelta] = None,
@@ -308,7 +309,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
 
     async def try_acquire_lock(
         self,
-        partition_key: str,
+        partition_key: PartitionKey,
         sort_key: str = _Defaults._DEFAULT_SORT_KEY_VALUE,
         additional_attributes: Optional[Mapping[str, Any]] = None,
         app_callback: Optional[AsyncAppCallback] = None,
@@ -362,7 +363,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
             self._app_callback_executor.shutdown(wait=False)
         logger.info('Closed lock client %s', self._owner_name)
 
-    async def get_lock(self, partition_key: str,
+    async def get_lock(self, partition_key: PartitionKey,
                        sort_key: str = _Defaults._DEFAULT_SORT_KEY_VALUE) -> Optional[BaseDynamoDBLock]:
         """Who holds ``(partition_key, sort_key)`` right now (a consistent read); None: nobody."""
         self._check_process()
@@ -537,7 +538,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
     def _new_lock(self, **fields: Any) -> AsyncDynamoDBLock:
         return AsyncDynamoDBLock(lock_client=self, **fields)
 
-    async def _acquire(self, partition_key: str, sort_key: str, arguments: _config.AcquireArguments,
+    async def _acquire(self, partition_key: PartitionKey, sort_key: str, arguments: _config.AcquireArguments,
                        app_callback: Optional[AsyncAppCallback], raise_context_exception: bool,
                        timeout_is_error: bool, reentrant: bool = False) -> Optional[AsyncDynamoDBLock]:
         attempt = self._attempt(partition_key, sort_key, arguments)

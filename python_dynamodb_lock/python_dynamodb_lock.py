@@ -40,7 +40,7 @@ from ._errors import DynamoDBLockError
 from ._observe import MetricsHook
 from ._registry import WaiterState
 from ._requests import scan
-from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, Item
+from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, Item, PartitionKey
 from ._store import Store
 from ._tables import create_table_sync, describe_failed, lock_table_shape
 
@@ -63,7 +63,7 @@ class BaseDynamoDBLock:
 
     def __init__(
         self,
-        partition_key: str,
+        partition_key: PartitionKey,
         sort_key: str,
         owner_name: str,
         lease_duration: float,
@@ -114,7 +114,7 @@ class HeldLock(BaseDynamoDBLock):
 
     def __init__(
         self,
-        partition_key: str,
+        partition_key: PartitionKey,
         sort_key: str,
         owner_name: str,
         lease_duration: float,
@@ -234,7 +234,7 @@ class DynamoDBLock(HeldLock):
 
     def __init__(
         self,
-        partition_key: str,
+        partition_key: PartitionKey,
         sort_key: str,
         owner_name: str,
         lease_duration: float,
@@ -527,7 +527,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
 
     def acquire_lock(
         self,
-        partition_key: str,
+        partition_key: PartitionKey,
         sort_key: str = _DEFAULT_SORT_KEY_VALUE,
         retry_period: Optional[datetime.timedelta] = None,
         retry_timeout: Optional[datetime.timedelta] = None,
@@ -573,7 +573,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
 
     def try_acquire_lock(
         self,
-        partition_key: str,
+        partition_key: PartitionKey,
         sort_key: str = _DEFAULT_SORT_KEY_VALUE,
         additional_attributes: Optional[Mapping[str, Any]] = None,
         app_callback: Optional[AppCallback] = None,
@@ -648,7 +648,8 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
             self._app_callback_executor.shutdown(wait=False)
         logger.info('Closed lock client %s', self._owner_name)
 
-    def get_lock(self, partition_key: str, sort_key: str = _DEFAULT_SORT_KEY_VALUE) -> Optional[BaseDynamoDBLock]:
+    def get_lock(self, partition_key: PartitionKey,
+                 sort_key: str = _DEFAULT_SORT_KEY_VALUE) -> Optional[BaseDynamoDBLock]:
         """Who holds ``(partition_key, sort_key)`` right now: a consistent read.
 
         :returns: a :class:`BaseDynamoDBLock` describing the row (it cannot be used to release
@@ -860,7 +861,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
     def _new_lock(self, **fields: Any) -> DynamoDBLock:
         return DynamoDBLock(lock_client=self, **fields)
 
-    def _acquire(self, partition_key: str, sort_key: str, arguments: _config.AcquireArguments,
+    def _acquire(self, partition_key: PartitionKey, sort_key: str, arguments: _config.AcquireArguments,
                  app_callback: Optional[AppCallback], raise_context_exception: bool,
                  timeout_is_error: bool, reentrant: bool = False) -> Optional[DynamoDBLock]:
         attempt = self._attempt(partition_key, sort_key, arguments)

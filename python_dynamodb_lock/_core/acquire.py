@@ -40,7 +40,7 @@ class AcquireAttempt:
     """Everything one acquisition needs to know, fixed before it starts."""
 
     schema: Schema
-    partition_key: str
+    partition_key: Any
     sort_key: str
     unique_identifier: str
     item_template: Item          # the lock item without version, TTL and acquisition id
@@ -273,7 +273,7 @@ def _settle_unanswered_write(attempt: AcquireAttempt, clock: Any, new_version: s
     return None
 
 
-def read_row(schema: Schema, partition_key: str, sort_key: str,
+def read_row(schema: Schema, partition_key: Any, sort_key: str,
              verb: Optional[str] = 'read') -> Protocol[Optional[Dict[str, Any]]]:
     """A consistent read of the lock row (None: no row).
 
