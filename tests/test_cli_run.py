@@ -115,14 +115,14 @@ def read_row(engine: Any, key: str) -> Optional[Dict[str, Any]]:
 # --------------------------------------------------------------------------------------------
 
 def test_the_exit_code_of_the_command_is_passed_through(runner: Runner, local_engine: Any) -> None:
-    finished = runner.run('job', python_command('import sys; sys.exit(7)'), '--lease', '3')
+    finished = runner.run('job', python_command('import sys; sys.exit(7)'), '--lease', '10')
     assert finished.code == 7, finished
     assert finished.err == ''
     assert local_engine.read_held_row('job') is None     # released
 
 
 def test_success_and_output_pass_through(runner: Runner, local_engine: Any) -> None:
-    finished = runner.run('job', python_command('print("hello from the command")'), '--lease', '3')
+    finished = runner.run('job', python_command('print("hello from the command")'), '--lease', '10')
     assert finished.code == 0, finished
     assert finished.out == 'hello from the command\n'
 
@@ -139,7 +139,7 @@ def test_the_command_sees_the_fencing_token_and_the_key_and_holds_the_lock(runne
         os.rename({str(report)!r} + '.tmp', {str(report)!r})
         time.sleep(1.5)
     ''')
-    process = runner.start('job', command, '--lease', '3', '--owner-name', 'cron-host-1')
+    process = runner.start('job', command, '--lease', '10', '--owner-name', 'cron-host-1')
     wait_for(report.exists, what='the command to write its environment')
     row = local_engine.read_held_row('job')
     assert row is not None and row['owner_name'] == 'cron-host-1'   # held while the command runs
@@ -152,18 +152,19 @@ def test_the_command_sees_the_fencing_token_and_the_key_and_holds_the_lock(runne
 
 
 def test_the_lock_is_renewed_while_a_long_command_runs(runner: Runner, local_engine: Any, tmp_path: Path) -> None:
-    """A command that runs for three leases keeps the lock: another acquirer never gets it."""
+    """A command that runs for two leases keeps the lock: another acquirer, trying for one and a
+    half leases, never gets it."""
     started = tmp_path / 'started'
     process = runner.start('long', python_command(f'''
         import time
         open({str(started)!r}, 'w').close()
-        time.sleep(6)
-    '''), '--lease', '3')
+        time.sleep(8)
+    '''), '--lease', '4')
     wait_for(started.exists, what='the command to start')
     other = local_engine.lock_client(owner_name='other', heartbeat_period=timedelta(seconds=0.5),
-                                     lease_duration=timedelta(seconds=3), safe_period=timedelta(seconds=2))
+                                     lease_duration=timedelta(seconds=4), safe_period=timedelta(seconds=2))
     with pytest.raises(Exception) as refused:
-        other.acquire_lock('long', retry_period=timedelta(seconds=0.2), retry_timeout=timedelta(seconds=4.5))
+        other.acquire_lock('long', retry_period=timedelta(seconds=0.2), retry_timeout=timedelta(seconds=6))
     assert 'ACQUIRE_TIMEOUT' in str(refused.value)
     finished = finish(process)
     assert finished.code == 0, finished
@@ -193,7 +194,7 @@ def test_the_command_waits_for_the_lock_and_runs_once_it_is_released(runner: Run
     process = runner.start('queue', python_command(f'''
         with open({str(log)!r}, 'a') as out:
             out.write('command ran\\n')
-    '''), '--wait', '30', '--lease', '3')
+    '''), '--wait', '30', '--lease', '10')
     time.sleep(1.5)
     assert process.poll() is None and not log.exists()    # still waiting
     with open(log, 'a') as out:
@@ -214,7 +215,7 @@ def test_two_runs_of_one_key_never_overlap(runner: Runner, local_engine: Any, tm
         with open({str(log)!r}, 'a') as out:
             out.write('end\\n')
     ''')
-    processes = [runner.start('shared', command, '--wait', '30', '--lease', '3') for _ in range(3)]
+    processes = [runner.start('shared', command, '--wait', '30', '--lease', '10') for _ in range(3)]
     results = [finish(process) for process in processes]
     assert [result.code for result in results] == [0, 0, 0], results
     lines = log.read_text().split('\n')[:-1]
@@ -333,7 +334,7 @@ def test_signals_are_forwarded_and_the_lock_released(runner: Runner, local_engin
         signal.signal(signal.SIGINT, on_signal)
         open({str(started)!r}, 'w').close()
         time.sleep(60)
-    '''), '--lease', '3')
+    '''), '--lease', '10')
     wait_for(started.exists, what='the command to start')
     assert local_engine.read_held_row('forward') is not None
     process.send_signal(signum)
@@ -350,7 +351,7 @@ def test_a_signal_that_kills_the_command_gives_128_plus_its_number(runner: Runne
         import time
         open({str(started)!r}, 'w').close()
         time.sleep(60)
-    '''), '--lease', '3')
+    '''), '--lease', '10')
     wait_for(started.exists, what='the command to start')
     process.send_signal(signal.SIGTERM)
     finished = finish(process)
@@ -393,7 +394,7 @@ def test_usage_errors(argv: List[str], words: str, capsys: pytest.CaptureFixture
 
 def test_options_after_the_separator_belong_to_the_command(runner: Runner, local_engine: Any) -> None:
     finished = runner.run('args', python_command('import sys; print(sys.argv[1:])') + ['--wait', '--', 'x'],
-                          '--lease', '3')
+                          '--lease', '10')
     assert finished.code == 0, finished
     assert finished.out == "['--wait', '--', 'x']\n"
 
@@ -405,7 +406,7 @@ def test_run_on_a_number_key_of_a_hash_only_table(local_engine: Any, tmp_path: P
     with lock_table(local_engine.endpoint_url, sort_key_name=None, partition_key_type='N') as table:
         finished = Runner(table).run(
             '42', python_command(f'import os; open({str(report)!r}, "w").write(os.environ["DYNAMODB_LOCK_KEY"])'),
-            '--no-sort-key', '--partition-key-type', 'N', '--lease', '3')
+            '--no-sort-key', '--partition-key-type', 'N', '--lease', '10')
         assert finished.code == 0, finished
         assert report.read_text() == '42'
         row = table.read_item(42)
