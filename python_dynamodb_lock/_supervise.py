@@ -70,14 +70,6 @@ class RunSettings:
     retry_period: float      # seconds between two looks at a lock held by someone else
 
 
-class _Signalled(BaseException):
-    """A forwarded signal arrived before the command was started: stop waiting."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
 class _Trouble:
     """What the lock's callback reported (it runs on the client's callback thread)."""
 
@@ -92,13 +84,12 @@ class _Trouble:
 
 
 class _Signals:
-    """Signal handlers for the time of one run: before the command starts, a signal stops
-    the acquisition; while it runs, signals are forwarded to its process group; afterwards
-    they are noted (the lock is being released) and the exit code says so."""
+    """Signal handlers for the time of one run. The handlers never raise and take no lock:
+    before the command starts they only note the signal (the main thread then stops the
+    acquisition); while the command runs they forward it to the command's process group."""
 
     def __init__(self) -> None:
         self.child: Optional[subprocess.Popen[bytes]] = None
-        self.starting = False
         self.pending: List[int] = []
         self._previous: Dict[int, Any] = {}
 
@@ -114,20 +105,17 @@ class _Signals:
         self._previous.clear()
 
     def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
-        if self.child is not None:
-            if self.child.returncode is None:
-                _signal_group(self.child, signum)
-        elif self.starting:
+        child = self.child
+        if child is None:
             self.pending.append(signum)
-        else:
-            raise _Signalled(signum)
+        elif child.returncode is None:
+            _signal_group(child, signum)
 
     def started(self, child: subprocess.Popen[bytes]) -> None:
+        """The command runs: forward what arrived while it was being started, and what comes."""
         self.child = child
-        self.starting = False
-        for signum in self.pending:
-            _signal_group(child, signum)
-        self.pending.clear()
+        while self.pending:
+            _signal_group(child, self.pending.pop(0))
 
 
 def _signal_group(child: subprocess.Popen[bytes], signum: int) -> bool:
@@ -188,21 +176,15 @@ def run_locked(lock_client: Any, settings: RunSettings, err: Callable[[str], Non
     signals = _Signals()
     signals.install()
     try:
-        try:
-            lock = lock_client.acquire_lock(
-                settings.key, settings.sort_key,
-                retry_period=datetime.timedelta(seconds=settings.retry_period),
-                retry_timeout=datetime.timedelta(seconds=settings.wait),
-                app_callback=trouble.callback)
-        except _Signalled as signalled:
-            return 128 + signalled.signum
-        except DynamoDBLockError as error:
-            if error.code != DynamoDBLockError.ACQUIRE_TIMEOUT:
-                raise
-            holder = error.holder.owner_name if error.holder is not None else 'another owner'
+        acquired = _acquire(lock_client, settings, trouble, signals)
+        if isinstance(acquired, DynamoDBLockError):
+            holder = acquired.holder.owner_name if acquired.holder is not None else 'another owner'
             err(f'lock {settings.key_text!r} is held by {holder}: not acquired within {settings.wait:g}s')
             return EXIT_NOT_ACQUIRED
-        signals.starting = True
+        lock = acquired
+        if signals.pending:                   # told to stop before the command started
+            lock.release(best_effort=True)
+            return 128 + signals.pending[0]
         env = dict(os.environ if environ is None else environ)
         env.update({
             ENV_FENCING_TOKEN: '' if lock.fencing_token is None else str(lock.fencing_token),
@@ -214,7 +196,6 @@ def run_locked(lock_client: Any, settings: RunSettings, err: Callable[[str], Non
         try:
             child = subprocess.Popen(list(settings.command), env=env, start_new_session=True)
         except OSError as error:
-            signals.starting = False
             lock.release(best_effort=True)
             not_found = isinstance(error, FileNotFoundError)
             err(f'{"command not found" if not_found else "cannot execute"}: {settings.command[0]!r} '
@@ -222,8 +203,58 @@ def run_locked(lock_client: Any, settings: RunSettings, err: Callable[[str], Non
             return EXIT_COMMAND_NOT_FOUND if not_found else EXIT_CANNOT_EXECUTE
         signals.started(child)
         return _supervise(lock, child, trouble, settings, client_settings, err)
+    except _Stopped as stopped:
+        return 128 + stopped.signum
     finally:
         signals.restore()
+
+
+class _Stopped(Exception):
+    """A signal arrived while the lock was being waited for: the acquisition was stopped."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _acquire(lock_client: Any, settings: RunSettings, trouble: _Trouble, signals: _Signals) -> Any:
+    """The lock, or the ACQUIRE_TIMEOUT error. The acquisition runs in a thread of its own, so
+    that a signal can stop it from the main thread: the client is closed, which ends the wait
+    (and releases a lock acquired at that very moment).
+
+    :raises _Stopped: a forwarded signal arrived meanwhile.
+    :raises DynamoDBLockError: the acquisition failed for another reason than the time.
+    """
+    outcome: Dict[str, Any] = {}
+
+    def acquire() -> None:
+        try:
+            outcome['lock'] = lock_client.acquire_lock(
+                settings.key, settings.sort_key,
+                retry_period=datetime.timedelta(seconds=settings.retry_period),
+                retry_timeout=datetime.timedelta(seconds=settings.wait),
+                app_callback=trouble.callback)
+        except BaseException as error:   # handed to the main thread
+            outcome['error'] = error
+
+    worker = threading.Thread(target=acquire, name='dynamodb-lock-run-acquire', daemon=True)
+    worker.start()
+    closed = False
+    while worker.is_alive():
+        worker.join(_POLL_SECONDS)
+        if signals.pending and not closed:
+            lock_client.close()
+            closed = True
+    if signals.pending:
+        if 'lock' in outcome:
+            outcome['lock'].release(best_effort=True)
+        raise _Stopped(signals.pending[0])
+    error = outcome.get('error')
+    if isinstance(error, DynamoDBLockError) and error.code == DynamoDBLockError.ACQUIRE_TIMEOUT:
+        return error
+    if error is not None:
+        raise error
+    return outcome['lock']
 
 
 def _supervise(lock: Any, child: subprocess.Popen[bytes], trouble: _Trouble, settings: RunSettings,

@@ -411,3 +411,16 @@ def test_run_on_a_number_key_of_a_hash_only_table(local_engine: Any, tmp_path: P
         assert report.read_text() == '42'
         row = table.read_item(42)
         assert row is not None and 'released_at' in row
+
+
+def test_a_missing_table_is_one_line_and_exit_code_1(local_engine: Any, tmp_path: Path) -> None:
+    marker = tmp_path / 'ran'
+    runner = Runner(local_engine)
+    argv = runner.argv('k', python_command(f'open({str(marker)!r}, "w").close()'))
+    argv[argv.index(local_engine.table_name)] = 'no-such-table'
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    completed = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 1, completed
+    assert "table 'no-such-table' not found" in completed.stderr
+    assert completed.stderr.count('\n') == 1 and 'Traceback' not in completed.stderr
+    assert not marker.exists()
