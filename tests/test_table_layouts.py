@@ -569,3 +569,24 @@ def test_unique_identifiers_of_number_keys_match_what_dynamodb_returns() -> None
     assert unique_identifier_of(500, '-') == unique_identifier_of(Decimal('5E+2'), '-') == '500|-'
     assert unique_identifier_of(Decimal('-0.50'), '-') == '-0.5|-'
     assert unique_identifier_of(b'\x00\xff', 'x') == '%00%FF|x'
+
+
+@pytest.mark.local
+@pytest.mark.parametrize('layout_id', ['binary-hash-only', 'number-hash-only', 'string-hash-only'])
+def test_batched_heartbeats_on_every_layout(dynamodb_local: Any, layout_id: str) -> None:
+    """PartiQL renewals (heartbeat_batch_size) name the table's own key attributes and types."""
+    create_kwargs, keys = LAYOUTS[layout_id]
+    with lock_table(dynamodb_local, **create_kwargs) as table:
+        client = DynamoDBLockClient.for_table(table.resource, table.table_name, heartbeat_batch_size=10,
+                                              background_heartbeats=False)
+        locks = [client.acquire_lock(key) for key in keys]
+        versions = [lock.record_version_number for lock in locks]
+        with CallRecorder(table.resource) as calls:
+            client.send_heartbeats()
+        assert calls.operations() == ['BatchExecuteStatement']
+        assert all(lock.status == DynamoDBLock.LOCKED for lock in locks)
+        assert all(lock.record_version_number != version for lock, version in zip(locks, versions))
+        table.steal_row(keys[0])
+        client.send_heartbeats()
+        assert [lock.status for lock in locks] == [DynamoDBLock.INVALID, DynamoDBLock.LOCKED]
+        client.close()
