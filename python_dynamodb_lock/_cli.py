@@ -670,6 +670,7 @@ def lock_record(lock: BaseDynamoDBLock, now: float,
         'expiry_time_utc': _utc_iso(expiry_time),
         'seconds_until_expiry': until_expiry,
         'additional_attributes': to_jsonable(lock.additional_attributes or {}),
+        'fencing_token': lock.fencing_token,
     }
     if expiry_period is not None:
         # expiry_time is stored in whole seconds, so the estimate is good to a second at best.
@@ -709,6 +710,8 @@ def _describe_lock_lines(record: Dict[str, Any], table: str) -> List[str]:
         lines.append(f'  last write (est.): '
                      f'{"unknown" if age is None else format_seconds(age) + " ago"}'
                      ' (from TTL expiry and the given --expiry-period)')
+    if record.get('fencing_token') is not None:
+        lines.append(f'  fencing token:     {record["fencing_token"]}')
     if record['additional_attributes']:
         lines.append('  additional attributes: '
                      + json.dumps(record['additional_attributes'], sort_keys=True))

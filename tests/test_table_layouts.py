@@ -590,3 +590,18 @@ def test_batched_heartbeats_on_every_layout(dynamodb_local: Any, layout_id: str)
         client.send_heartbeats()
         assert [lock.status for lock in locks] == [DynamoDBLock.INVALID, DynamoDBLock.LOCKED]
         client.close()
+
+
+@pytest.mark.local
+def test_the_command_line_shows_fencing_tokens(cli: Any, dynamodb_local: Any) -> None:
+    with lock_table(dynamodb_local) as table:
+        holder = table.lock_client(owner_name='the-holder', background_heartbeats=False)
+        lock = holder.acquire_lock('job')
+        table.put_lock_row('published', fencing_token=None)
+        code, out, err = cli('--table', table.table_name, 'list', '--json')
+        assert code == 0, err
+        tokens = {record['partition_key']: record['fencing_token'] for record in json.loads(out)}
+        assert tokens == {'job': lock.fencing_token, 'published': None}
+        code, out, err = cli('--table', table.table_name, 'show', 'job')
+        assert code == 0, err
+        assert f'fencing token:     {lock.fencing_token}' in out
