@@ -11,7 +11,10 @@ import dataclasses
 import os
 import threading
 import urllib.parse
+from decimal import Decimal
 from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar
+
+from boto3.dynamodb.types import Binary
 
 from ._clock import SystemClock
 from ._config import AcquireArguments, Settings, make_settings
@@ -27,7 +30,7 @@ from ._core.state import Status
 from ._errors import DynamoDBLockError, Reason
 from ._observe import Observer, logger
 from ._registry import Registry
-from ._schema import Item, Schema
+from ._schema import Item, PartitionKey, Schema, binary_bytes
 
 __all__ = ['ClientCore', 'Done', 'unique_identifier_of']
 
@@ -168,7 +171,7 @@ class ClientCore(Generic[L]):
 
     # -- acquiring ---------------------------------------------------------------------
 
-    def _attempt(self, partition_key: str, sort_key: str, arguments: AcquireArguments) -> AcquireAttempt:
+    def _attempt(self, partition_key: PartitionKey, sort_key: str, arguments: AcquireArguments) -> AcquireAttempt:
         unique_identifier = unique_identifier_of(partition_key, sort_key)
         return AcquireAttempt(self._schema, partition_key, sort_key, unique_identifier, arguments.item_template,
                               arguments.retry_period, arguments.retry_timeout, self._settings.expiry_period,
@@ -408,6 +411,21 @@ class ClientCore(Generic[L]):
 
 def unique_identifier_of(partition_key: Any, sort_key: str) -> str:
     """``quote(partition_key) + '|' + quote(sort_key)``, as the published package names locks
-    (a number partition key is quoted as its text, a binary one as its bytes)."""
-    key = partition_key if isinstance(partition_key, (str, bytes, bytearray)) else str(partition_key)
+    (a binary partition key is quoted as its bytes, a number one as its plain decimal text, the
+    way DynamoDB gives it back: ``5``, ``Decimal('5.0')`` and ``Decimal('5')`` name one lock)."""
+    if isinstance(partition_key, (str, bytes, bytearray)):
+        key: Any = partition_key
+    elif isinstance(partition_key, Binary):
+        key = binary_bytes(partition_key)
+    elif isinstance(partition_key, (int, Decimal)) and not isinstance(partition_key, bool):
+        key = _number_text(Decimal(partition_key))
+    else:
+        key = str(partition_key)
     return urllib.parse.quote(key) + '|' + urllib.parse.quote(sort_key)
+
+
+def _number_text(number: Decimal) -> str:
+    if not number.is_finite():
+        return str(number)
+    text = format(number.normalize(), 'f')
+    return '0' if text in ('-0', '0') else text

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import argparse
 import base64
+import binascii
 import contextlib
 import datetime
 import decimal
 import ipaddress
 import json
 import logging
+import os
 import re
 import sys
 import time
@@ -47,7 +49,7 @@ from botocore.exceptions import (
     ProfileNotFound,
 )
 
-from . import _demo
+from . import _demo, _supervise
 from . import _validation as validation
 from ._version import __version__
 from .python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLockClient, DynamoDBLockError
@@ -183,17 +185,64 @@ def _endpoint_error(url: str, source: str, reason: str) -> CliError:
     return CliError(f'invalid endpoint URL {url!r} ({source}): {reason}', EXIT_USAGE)
 
 
+def sort_key_name_of(args: argparse.Namespace) -> Optional[str]:
+    """The sort key attribute of the command's table: None with ``--no-sort-key`` (or
+    ``--sort-key-name ''``), a table whose key is the partition key alone."""
+    if getattr(args, 'no_sort_key', False) or args.sort_key_name == '':
+        return None
+    name: str = args.sort_key_name
+    return name
+
+
+def partition_key_type_of(args: argparse.Namespace) -> str:
+    kind: str = getattr(args, 'partition_key_type', None) or 'S'
+    return kind
+
+
+def lock_key_of(args: argparse.Namespace) -> Any:
+    """The command's KEY as the lock client takes it: the text itself for a string partition
+    key, a ``Decimal`` for a number key (``--partition-key-type N``), the bytes that the text
+    encodes in base64 for a binary key (``--partition-key-type B``).
+
+    :raises ValueError: naming KEY, for text that is not a key of that type.
+    """
+    text = args.key
+    kind = partition_key_type_of(args)
+    if kind == 'S':
+        return validation.require_key('KEY', text, validation.MAX_PARTITION_KEY_BYTES)
+    if kind == 'N':
+        try:
+            number = decimal.Decimal(text.strip())
+        except (decimal.InvalidOperation, ValueError):
+            raise ValueError(f'KEY {text!r} is not a number (--partition-key-type N)') from None
+        if not number.is_finite():
+            raise ValueError(f'KEY {text!r} is not a finite number (--partition-key-type N)')
+        validation.require_storable('KEY', number)
+        return number
+    try:
+        value = base64.b64decode(text.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f'KEY {text!r} is not base64 (--partition-key-type B takes the key\'s bytes in '
+                         'base64)') from None
+    if not 0 < len(value) <= validation.MAX_PARTITION_KEY_BYTES:
+        raise ValueError(f'KEY must encode 1 to {validation.MAX_PARTITION_KEY_BYTES} bytes, got {len(value)}')
+    return value
+
+
 def check_arguments(args: argparse.Namespace) -> None:
     """Refuse, as a usage error naming the option, names and keys the library would refuse.
 
     Runs before any call. The lock client checks the same things, with messages naming its
     Python arguments; here the messages name the options of the command.
     """
+    sort_key_name = sort_key_name_of(args)
     names = {
         '--partition-key-name': args.partition_key_name,
-        '--sort-key-name': args.sort_key_name,
+        '--sort-key-name': sort_key_name,
         '--ttl-attribute-name': args.ttl_attribute_name,
     }
+    if sort_key_name is None:
+        del names['--sort-key-name']
     lock_attributes = (DynamoDBLockClient._COL_OWNER_NAME, DynamoDBLockClient._COL_LEASE_DURATION,
                        DynamoDBLockClient._COL_RECORD_VERSION_NUMBER)
     try:
@@ -203,11 +252,14 @@ def check_arguments(args: argparse.Namespace) -> None:
                 raise ValueError(f'{option} {value!r} is the name of one of the lock\'s own attributes '
                                  f'({", ".join(lock_attributes)})')
         if len(set(names.values())) != len(names):
-            raise ValueError('--partition-key-name, --sort-key-name and --ttl-attribute-name must differ, got '
+            raise ValueError(', '.join(names) + ' must differ, got '
                              + ', '.join(f'{option} {value!r}' for option, value in names.items()))
         if getattr(args, 'key', None) is not None:
-            validation.require_key('KEY', args.key, validation.MAX_PARTITION_KEY_BYTES)
+            args.lock_key = lock_key_of(args)
             validation.require_key('SORT_KEY', args.sort_key, validation.MAX_SORT_KEY_BYTES)
+            if sort_key_name is None and args.sort_key != DynamoDBLockClient._DEFAULT_SORT_KEY_VALUE:
+                raise ValueError(f'the table has no sort key (--no-sort-key): leave SORT_KEY out, got '
+                                 f'{args.sort_key!r}')
     except (TypeError, ValueError) as error:
         raise CliError(str(error), EXIT_USAGE) from None
 
@@ -274,6 +326,12 @@ def _add_connection_options(parser: argparse.ArgumentParser, *, on_subcommand: b
                        default=default(DynamoDBLockClient._DEFAULT_SORT_KEY_NAME),
                        help='sort (range) key attribute '
                             f'(default: {DynamoDBLockClient._DEFAULT_SORT_KEY_NAME})')
+    group.add_argument('--no-sort-key', action='store_true', default=default(False),
+                       help="the table's key is the partition key alone (no sort key); the same as "
+                            "--sort-key-name ''")
+    group.add_argument('--partition-key-type', choices=('S', 'N', 'B'), default=default('S'),
+                       help='type of the partition key: S string (default), N number, B binary '
+                            '(KEY is then given in base64)')
     group.add_argument('--ttl-attribute-name', metavar='ATTR',
                        default=default(DynamoDBLockClient._DEFAULT_TTL_ATTRIBUTE_NAME),
                        help='TTL attribute holding the expiry epoch '
@@ -305,7 +363,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     create = add_command(
         'create-table', 'create the lock table (TTL enabled)',
-        'Create the lock table with a string partition key and a string sort key, wait until it '
+        'Create the lock table with a string partition key and a string sort key (or with '
+        '--partition-key-type and --no-sort-key, another layout), wait until it '
         'is ACTIVE and enable TTL on the TTL attribute, so rows of dead holders are removed by '
         'DynamoDB eventually.')
     create.add_argument('--billing-mode', choices=('PROVISIONED', 'PAY_PER_REQUEST'),
@@ -372,6 +431,34 @@ def build_parser() -> argparse.ArgumentParser:
                               '(as seen earlier with show/list)')
     release.set_defaults(handler=cmd_release)
 
+    run_command = add_command(
+        'run', 'run a command while holding a lock',
+        'Acquire the lock KEY (waiting up to --wait seconds), run the command given after "--" with '
+        'the lock held and renewed, release the lock when the command exits, and exit with its exit '
+        'code. The command gets the lock\'s fencing token in $DYNAMODB_LOCK_FENCING_TOKEN (and '
+        '$DYNAMODB_LOCK_KEY, $DYNAMODB_LOCK_SORT_KEY, $DYNAMODB_LOCK_TABLE, $DYNAMODB_LOCK_OWNER). '
+        'If the lock is lost while it runs (taken over, deleted, or not renewed for half the '
+        'lease), the command\'s process group gets SIGTERM, then SIGKILL after --grace seconds, and '
+        f'the exit code is {_supervise.EXIT_LOCK_LOST}. SIGINT, SIGTERM and SIGHUP are forwarded to '
+        'the command.')
+    run_command.add_argument('key', metavar='KEY', help='partition key of the lock')
+    run_command.add_argument('--sort-key', metavar='SORT_KEY', default=DynamoDBLockClient._DEFAULT_SORT_KEY_VALUE,
+                             help='sort key of the lock (default: %(default)s)')
+    run_command.add_argument('--wait', type=_non_negative_float, metavar='SECONDS', default=0.0,
+                             help='how long to wait for a lock held by someone else (default: 0, one '
+                                  f'attempt); exit code {_supervise.EXIT_NOT_ACQUIRED} when it is not '
+                                  'acquired in time. A lock left by a crashed holder is taken over after '
+                                  'its lease, so wait longer than the lease to recover from crashes')
+    run_command.add_argument('--grace', type=_non_negative_float, metavar='SECONDS', default=None,
+                             help='seconds between SIGTERM and SIGKILL when the lock is lost (default: a '
+                                  'quarter of the lease)')
+    run_command.add_argument('--lease', dest='lease_duration', type=_positive_float, metavar='SECONDS',
+                             default=30.0, help='lease duration: a crashed holder\'s lock is taken over '
+                                                'after it; heartbeats every sixth of it (default: %(default)s)')
+    run_command.add_argument('--owner-name', metavar='NAME', default=None,
+                             help='owner name written in the lock (default: host name and a random id)')
+    run_command.set_defaults(handler=cmd_run, command_argv=None)
+
     demo = add_command(
         'demo', 'run the contention + crash takeover demo',
         'Start an embedded DynamoDB-compatible engine (DynamoDB Local when installed, else moto '
@@ -415,7 +502,7 @@ def make_session(args: argparse.Namespace) -> boto3.session.Session:
     return boto3.session.Session(profile_name=args.profile, region_name=args.region)
 
 
-def make_resource(args: argparse.Namespace) -> Any:
+def make_resource(args: argparse.Namespace, config: Optional[Config] = None) -> Any:
     """A DynamoDB service resource for the command's connection options.
 
     Raises ``NoRegionError`` when no region is configured anywhere, and a usage error when the
@@ -425,7 +512,7 @@ def make_resource(args: argparse.Namespace) -> Any:
     session = make_session(args)
     try:
         resource = session.resource('dynamodb', endpoint_url=args.endpoint_url,
-                                    config=Config(connect_timeout=_CONNECT_TIMEOUT_SECONDS))
+                                    config=config or Config(connect_timeout=_CONNECT_TIMEOUT_SECONDS))
     except ValueError as error:   # botocore: "Invalid endpoint: ..." from AWS_ENDPOINT_URL* or a profile
         raise CliError(f'invalid endpoint URL from the AWS environment or configuration: {error}',
                        EXIT_USAGE) from None
@@ -438,8 +525,9 @@ def make_resource(args: argparse.Namespace) -> Any:
     return resource
 
 
-def make_lock_client(args: argparse.Namespace, resource: Any) -> DynamoDBLockClient:
-    """A lock client bound to the command's table and attribute names (it never acquires).
+def make_lock_client(args: argparse.Namespace, resource: Any, **settings: Any) -> DynamoDBLockClient:
+    """A lock client bound to the command's table, attribute names and key types; ``settings``
+    are more constructor arguments (``run`` gives its lease and owner).
 
     The constructor makes no call, so the arguments it refuses are usage errors.
     """
@@ -448,8 +536,10 @@ def make_lock_client(args: argparse.Namespace, resource: Any) -> DynamoDBLockCli
             resource,
             table_name=table_name_of(args),
             partition_key_name=args.partition_key_name,
-            sort_key_name=args.sort_key_name,
+            sort_key_name=sort_key_name_of(args),
             ttl_attribute_name=args.ttl_attribute_name,
+            partition_key_type=partition_key_type_of(args),
+            **settings,
         )
     except (TypeError, ValueError) as error:
         raise CliError(str(error), EXIT_USAGE) from None
@@ -572,7 +662,7 @@ def lock_record(lock: BaseDynamoDBLock, now: float,
     expiry_time = _number(lock.expiry_time)
     until_expiry = None if expiry_time is None else round(expiry_time - now, 3)
     record: Dict[str, Any] = {
-        'partition_key': lock.partition_key,
+        'partition_key': to_jsonable(lock.partition_key),
         'sort_key': lock.sort_key,
         'owner_name': lock.owner_name,
         'lease_duration': to_jsonable(lock.lease_duration),
@@ -581,6 +671,7 @@ def lock_record(lock: BaseDynamoDBLock, now: float,
         'expiry_time_utc': _utc_iso(expiry_time),
         'seconds_until_expiry': until_expiry,
         'additional_attributes': to_jsonable(lock.additional_attributes or {}),
+        'fencing_token': lock.fencing_token,
     }
     if expiry_period is not None:
         # expiry_time is stored in whole seconds, so the estimate is good to a second at best.
@@ -620,6 +711,8 @@ def _describe_lock_lines(record: Dict[str, Any], table: str) -> List[str]:
         lines.append(f'  last write (est.): '
                      f'{"unknown" if age is None else format_seconds(age) + " ago"}'
                      ' (from TTL expiry and the given --expiry-period)')
+    if record.get('fencing_token') is not None:
+        lines.append(f'  fencing token:     {record["fencing_token"]}')
     if record['additional_attributes']:
         lines.append('  additional attributes: '
                      + json.dumps(record['additional_attributes'], sort_keys=True))
@@ -648,12 +741,13 @@ def cmd_create_table(args: argparse.Namespace, console: Console) -> int:
         client,
         table_name=table,
         partition_key_name=args.partition_key_name,
-        sort_key_name=args.sort_key_name,
+        sort_key_name=sort_key_name_of(args),
         ttl_attribute_name=args.ttl_attribute_name,
         read_capacity=read_capacity,
         write_capacity=write_capacity,
         billing_mode=args.billing_mode,
         exist_ok=args.exist_ok,
+        partition_key_type=partition_key_type_of(args),
     )
     status = (description or {}).get('TableStatus', 'ACTIVE')
     if existed:
@@ -662,8 +756,10 @@ def cmd_create_table(args: argparse.Namespace, console: Console) -> int:
     else:
         capacity = ('on-demand (PAY_PER_REQUEST)' if pay_per_request
                     else f'PROVISIONED, {read_capacity} RCU / {write_capacity} WCU')
+        sort_key_name = sort_key_name_of(args)
+        sort_key = 'no sort key' if sort_key_name is None else f'sort key {sort_key_name!r} (S)'
         console.out(f'Created table {table!r} (status {status}): partition key '
-                    f'{args.partition_key_name!r} (S), sort key {args.sort_key_name!r} (S), '
+                    f'{args.partition_key_name!r} ({partition_key_type_of(args)}), {sort_key}, '
                     f'{capacity}.')
     ttl = client.describe_time_to_live(TableName=table).get('TimeToLiveDescription', {})
     ttl_status = ttl.get('TimeToLiveStatus', 'DISABLED')
@@ -729,7 +825,7 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
 
 
 def _get_lock_or_fail(args: argparse.Namespace, lock_client: DynamoDBLockClient) -> BaseDynamoDBLock:
-    lock = lock_client.get_lock(args.key, args.sort_key)
+    lock = lock_client.get_lock(args.lock_key, args.sort_key)
     if lock is None:
         raise CliError(f'no lock {args.key!r} / {args.sort_key!r} in table {table_name_of(args)!r}')
     if not lock.record_version_number:
@@ -815,6 +911,9 @@ def cmd_release(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_demo(args: argparse.Namespace, console: Console) -> int:
     """Run the demo (see :mod:`python_dynamodb_lock._demo`)."""
+    if sort_key_name_of(args) is None or partition_key_type_of(args) != 'S':
+        raise CliError('the demo uses a table with a string partition key and a string sort key: '
+                       '--no-sort-key and --partition-key-type do not apply to it', EXIT_USAGE)
     settings = _demo.DemoSettings(
         workers=args.workers,
         keys=args.keys,
@@ -839,6 +938,44 @@ def cmd_demo(args: argparse.Namespace, console: Console) -> int:
     except _demo.DemoError as error:
         raise CliError(str(error)) from None
     return EXIT_OK if report.passed else EXIT_FAILURE
+
+
+def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    """Run a command while holding the lock (see :mod:`python_dynamodb_lock._supervise`)."""
+    command = args.command_argv
+    if not command:
+        raise CliError('run needs a command after "--": dynamodb-lock run KEY [options] -- COMMAND [ARGS...]',
+                       EXIT_USAGE)
+    if not hasattr(os, 'killpg'):
+        raise CliError('run needs POSIX process groups and signals; it does not run on this platform')
+    lease = args.lease_duration
+    heartbeat = lease / 6
+    safe_period = lease / 2
+    grace = lease / 4 if args.grace is None else args.grace
+    if args.grace is not None and grace >= lease - safe_period:
+        console.err(f'{PROG}: warning: --grace {grace:g} is not shorter than the {lease - safe_period:g}s between '
+                    'the lock being reported in danger and another process being able to take it over; the '
+                    'command may still run when the lock is gone')
+    # One call must not hang longer than the safe period leaves for a renewal to be retried
+    # (see "Timeouts and retries" in the documentation).
+    timeout = max(0.25, min(_CONNECT_TIMEOUT_SECONDS, (safe_period - heartbeat) / 5))
+    config = Config(connect_timeout=timeout, read_timeout=timeout,
+                    retries={'mode': 'standard', 'total_max_attempts': 2})
+    settings: Dict[str, Any] = {
+        'heartbeat_period': datetime.timedelta(seconds=heartbeat),
+        'safe_period': datetime.timedelta(seconds=safe_period),
+        'lease_duration': datetime.timedelta(seconds=lease),
+    }
+    if args.owner_name is not None:
+        settings['owner_name'] = args.owner_name
+    lock_client = make_lock_client(args, make_resource(args, config), **settings)
+    try:
+        return _supervise.run_locked(lock_client, _supervise.RunSettings(
+            key=args.lock_key, key_text=args.key, sort_key=args.sort_key, table_name=table_name_of(args),
+            command=command, wait=args.wait, grace=grace, retry_period=min(1.0, heartbeat),
+        ), lambda line: console.err(f'{PROG}: error: {line}'))
+    finally:
+        lock_client.close()
 
 
 def _now() -> float:
@@ -872,6 +1009,18 @@ def _library_logging(verbosity: int, stream: TextIO) -> Iterator[None]:
         package_logger.setLevel(previous_level)
 
 
+def parse_arguments(parser: argparse.ArgumentParser, argv: List[str]) -> argparse.Namespace:
+    """Parse ``argv``; for ``run``, everything after the first ``--`` is the command to run."""
+    if '--' in argv:
+        split = argv.index('--')
+        if 'run' in argv[:split]:
+            args = parser.parse_args(argv[:split])
+            if args.command == 'run':
+                args.command_argv = argv[split + 1:]
+                return args
+    return parser.parse_args(argv)
+
+
 def run(argv: Optional[Sequence[str]] = None, *, stdin: Optional[TextIO] = None,
         stdout: Optional[TextIO] = None, stderr: Optional[TextIO] = None) -> int:
     """Parse ``argv`` (default: ``sys.argv[1:]``), run the command, return the exit code.
@@ -882,7 +1031,7 @@ def run(argv: Optional[Sequence[str]] = None, *, stdin: Optional[TextIO] = None,
     console = Console(stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr)
     parser = build_parser()
     try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = parse_arguments(parser, list(sys.argv[1:] if argv is None else argv))
         if args.endpoint_url is not None:
             try:
                 check_endpoint_url(args.endpoint_url)

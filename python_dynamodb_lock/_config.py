@@ -11,9 +11,11 @@ import socket
 import uuid
 from typing import Any, Callable, List, Mapping, Optional, Tuple
 
+from boto3.dynamodb.types import Binary
+
 from . import _validation as validation
 from ._requests import MAX_BATCH_STATEMENTS
-from ._schema import NO_SORT_KEY, Item, Schema
+from ._schema import NO_SORT_KEY, Item, Schema, binary_bytes
 
 __all__ = ['AcquireArguments', 'Settings', 'acquire_arguments', 'client_timeout_warning', 'make_settings']
 
@@ -203,6 +205,11 @@ def check_key(schema: Schema, partition_key: Any, sort_key: Any) -> None:
     """A key of the table's shape: a partition key of its type; a sort key string, or the
     default ``'-'`` on a table without a sort key."""
     if schema.partition_key_type == 'S':
+        if isinstance(partition_key, (int, Decimal, bytes, bytearray, Binary)) and not isinstance(partition_key, bool):
+            raise TypeError(f'partition_key must be a str, not {type(partition_key).__name__}: the client was made '
+                            f'for a string partition key in table {schema.table_name!r} (partition_key_type='
+                            "'N' or 'B' declares a number or binary key; DynamoDBLockClient.for_table reads it "
+                            'from the table)')
         validation.require_key('partition_key', partition_key, validation.MAX_PARTITION_KEY_BYTES)
     elif schema.partition_key_type == 'N':
         if isinstance(partition_key, bool) or not isinstance(partition_key, (int, Decimal)):
@@ -210,6 +217,8 @@ def check_key(schema: Schema, partition_key: Any, sort_key: Any) -> None:
                             f'partition key; got {type(partition_key).__name__}')
         validation.require_storable('partition_key', partition_key)
     else:
+        if isinstance(partition_key, Binary):
+            partition_key = binary_bytes(partition_key)
         if not isinstance(partition_key, (bytes, bytearray)):
             raise TypeError(f'partition_key must be bytes: table {schema.table_name!r} has a binary partition key; '
                             f'got {type(partition_key).__name__}')

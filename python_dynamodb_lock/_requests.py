@@ -60,7 +60,7 @@ class Renewal(NamedTuple):
     """One heartbeat: write ``new_version``, ``new_expiry_time`` and ``new_lease_expiry`` if the
     row carries one of ``expected_versions``."""
 
-    partition_key: str
+    partition_key: Any
     sort_key: str
     expected_versions: Sequence[str]
     new_version: str
@@ -137,7 +137,7 @@ def acquire_over(schema: Schema, item: Item, expected_versions: Sequence[str], t
     return _conditional(schema, 'update_item', **params)
 
 
-def release_row(schema: Schema, partition_key: str, sort_key: str, expected_versions: Sequence[str],
+def release_row(schema: Schema, partition_key: Any, sort_key: str, expected_versions: Sequence[str],
                 new_version: str, expiry_time: int, released_at: int, remove: Iterable[str] = ()) -> Request:
     """Mark the lock row released, keeping its fencing token; refused unless it carries one of
     ``expected_versions``.
@@ -168,7 +168,7 @@ def release_row(schema: Schema, partition_key: str, sort_key: str, expected_vers
     )
 
 
-def free_row(schema: Schema, partition_key: str, sort_key: str, expected_versions: Sequence[str], new_version: str,
+def free_row(schema: Schema, partition_key: Any, sort_key: str, expected_versions: Sequence[str], new_version: str,
              expiry_time: int, released_at: int, remove: Iterable[str], keep_released_rows: bool) -> Request:
     """The write that frees a lock row: :func:`release_row` (keeping the fencing token), or a
     plain conditional delete when the client was told not to keep released rows."""
@@ -227,7 +227,7 @@ def renew_many(schema: Schema, renewals: Sequence[Renewal]) -> Request:
     return Request('batch_execute_statement', {'Statements': statements})
 
 
-def delete_if_version(schema: Schema, partition_key: str, sort_key: str, expected_versions: Sequence[str]) -> Request:
+def delete_if_version(schema: Schema, partition_key: Any, sort_key: str, expected_versions: Sequence[str]) -> Request:
     """Delete the lock row; refused unless it carries one of ``expected_versions``."""
     condition, values = _version_condition(expected_versions)
     return _conditional(
@@ -239,7 +239,7 @@ def delete_if_version(schema: Schema, partition_key: str, sort_key: str, expecte
     )
 
 
-def get(schema: Schema, partition_key: str, sort_key: str) -> Request:
+def get(schema: Schema, partition_key: Any, sort_key: str) -> Request:
     """A strongly consistent read of one row."""
     return Request('get_item', {'TableName': schema.table_name, 'Key': schema.key(partition_key, sort_key),
                                 'ConsistentRead': True})

@@ -6,8 +6,11 @@ resource layer uses them (``str``, ``Decimal``, ``int``, ...); nothing here does
 from __future__ import annotations
 
 import dataclasses
+import math
 from decimal import Decimal
-from typing import Any, Dict, FrozenSet, Mapping, Optional
+from typing import Any, Dict, FrozenSet, Mapping, Optional, Union
+
+from boto3.dynamodb.types import Binary
 
 __all__ = [
     'COL_ACQUISITION_ID',
@@ -19,10 +22,15 @@ __all__ = [
     'COL_RELEASED_AT',
     'Item',
     'NO_SORT_KEY',
+    'PartitionKey',
     'Schema',
 ]
 
 Item = Dict[str, Any]
+
+#: A partition key as the clients take it: ``str`` (a string key, the published layout), ``int`` or
+#: ``Decimal`` (a number key), ``bytes`` (a binary key).
+PartitionKey = Union[str, int, Decimal, bytes]
 
 # The published attribute names (DynamoDBLockClient._COL_* keep them too).
 COL_OWNER_NAME = 'owner_name'
@@ -49,9 +57,15 @@ _OWN_ATTRIBUTES = frozenset({COL_OWNER_NAME, COL_LEASE_DURATION, COL_RECORD_VERS
                              COL_ACQUISITION_ID, COL_RELEASED_AT, COL_LEASE_EXPIRY})
 
 
+def binary_bytes(value: Any) -> bytes:
+    """The bytes of a ``boto3.dynamodb.types.Binary`` (how boto3 reads binary values back)."""
+    return bytes(getattr(value, 'value', value))
+
+
 def lease_expiry(wall_now: float, lease_duration: float) -> Decimal:
-    """The value of ``lease_expiry`` for a write made at ``wall_now`` (to the millisecond)."""
-    return Decimal(repr(round(wall_now + lease_duration, 3)))
+    """The value of ``lease_expiry`` for a write made at ``wall_now``: rounded up to the
+    millisecond, never before the end of the lease the holder counts itself."""
+    return Decimal(math.ceil((wall_now + lease_duration) * 1000)) / 1000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +95,7 @@ class Schema:
             return {self.partition_key_name: partition_key}
         return {self.partition_key_name: partition_key, self.sort_key_name: sort_key}
 
-    def lock_item(self, partition_key: str, sort_key: str, owner_name: str, lease_duration: float,
+    def lock_item(self, partition_key: Any, sort_key: str, owner_name: str, lease_duration: float,
                   record_version_number: str, expiry_time: int,
                   additional_attributes: Optional[Mapping[str, Any]] = None) -> Item:
         """The whole item of a lock as the published package writes it; the lock's own
@@ -98,8 +112,11 @@ class Schema:
 
     def lock_fields(self, item: Mapping[str, Any], default_lease: float) -> Dict[str, Any]:
         """The constructor arguments of ``BaseDynamoDBLock`` for an item read from the table."""
+        partition_key = item[self.partition_key_name]
+        if isinstance(partition_key, Binary):    # boto3 reads a binary key back as Binary
+            partition_key = binary_bytes(partition_key)
         return {
-            'partition_key': item[self.partition_key_name],
+            'partition_key': partition_key,
             'sort_key': item[self.sort_key_name] if self.sort_key_name is not None else NO_SORT_KEY,
             'owner_name': item.get(COL_OWNER_NAME, ''),
             'lease_duration': self.lease_of(item, default_lease),

@@ -5,7 +5,7 @@ runs them on a boto3 client (the asyncio client has its own runner).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -13,30 +13,51 @@ from . import _validation as validation
 from ._core.answers import error_code, reason_of
 from ._errors import DynamoDBLockError, Reason
 from ._observe import logger
+from ._schema import Schema
 
-__all__ = ['create_table_sync', 'judge_existing_table', 'needs_ttl_update', 'require_low_level_client',
-           'table_request']
+#: The TTL attribute of the published layout.
+DEFAULT_TTL_ATTRIBUTE_NAME = 'expiry_time'
+
+__all__ = ['create_table_sync', 'describe_failed', 'describe_key_schema', 'judge_existing_table',
+           'lock_table_shape', 'needs_ttl_update', 'require_low_level_client', 'table_request']
+
+
+#: DynamoDB's key attribute types, as the lock table's partition key may have them.
+KEY_TYPE_NAMES = {'S': 'string', 'N': 'number', 'B': 'binary'}
 
 
 def table_request(table_name: Any, partition_key_name: Any, sort_key_name: Any, ttl_attribute_name: Any,
-                  read_capacity: Any, write_capacity: Any, billing_mode: Any) -> Dict[str, Any]:
-    """The ``CreateTable`` arguments for a lock table; raises TypeError/ValueError for bad ones."""
+                  read_capacity: Any, write_capacity: Any, billing_mode: Any,
+                  partition_key_type: Any = 'S') -> Dict[str, Any]:
+    """The ``CreateTable`` arguments for a lock table; raises TypeError/ValueError for bad ones.
+
+    ``sort_key_name=None`` asks for a table whose key is the partition key alone;
+    ``partition_key_type`` is the partition key's type (``'S'``, ``'N'`` or ``'B'``). The sort
+    key, when there is one, is always a string.
+    """
     validation.require_text('table_name', table_name)
-    for argument, value in (('partition_key_name', partition_key_name), ('sort_key_name', sort_key_name),
-                            ('ttl_attribute_name', ttl_attribute_name)):
+    names = [('partition_key_name', partition_key_name), ('ttl_attribute_name', ttl_attribute_name)]
+    if sort_key_name is not None:
+        names.insert(1, ('sort_key_name', sort_key_name))
+    for argument, value in names:
         validation.require_attribute_name(argument, value)
+    if len({value for _, value in names}) != len(names):
+        raise ValueError('partition_key_name, sort_key_name and ttl_attribute_name must differ, got '
+                         + ', '.join(f'{argument}={value!r}' for argument, value in names))
+    if partition_key_type not in KEY_TYPE_NAMES:
+        raise ValueError(f"partition_key_type must be one of {', '.join(KEY_TYPE_NAMES)} (DynamoDB's key types), "
+                         f'got {partition_key_type!r}')
     if billing_mode not in ('PROVISIONED', 'PAY_PER_REQUEST'):
         raise ValueError(f"billing_mode must be 'PROVISIONED' or 'PAY_PER_REQUEST', got {billing_mode!r}")
+    key_schema = [{'AttributeName': partition_key_name, 'KeyType': 'HASH'}]
+    definitions = [{'AttributeName': partition_key_name, 'AttributeType': partition_key_type}]
+    if sort_key_name is not None:
+        key_schema.append({'AttributeName': sort_key_name, 'KeyType': 'RANGE'})
+        definitions.append({'AttributeName': sort_key_name, 'AttributeType': 'S'})
     params: Dict[str, Any] = {
         'TableName': table_name,
-        'KeySchema': [
-            {'AttributeName': partition_key_name, 'KeyType': 'HASH'},
-            {'AttributeName': sort_key_name, 'KeyType': 'RANGE'},
-        ],
-        'AttributeDefinitions': [
-            {'AttributeName': partition_key_name, 'AttributeType': 'S'},
-            {'AttributeName': sort_key_name, 'AttributeType': 'S'},
-        ],
+        'KeySchema': key_schema,
+        'AttributeDefinitions': definitions,
         'BillingMode': billing_mode,
     }
     if billing_mode == 'PROVISIONED':
@@ -47,21 +68,38 @@ def table_request(table_name: Any, partition_key_name: Any, sort_key_name: Any, 
     return params
 
 
-def judge_existing_table(description: Mapping[str, Any], params: Mapping[str, Any], exist_ok: bool) -> None:
-    """Accept an existing table with the requested key schema when ``exist_ok``; raise otherwise."""
-    table_name = params['TableName']
+def describe_key_schema(hash_name: Optional[str], hash_type: Optional[str], range_name: Optional[str],
+                        range_type: Optional[str] = 'S') -> str:
+    """A key schema in words: "a string HASH key 'lock_key' and a string RANGE key 'sort_key'"."""
+    def typed(kind: Optional[str]) -> str:
+        return KEY_TYPE_NAMES.get(kind or '', f'{kind}-typed' if kind else 'untyped')
+
+    text = f'a {typed(hash_type)} HASH key {hash_name!r}'
+    return text + (f' and a {typed(range_type)} RANGE key {range_name!r}' if range_name is not None
+                   else ' and no RANGE key')
+
+
+def _key_schema(description: Mapping[str, Any]) -> Tuple[Dict[str, str], Dict[str, str]]:
+    """``({'HASH': name, 'RANGE': name}, {name: type})`` of a table description or request."""
     key_schema = {key['KeyType']: key['AttributeName'] for key in description.get('KeySchema', [])}
     types = {definition['AttributeName']: definition['AttributeType']
              for definition in description.get('AttributeDefinitions', [])}
-    expected = {key['KeyType']: key['AttributeName'] for key in params['KeySchema']}
-    expected_types = {definition['AttributeName']: definition['AttributeType']
-                      for definition in params['AttributeDefinitions']}
+    return key_schema, types
+
+
+def judge_existing_table(description: Mapping[str, Any], params: Mapping[str, Any], exist_ok: bool) -> None:
+    """Accept an existing table with the requested key schema when ``exist_ok``; raise otherwise."""
+    table_name = params['TableName']
+    key_schema, types = _key_schema(description)
+    expected, expected_types = _key_schema(params)
     if key_schema != expected or any(types.get(name) != kind for name, kind in expected_types.items()):
+        found = describe_key_schema(key_schema.get('HASH'), types.get(key_schema.get('HASH', '')),
+                                    key_schema.get('RANGE'), types.get(key_schema.get('RANGE', '')))
+        wanted = describe_key_schema(expected.get('HASH'), expected_types.get(expected.get('HASH', '')),
+                                     expected.get('RANGE'))
         raise DynamoDBLockError(
             DynamoDBLockError.UNKNOWN,
-            f'Table {table_name!r} already exists with key schema {key_schema} '
-            f'(types {types}); a lock table needs a string HASH key {expected.get("HASH")!r} and '
-            f'a string RANGE key {expected.get("RANGE")!r}',
+            f'Table {table_name!r} already exists with key schema {found}; the lock table asked for needs {wanted}',
             reason=Reason.WRONG_KEY_SCHEMA,
         )
     if not exist_ok:
@@ -71,6 +109,64 @@ def judge_existing_table(description: Mapping[str, Any], params: Mapping[str, An
             reason=Reason.TABLE_EXISTS,
         )
     logger.info('Lock table %s already exists with the right key schema', table_name)
+
+
+def lock_table_shape(description: Mapping[str, Any], ttl_description: Optional[Mapping[str, Any]],
+                     ttl_attribute_name: Optional[str] = None) -> Dict[str, Any]:
+    """The lock client arguments that fit an existing table, from ``DescribeTable`` (and
+    ``DescribeTimeToLive``): ``partition_key_name``, ``sort_key_name`` (None: no sort key),
+    ``partition_key_type`` and ``ttl_attribute_name``.
+
+    The TTL attribute is ``ttl_attribute_name`` when given, else the one the table's TTL is
+    enabled on, else the default (``expiry_time``); a difference is logged as a warning.
+
+    :raises DynamoDBLockError: ``UNKNOWN`` with reason ``WRONG_KEY_SCHEMA`` when the table's
+        keys cannot hold locks: a sort key that is not a string, a key named like one of the
+        lock's own attributes, or a TTL attribute that is a key.
+    """
+    table_name = description.get('TableName', '?')
+    key_schema, types = _key_schema(description)
+    hash_name, range_name = key_schema.get('HASH'), key_schema.get('RANGE')
+    hash_type = types.get(hash_name or '')
+    found = describe_key_schema(hash_name, hash_type, range_name, types.get(range_name or ''))
+
+    def refuse(why: str) -> DynamoDBLockError:
+        return DynamoDBLockError(DynamoDBLockError.UNKNOWN,
+                                 f'Table {table_name!r} cannot hold locks: it has {found}; {why}',
+                                 reason=Reason.WRONG_KEY_SCHEMA)
+
+    if hash_name is None or hash_type not in KEY_TYPE_NAMES:
+        raise refuse('a lock table needs a string, number or binary HASH key')
+    if range_name is not None and types.get(range_name) != 'S':
+        raise refuse('the sort key of a lock is a string, so a lock table has a string RANGE key or none')
+    own = Schema('-', '-', None, '-').reserved_names - {'-'}
+    for name in (hash_name, range_name):
+        if name in own:
+            raise refuse(f'{name!r} is the name of one of the lock\'s own attributes ({", ".join(sorted(own))})')
+    enabled = dict(ttl_description or {}).get('TimeToLiveStatus') in ('ENABLED', 'ENABLING')
+    table_ttl = dict(ttl_description or {}).get('AttributeName') if enabled else None
+    chosen = ttl_attribute_name or table_ttl or DEFAULT_TTL_ATTRIBUTE_NAME
+    if table_ttl is None:
+        logger.warning('Table %s has no time-to-live enabled: rows left by crashed holders are not deleted by '
+                       'DynamoDB (enable it on %r)', table_name, chosen)
+    elif chosen != table_ttl:
+        logger.warning('Table %s has time-to-live on %r, but the lock client writes its expiry to %r: DynamoDB '
+                       'will not delete the rows left by crashed holders', table_name, table_ttl, chosen)
+    if chosen in (hash_name, range_name):
+        raise refuse(f'its TTL attribute {chosen!r} is a key attribute')
+    return {'partition_key_name': hash_name, 'sort_key_name': range_name, 'partition_key_type': hash_type,
+            'ttl_attribute_name': chosen}
+
+
+def describe_failed(table_name: str, exc: BaseException) -> DynamoDBLockError:
+    """The error of a ``for_table`` whose ``DescribeTable`` failed."""
+    code = error_code(exc)
+    if code == 'ResourceNotFoundException':
+        message = (f'table {table_name!r} does not exist (create it with DynamoDBLockClient.create_dynamodb_table '
+                   f'or `dynamodb-lock create-table --table {table_name}`)')
+    else:
+        message = f'could not read the description of table {table_name!r} (it needs dynamodb:DescribeTable): {exc}'
+    return DynamoDBLockError(DynamoDBLockError.UNKNOWN, message, reason=reason_of(exc))
 
 
 def needs_ttl_update(ttl_description: Mapping[str, Any], ttl_attribute_name: str) -> bool:
@@ -97,10 +193,10 @@ def require_low_level_client(dynamodb_client: Any, kind: str = 'boto3.client("dy
 
 def create_table_sync(dynamodb_client: Any, table_name: Any, partition_key_name: Any, sort_key_name: Any,
                       ttl_attribute_name: Any, read_capacity: Any, write_capacity: Any, billing_mode: Any,
-                      exist_ok: bool) -> Dict[str, Any]:
+                      exist_ok: bool, partition_key_type: Any = 'S') -> Dict[str, Any]:
     require_low_level_client(dynamodb_client)
     params = table_request(table_name, partition_key_name, sort_key_name, ttl_attribute_name, read_capacity,
-                           write_capacity, billing_mode)
+                           write_capacity, billing_mode, partition_key_type)
     try:
         try:
             dynamodb_client.create_table(**params)

@@ -61,8 +61,22 @@ from ._errors import DynamoDBLockError, Reason
 from ._observe import MetricsHook
 from ._registry import WaiterState
 from ._requests import scan
-from ._tables import creation_failed, judge_existing_table, needs_ttl_update, table_request
-from .python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLockClient, HeldLock, _suppress_after_block
+from ._schema import PartitionKey
+from ._tables import (
+    creation_failed,
+    describe_failed,
+    judge_existing_table,
+    lock_table_shape,
+    needs_ttl_update,
+    table_request,
+)
+from .python_dynamodb_lock import (
+    BaseDynamoDBLock,
+    DynamoDBLockClient,
+    HeldLock,
+    _for_table_arguments,
+    _suppress_after_block,
+)
 
 __all__ = ['AsyncDynamoDBLock', 'AsyncDynamoDBLockClient', 'BaseDynamoDBLock', 'DynamoDBLockError', 'Reason']
 
@@ -83,7 +97,7 @@ class AsyncDynamoDBLock(HeldLock):
 
     def __init__(
         self,
-        partition_key: str,
+        partition_key: PartitionKey,
         sort_key: str,
         owner_name: str,
         lease_duration: float,
@@ -217,7 +231,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         dynamodb_client: Any,
         table_name: str = _Defaults._DEFAULT_TABLE_NAME,
         partition_key_name: str = _Defaults._DEFAULT_PARTITION_KEY_NAME,
-        sort_key_name: str = _Defaults._DEFAULT_SORT_KEY_NAME,
+        sort_key_name: Optional[str] = _Defaults._DEFAULT_SORT_KEY_NAME,
         ttl_attribute_name: str = _Defaults._DEFAULT_TTL_ATTRIBUTE_NAME,
         owner_name: Optional[str] = None,
         heartbeat_period: datetime.timedelta = _Defaults._DEFAULT_HEARTBEAT_PERIOD,
@@ -285,7 +299,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
 
     def acquire_lock(
         self,
-        partition_key: str,
+        partition_key: PartitionKey,
         sort_key: str = _Defaults._DEFAULT_SORT_KEY_VALUE,
         retry_period: Optional[datetime.timedelta] = None,
         retry_timeout: Optional[datetime.timedelta] = None,
@@ -316,7 +330,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
 
     async def try_acquire_lock(
         self,
-        partition_key: str,
+        partition_key: PartitionKey,
         sort_key: str = _Defaults._DEFAULT_SORT_KEY_VALUE,
         additional_attributes: Optional[Mapping[str, Any]] = None,
         app_callback: Optional[AsyncAppCallback] = None,
@@ -356,7 +370,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
             await self.release_lock(lock, best_effort=True)
         self._end_close()
 
-    async def get_lock(self, partition_key: str,
+    async def get_lock(self, partition_key: PartitionKey,
                        sort_key: str = _Defaults._DEFAULT_SORT_KEY_VALUE) -> Optional[BaseDynamoDBLock]:
         """Who holds ``(partition_key, sort_key)`` right now (a consistent read); None: nobody."""
         self._check_process()
@@ -416,13 +430,14 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         dynamodb_client: Any,
         table_name: str = _Defaults._DEFAULT_TABLE_NAME,
         partition_key_name: str = _Defaults._DEFAULT_PARTITION_KEY_NAME,
-        sort_key_name: str = _Defaults._DEFAULT_SORT_KEY_NAME,
+        sort_key_name: Optional[str] = _Defaults._DEFAULT_SORT_KEY_NAME,
         ttl_attribute_name: str = _Defaults._DEFAULT_TTL_ATTRIBUTE_NAME,
         read_capacity: int = _Defaults._DEFAULT_READ_CAPACITY,
         write_capacity: int = _Defaults._DEFAULT_WRITE_CAPACITY,
         *,
         billing_mode: str = 'PROVISIONED',
         exist_ok: bool = False,
+        partition_key_type: str = 'S',
     ) -> Dict[str, Any]:
         """Create the lock table with an aiobotocore client; see the threaded client's."""
         from botocore.exceptions import BotoCoreError, ClientError
@@ -431,7 +446,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
             raise TypeError('create_dynamodb_table takes an aiobotocore DynamoDB client '
                             f'(session.create_client("dynamodb")), not {type(dynamodb_client).__name__}')
         params = table_request(table_name, partition_key_name, sort_key_name, ttl_attribute_name, read_capacity,
-                               write_capacity, billing_mode)
+                               write_capacity, billing_mode, partition_key_type)
         try:
             try:
                 await dynamodb_client.create_table(**params)
@@ -453,6 +468,31 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
             return description
         except (ClientError, BotoCoreError) as exc:
             raise creation_failed(table_name, exc) from exc
+
+    @classmethod
+    async def for_table(cls, dynamodb_client: Any, table_name: str, **kwargs: Any) -> 'AsyncDynamoDBLockClient':
+        """A client for an existing table whose key schema and TTL attribute are read from the
+        table (``DescribeTable``, ``DescribeTimeToLive``); see the threaded client's
+        :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.for_table`. Await
+        it inside a running event loop."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        if not _is_async_dynamodb_client(dynamodb_client):
+            raise TypeError('for_table takes an aiobotocore DynamoDB client '
+                            f'(session.create_client("dynamodb")), not {type(dynamodb_client).__name__}')
+        _for_table_arguments(table_name, kwargs)
+        try:
+            description = (await dynamodb_client.describe_table(TableName=table_name))['Table']
+        except (ClientError, BotoCoreError) as exc:
+            raise describe_failed(table_name, exc) from exc
+        try:
+            ttl = (await dynamodb_client.describe_time_to_live(TableName=table_name)).get('TimeToLiveDescription', {})
+        except (ClientError, BotoCoreError) as exc:
+            logger.warning('Could not read the time-to-live setting of table %s (%s); using %r', table_name, exc,
+                           kwargs.get('ttl_attribute_name') or _Defaults._DEFAULT_TTL_ATTRIBUTE_NAME)
+            ttl = None
+        shape = lock_table_shape(description, ttl, kwargs.pop('ttl_attribute_name', None))
+        return cls(dynamodb_client, table_name=table_name, **shape, **kwargs)
 
     # -- the driver ----------------------------------------------------------------------
 
@@ -504,7 +544,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
     def _new_lock(self, **fields: Any) -> AsyncDynamoDBLock:
         return AsyncDynamoDBLock(lock_client=self, **fields)
 
-    async def _acquire(self, partition_key: str, sort_key: str, arguments: _config.AcquireArguments,
+    async def _acquire(self, partition_key: PartitionKey, sort_key: str, arguments: _config.AcquireArguments,
                        app_callback: Optional[AsyncAppCallback], raise_context_exception: bool,
                        timeout_is_error: bool, reentrant: bool = False) -> Optional[AsyncDynamoDBLock]:
         attempt = self._attempt(partition_key, sort_key, arguments)

@@ -23,6 +23,8 @@ import threading
 from types import TracebackType
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from . import _config
 from ._base import ClientCore, Done, unique_identifier_of
 from ._clock import Clock, SystemClock
@@ -36,9 +38,9 @@ from ._errors import DynamoDBLockError
 from ._observe import MetricsHook
 from ._registry import WaiterState
 from ._requests import scan
-from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, Item
+from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, Item, PartitionKey
 from ._store import Store
-from ._tables import create_table_sync
+from ._tables import create_table_sync, describe_failed, lock_table_shape
 
 __all__ = ['DynamoDBLockClient', 'BaseDynamoDBLock', 'DynamoDBLock', 'DynamoDBLockError']
 
@@ -59,7 +61,7 @@ class BaseDynamoDBLock:
 
     def __init__(
         self,
-        partition_key: str,
+        partition_key: PartitionKey,
         sort_key: str,
         owner_name: str,
         lease_duration: float,
@@ -110,7 +112,7 @@ class HeldLock(BaseDynamoDBLock):
 
     def __init__(
         self,
-        partition_key: str,
+        partition_key: PartitionKey,
         sort_key: str,
         owner_name: str,
         lease_duration: float,
@@ -230,7 +232,7 @@ class DynamoDBLock(HeldLock):
 
     def __init__(
         self,
-        partition_key: str,
+        partition_key: PartitionKey,
         sort_key: str,
         owner_name: str,
         lease_duration: float,
@@ -334,6 +336,15 @@ class _Waiter(WaiterState, threading.Event):
         self.init_waiter(attempt)
 
 
+def _for_table_arguments(table_name: Any, kwargs: Mapping[str, Any]) -> None:
+    """Check ``for_table``'s own arguments before any call."""
+    fixed = sorted({'partition_key_name', 'sort_key_name', 'partition_key_type'} & set(kwargs))
+    if fixed:
+        raise TypeError(f'for_table reads {", ".join(fixed)} from the table; do not pass them')
+    if not isinstance(table_name, str) or not table_name:
+        raise TypeError(f'table_name must be a non-empty str, not {table_name!r}')
+
+
 def _suppress_after_block(lock: HeldLock, exc_type: Optional[Type[BaseException]],
                           exc_value: Optional[BaseException], traceback: Optional[TracebackType]) -> bool:
     """Whether a lock's ``with`` block swallows the exception it raised (the published default)."""
@@ -432,7 +443,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         dynamodb_resource: Any,
         table_name: str = _DEFAULT_TABLE_NAME,
         partition_key_name: str = _DEFAULT_PARTITION_KEY_NAME,
-        sort_key_name: str = _DEFAULT_SORT_KEY_NAME,
+        sort_key_name: Optional[str] = _DEFAULT_SORT_KEY_NAME,
         ttl_attribute_name: str = _DEFAULT_TTL_ATTRIBUTE_NAME,
         owner_name: Optional[str] = None,
         heartbeat_period: datetime.timedelta = _DEFAULT_HEARTBEAT_PERIOD,
@@ -516,7 +527,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
 
     def acquire_lock(
         self,
-        partition_key: str,
+        partition_key: PartitionKey,
         sort_key: str = _DEFAULT_SORT_KEY_VALUE,
         retry_period: Optional[datetime.timedelta] = None,
         retry_timeout: Optional[datetime.timedelta] = None,
@@ -564,7 +575,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
 
     def try_acquire_lock(
         self,
-        partition_key: str,
+        partition_key: PartitionKey,
         sort_key: str = _DEFAULT_SORT_KEY_VALUE,
         additional_attributes: Optional[Mapping[str, Any]] = None,
         app_callback: Optional[AppCallback] = None,
@@ -625,7 +636,8 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
             self.release_lock(lock, best_effort=True)
         self._end_close()
 
-    def get_lock(self, partition_key: str, sort_key: str = _DEFAULT_SORT_KEY_VALUE) -> Optional[BaseDynamoDBLock]:
+    def get_lock(self, partition_key: PartitionKey,
+                 sort_key: str = _DEFAULT_SORT_KEY_VALUE) -> Optional[BaseDynamoDBLock]:
         """Who holds ``(partition_key, sort_key)`` right now: a consistent read.
 
         :returns: a :class:`BaseDynamoDBLock` describing the row (it cannot be used to release
@@ -711,19 +723,24 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         dynamodb_client: Any,
         table_name: str = _DEFAULT_TABLE_NAME,
         partition_key_name: str = _DEFAULT_PARTITION_KEY_NAME,
-        sort_key_name: str = _DEFAULT_SORT_KEY_NAME,
+        sort_key_name: Optional[str] = _DEFAULT_SORT_KEY_NAME,
         ttl_attribute_name: str = _DEFAULT_TTL_ATTRIBUTE_NAME,
         read_capacity: int = _DEFAULT_READ_CAPACITY,
         write_capacity: int = _DEFAULT_WRITE_CAPACITY,
         *,
         billing_mode: str = 'PROVISIONED',
         exist_ok: bool = False,
+        partition_key_type: str = 'S',
     ) -> Dict[str, Any]:
         """Create the lock table, wait until it is ACTIVE, and turn TTL on for ``ttl_attribute_name``.
 
         Meant for deploy time or tests; it takes the low-level client
         (``boto3.client('dynamodb')``).
 
+        :param sort_key_name: the string RANGE key; ``None`` creates a table whose key is the
+            partition key alone (its locks all have the sort key ``'-'``).
+        :param partition_key_type: the partition key's type: ``'S'`` (string, the published
+            layout), ``'N'`` (number) or ``'B'`` (binary).
         :param billing_mode: ``'PROVISIONED'`` (with ``read_capacity`` / ``write_capacity``) or
             ``'PAY_PER_REQUEST'`` (on-demand; the capacities are ignored).
         :param exist_ok: accept an existing table with the right key schema (TTL is then
@@ -735,7 +752,45 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         :raises TypeError, ValueError: for bad arguments.
         """
         return create_table_sync(dynamodb_client, table_name, partition_key_name, sort_key_name, ttl_attribute_name,
-                                 read_capacity, write_capacity, billing_mode, exist_ok)
+                                 read_capacity, write_capacity, billing_mode, exist_ok, partition_key_type)
+
+    @classmethod
+    def for_table(cls, dynamodb_resource: Any, table_name: str, **kwargs: Any) -> 'DynamoDBLockClient':
+        """A client for an existing table, whatever its key schema: the partition key's name and
+        type, whether there is a sort key and its name, and the TTL attribute are read from the
+        table (``DescribeTable`` and ``DescribeTimeToLive``), so they need not be repeated here.
+
+        ``kwargs`` are the other arguments of the constructor (``owner_name``, the periods, ...);
+        ``ttl_attribute_name`` may be given to override the table's TTL attribute (a difference
+        is logged as a warning), and is the default ``expiry_time`` when the table has no TTL.
+        On a table without a sort key, leave ``sort_key`` at its default ``'-'``; on a number
+        key table, keys are ``int`` or ``Decimal``, on a binary one ``bytes``.
+
+        :raises TypeError: for ``partition_key_name``, ``sort_key_name`` or
+            ``partition_key_type`` in ``kwargs`` (they come from the table), and as the
+            constructor does.
+        :raises DynamoDBLockError: ``UNKNOWN`` when the table cannot be described (``reason``
+            ``TABLE_NOT_FOUND``, ``ACCESS_DENIED``, ...) or when its key schema cannot hold
+            locks (``reason`` ``WRONG_KEY_SCHEMA``: a sort key that is not a string, a key named
+            like one of the lock's own attributes).
+        """
+        _for_table_arguments(table_name, kwargs)
+        low_level_client = getattr(getattr(dynamodb_resource, 'meta', None), 'client', None)
+        if low_level_client is None:
+            raise TypeError('for_table takes a boto3 DynamoDB resource (boto3.resource("dynamodb")), '
+                            f'not {type(dynamodb_resource).__name__}')
+        try:
+            description = low_level_client.describe_table(TableName=table_name)['Table']
+        except (ClientError, BotoCoreError) as exc:
+            raise describe_failed(table_name, exc) from exc
+        try:
+            ttl = low_level_client.describe_time_to_live(TableName=table_name).get('TimeToLiveDescription', {})
+        except (ClientError, BotoCoreError) as exc:
+            logger.warning('Could not read the time-to-live setting of table %s (%s); using %r', table_name, exc,
+                           kwargs.get('ttl_attribute_name') or cls._DEFAULT_TTL_ATTRIBUTE_NAME)
+            ttl = None
+        shape = lock_table_shape(description, ttl, kwargs.pop('ttl_attribute_name', None))
+        return cls(dynamodb_resource, table_name=table_name, **shape, **kwargs)
 
     # -- the published private helpers ---------------------------------------------------
 
@@ -793,11 +848,11 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
     def _new_lock(self, **fields: Any) -> DynamoDBLock:
         return DynamoDBLock(lock_client=self, **fields)
 
-    def _acquire(self, partition_key: str, sort_key: str, arguments: _config.AcquireArguments,
+    def _acquire(self, partition_key: PartitionKey, sort_key: str, arguments: _config.AcquireArguments,
                  app_callback: Optional[AppCallback], raise_context_exception: bool,
                  timeout_is_error: bool, reentrant: bool = False) -> Optional[DynamoDBLock]:
         attempt = self._attempt(partition_key, sort_key, arguments)
-        holder = threading.get_ident()
+        holder = threading.current_thread()   # not get_ident(): an ident is reused by later threads
         if reentrant:
             held = self._reenter(attempt.unique_identifier, holder)
             if held is not None:
@@ -813,7 +868,11 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
                                     raise_context_exception, self._new_lock, holder)
         if adopted is None:
             return None
-        lock, previous = adopted
+        return self._install(*adopted)
+
+    def _install(self, lock: DynamoDBLock, previous: Optional[DynamoDBLock]) -> DynamoDBLock:
+        """The last step of an acquisition, after :meth:`_adopt`: settle the older lock object
+        it replaced, and refuse the lock if the client was closed meanwhile."""
         if previous is not None:
             with previous.thread_lock:   # a release or heartbeat of it under way finishes first
                 self._settle_replaced(previous)

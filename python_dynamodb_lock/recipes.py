@@ -219,14 +219,8 @@ def _acquire_first(
     if won is None:
         return None
     written = won[1]
-    lock, previous = client._adopt(written, app_callback, True, client._new_lock, threading.get_ident())
-    if previous is not None:
-        with previous.thread_lock:     # a release or heartbeat of it under way finishes first
-            client._settle_replaced(previous)
-    if client._shutdown.is_set():
-        client.release_lock(lock, best_effort=True)
-        raise DynamoDBLockError(DynamoDBLockError.CLIENT_SHUTDOWN, 'The lock client has been closed')
-    return lock
+    return client._install(*client._adopt(written, app_callback, True, client._new_lock,
+                                          threading.current_thread()))
 
 
 # --------------------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ class AcquireAttempt:
     """Everything one acquisition needs to know, fixed before it starts."""
 
     schema: Schema
-    partition_key: str
+    partition_key: Any
     sort_key: str
     unique_identifier: str
     item_template: Item          # the lock item without version, TTL and acquisition id
@@ -176,11 +176,12 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Pro
     """One conditional write of a new version of the lock: where the key is free (``blocking``
     None), or over the abandoned row ``blocking``. Written, or blocked by a row."""
     schema = attempt.schema
+    # Others time our lease from when they first see the row, which can be long before the
+    # answer arrives (a lost answer, a retry after backoff): time our own side from here,
+    # before the wall-clock reading of the lease_expiry we write.
+    attempt_started = clock.monotonic()
     item = new_lock_item(attempt, clock)
     new_version = item[COL_RECORD_VERSION_NUMBER]
-    # Others time our lease from when they first see the row, which can be long before the
-    # answer arrives (a lost answer, a retry after backoff): time our own side from here.
-    attempt_started = clock.monotonic()
     if blocking is None:
         write = acquire_free(schema, item, token_floor(clock))
     else:
@@ -272,7 +273,7 @@ def _settle_unanswered_write(attempt: AcquireAttempt, clock: Any, new_version: s
     return None
 
 
-def read_row(schema: Schema, partition_key: str, sort_key: str,
+def read_row(schema: Schema, partition_key: Any, sort_key: str,
              verb: Optional[str] = 'read') -> Protocol[Optional[Dict[str, Any]]]:
     """A consistent read of the lock row (None: no row).
 

@@ -83,7 +83,7 @@ def single_action(kind: str, params: Mapping[str, Any]) -> Tuple[List[Dict[str, 
     return [action], options
 
 
-def check_actions(schema: Schema, partition_key: str, sort_key: str, actions: Any) -> List[Dict[str, Any]]:
+def check_actions(schema: Schema, partition_key: Any, sort_key: str, actions: Any) -> List[Dict[str, Any]]:
     """Check the application's actions before anything is sent (``TransactItems`` as the boto3
     client takes them, values as Python values).
 

@@ -72,6 +72,11 @@ def renew_one(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[Op
 
     :returns: the verdict, or None when the lock is no longer held (nothing was sent).
     """
+    # The lease this renewal writes (lease_expiry) is counted from a wall-clock reading taken
+    # now, so the holder counts its own lease from no later than now either, whichever attempt
+    # lands: otherwise a renewal retried after a conflict would let the holder believe in its
+    # lease for longer than the one it wrote (which waiters with max_clock_skew go by).
+    prepared = clock.monotonic()
     renewal = _next_renewal(settings, lock, clock)
     if renewal is None:
         return None
@@ -90,7 +95,7 @@ def renew_one(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[Op
             break
         if (yield Sleep(BATCH_RETRY_BASE_DELAY * 2 ** attempt)):
             break
-    return (yield from settle(settings, lock, renewal, answer, attempt_started, clock))
+    return (yield from settle(settings, lock, renewal, answer, attempt_started, clock, prepared))
 
 
 def extend(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[None]:
@@ -125,10 +130,16 @@ def extend(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[None]
 
 
 def settle(settings: HeartbeatSettings, lock: Any, renewal: Renewal, answer: Answer, attempt_started: float,
-           clock: Any) -> Protocol[RenewalResult]:
-    """Apply one renewal's answer to its lock, and tell what it meant."""
+           clock: Any, prepared: Optional[float] = None) -> Protocol[RenewalResult]:
+    """Apply one renewal's answer to its lock, and tell what it meant.
+
+    ``prepared`` is when the renewal was made (before its ``lease_expiry`` was read off the
+    wall clock): a renewal that lands counts the lease from then, or from ``attempt_started``
+    if that is earlier.
+    """
     now = clock.monotonic()
-    result: RenewalResult = lock._state.settle_renewal(renewal, answer, attempt_started, now)
+    confirmed_at = attempt_started if prepared is None else min(prepared, attempt_started)
+    result: RenewalResult = lock._state.settle_renewal(renewal, answer, confirmed_at, now)
     if result.verdict in (RenewalVerdict.STOLEN, RenewalVerdict.RELEASED_EARLIER):
         yield Unregister(lock)
     for event in settle_events(settings, lock, renewal, answer, result, now - attempt_started):
@@ -172,6 +183,7 @@ def renew_batch(settings: HeartbeatSettings, locks: Sequence[Any], batching: Bat
 
     :returns: the locks to renew one by one instead (batching refused).
     """
+    prepared = clock.monotonic()     # see renew_one
     pending: List[Tuple[Any, Renewal]] = []
     for lock in locks:
         renewal = _next_renewal(settings, lock, clock)
@@ -199,7 +211,7 @@ def renew_batch(settings: HeartbeatSettings, locks: Sequence[Any], batching: Bat
                         'error': str(answers.error)}))
                 for lock, renewal in pending:
                     if answers.maybe_applied:
-                        yield from _settle_safely(settings, lock, renewal, answers, attempt_started, clock)
+                        yield from _settle_safely(settings, lock, renewal, answers, attempt_started, clock, prepared)
                     fallback.append(lock)
                 break
             answers = [answers] * len(pending)
@@ -209,20 +221,20 @@ def renew_batch(settings: HeartbeatSettings, locks: Sequence[Any], batching: Bat
             if not last_attempt and statement_retryable(answer):
                 retry.append(((lock, renewal), answer))
             else:
-                yield from _settle_safely(settings, lock, renewal, answer, attempt_started, clock)
+                yield from _settle_safely(settings, lock, renewal, answer, attempt_started, clock, prepared)
         pending = [entry for entry, _ in retry]
         if pending and (yield Sleep(BATCH_RETRY_BASE_DELAY * 2 ** attempt)):
             for (lock, renewal), answer in retry:   # closing: no more retries
-                yield from _settle_safely(settings, lock, renewal, answer, attempt_started, clock)
+                yield from _settle_safely(settings, lock, renewal, answer, attempt_started, clock, prepared)
             break
     return fallback
 
 
 def _settle_safely(settings: HeartbeatSettings, lock: Any, renewal: Renewal, answer: Answer,
-                   attempt_started: float, clock: Any) -> Protocol[None]:
+                   attempt_started: float, clock: Any, prepared: Optional[float] = None) -> Protocol[None]:
     """:func:`settle`, reporting an exception so that the rest of a batch is settled."""
     try:
-        yield from settle(settings, lock, renewal, answer, attempt_started, clock)
+        yield from settle(settings, lock, renewal, answer, attempt_started, clock, prepared)
     except Exception as exc:  # noqa: BLE001 - reported, and the batch goes on
         # This renewal may have been applied: remember its version, so it is not taken for a theft.
         lock._state.remember_unconfirmed(renewal.new_version)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import decimal
+from typing import Any
 
 from .._schema import Schema
 from .answers import error_code
@@ -9,7 +10,7 @@ from .answers import error_code
 __all__ = ['describe_key', 'explain']
 
 
-def describe_key(schema: Schema, partition_key: str, sort_key: str) -> str:
+def describe_key(schema: Schema, partition_key: Any, sort_key: str) -> str:
     return f'lock {partition_key!r}/{sort_key!r} in table {schema.table_name!r}'
 
 
@@ -27,8 +28,12 @@ def explain(schema: Schema, exc: BaseException) -> str:
             f'table_name={table!r}) or `dynamodb-lock create-table --table {table}` ({exc})'
         )
     if code == 'ValidationException' and 'key' in str(exc).lower():
+        kind = {'S': 'string', 'N': 'number', 'B': 'binary'}.get(schema.partition_key_type, schema.partition_key_type)
+        sort_key = (f'string RANGE key {schema.sort_key_name!r}' if schema.sort_key_name is not None
+                    else 'no RANGE key')
         return (
-            f'table {table!r} does not have the expected key schema (string HASH key '
-            f'{schema.partition_key_name!r}, string RANGE key {schema.sort_key_name!r}): {exc}'
+            f'table {table!r} does not have the expected key schema ({kind} HASH key '
+            f'{schema.partition_key_name!r}, {sort_key}; DynamoDBLockClient.for_table reads the table\'s '
+            f'key schema): {exc}'
         )
     return str(exc)

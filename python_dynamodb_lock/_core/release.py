@@ -95,6 +95,7 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any,
     """
     schema = settings.schema
     state: LockState = lock._state
+    attempt_started = clock.monotonic()     # before the successor's lease_expiry is read off the wall clock
     if successor is not None:
         item = new_lock_item(successor, clock)
         ours = item[COL_RECORD_VERSION_NUMBER]
@@ -110,7 +111,6 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any,
                                  int(clock.time() + settings.expiry_period), int(clock.time()),
                                  lock.additional_attributes, settings.keep_released_rows))
 
-    attempt_started = clock.monotonic()
 
     def released(row: Optional[Mapping[str, Any]] = None) -> ReleaseResult:
         handed = Written(with_token(item, row), attempt_started) if successor is not None else None

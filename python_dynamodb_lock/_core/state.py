@@ -179,7 +179,7 @@ class LockState:
                 return unconfirmed_for
         return None
 
-    def next_renewal(self, new_version: str, new_expiry_time: int, partition_key: str,
+    def next_renewal(self, new_version: str, new_expiry_time: int, partition_key: Any,
                      sort_key: str, new_lease_expiry: Any = None) -> Optional[Renewal]:
         """The renewal to send while the lock is held, or None when it no longer is."""
         with self._guard:

@@ -103,6 +103,10 @@ class LockTable:
         the lock clients this table makes, threaded and asyncio alike.
     :ivar client: a separate low-level boto3 client (its own hooks), for direct reads and writes.
     :ivar endpoint_url: the engine's URL; None for moto in-process.
+    :ivar partition_key_name, sort_key_name, ttl_attribute_name, partition_key_type: the table's
+        layout, as it was created (``sort_key_name`` None: a table without a sort key; the
+        partition key's type ``'S'``, ``'N'`` or ``'B'``). The row helpers below take keys of
+        that type (``int``/``Decimal``, ``bytes``).
     :ivar is_atomic: whether concurrent conditional writes exclude each other. False for moto
         in-process (it checks and writes without a lock): never base a claim about mutual
         exclusion between threads or processes on it.
@@ -110,8 +114,8 @@ class LockTable:
 
     def __init__(self, name: str, table_name: str, resource: Any, client: Any, endpoint_url: Optional[str],
                  is_atomic: bool, make_boto3: Callable[[str, Optional[botocore.config.Config]], Any], *,
-                 partition_key_name: str = 'lock_key', sort_key_name: str = 'sort_key',
-                 ttl_attribute_name: str = 'expiry_time') -> None:
+                 partition_key_name: str = 'lock_key', sort_key_name: Optional[str] = 'sort_key',
+                 ttl_attribute_name: str = 'expiry_time', partition_key_type: str = 'S') -> None:
         self.name = name
         self.table_name = table_name
         self.resource = resource
@@ -121,6 +125,7 @@ class LockTable:
         self.partition_key_name = partition_key_name
         self.sort_key_name = sort_key_name
         self.ttl_attribute_name = ttl_attribute_name
+        self.partition_key_type = partition_key_type
         self._make_boto3 = make_boto3
         self._lock_clients: List[DynamoDBLockClient] = []
         self._made: List[Any] = []
@@ -162,6 +167,7 @@ class LockTable:
         table (on :attr:`resource` unless another is given), closed when the table goes away.
         ``kwargs`` are the client's arguments (``table_name`` defaults to this table)."""
         kwargs.setdefault('table_name', self.table_name)
+        self._layout_defaults(kwargs)
         client = DynamoDBLockClient(dynamodb_resource if dynamodb_resource is not None else self.resource, **kwargs)
         self._lock_clients.append(client)
         return client
@@ -185,18 +191,33 @@ class LockTable:
         async with self.new_async_client(config) as dynamodb:
             link_clients(self.resource, dynamodb)
             kwargs.setdefault('table_name', self.table_name)
+            self._layout_defaults(kwargs)
             client = AsyncDynamoDBLockClient(dynamodb, **kwargs)
             try:
                 yield client
             finally:
                 await client.close()
 
+    def _layout_defaults(self, kwargs: Dict[str, Any]) -> None:
+        """A lock client on a table without a sort key, or with a number or binary partition
+        key, is told so unless the caller says otherwise."""
+        if kwargs.get('table_name') != self.table_name:
+            return
+        if self.sort_key_name is None:
+            kwargs.setdefault('sort_key_name', None)
+        if self.partition_key_type != 'S':
+            kwargs.setdefault('partition_key_type', self.partition_key_type)
+
     # -- rows ------------------------------------------------------------------------------
 
-    def _key(self, partition_key: str, sort_key: str) -> Dict[str, Any]:
-        return {self.partition_key_name: {'S': partition_key}, self.sort_key_name: {'S': sort_key}}
+    def _key(self, partition_key: Any, sort_key: str) -> Dict[str, Any]:
+        serializer = TypeSerializer()
+        key = {self.partition_key_name: serializer.serialize(partition_key)}
+        if self.sort_key_name is not None:
+            key[self.sort_key_name] = {'S': sort_key}
+        return key
 
-    def put_lock_row(self, partition_key: str, sort_key: str = '-', *, owner_name: str = 'someone-else',
+    def put_lock_row(self, partition_key: Any, sort_key: str = '-', *, owner_name: str = 'someone-else',
                      lease_duration: Any = 30, record_version_number: Optional[str] = None,
                      expiry_time: Optional[int] = None, extra: Optional[Dict[str, Any]] = None,
                      table_name: Optional[str] = None, fencing_token: Optional[int] = 1) -> Dict[str, Any]:
@@ -213,12 +234,13 @@ class LockTable:
         item: Dict[str, Any] = dict(extra or {})
         item.update({
             self.partition_key_name: partition_key,
-            self.sort_key_name: sort_key,
             'owner_name': owner_name,
             'lease_duration': Decimal(str(lease_duration)),
             'record_version_number': record_version_number or str(uuid.uuid4()),
             self.ttl_attribute_name: int(time.time() + 3600) if expiry_time is None else int(expiry_time),
         })
+        if self.sort_key_name is not None:
+            item[self.sort_key_name] = sort_key
         if fencing_token is not None:
             item['fencing_token'] = fencing_token
         serializer = TypeSerializer()
@@ -226,7 +248,7 @@ class LockTable:
                              Item={name: serializer.serialize(value) for name, value in item.items()})
         return item
 
-    def read_typed_item(self, partition_key: str, sort_key: str = '-',
+    def read_typed_item(self, partition_key: Any, sort_key: str = '-',
                         table_name: Optional[str] = None) -> Optional[Dict[str, Any]]:
         """The row as stored (typed DynamoDB JSON), by a consistent read; None when absent."""
         response = self.client.get_item(TableName=table_name or self.table_name,
@@ -234,7 +256,7 @@ class LockTable:
         item: Optional[Dict[str, Any]] = response.get('Item')
         return item
 
-    def read_item(self, partition_key: str, sort_key: str = '-',
+    def read_item(self, partition_key: Any, sort_key: str = '-',
                   table_name: Optional[str] = None) -> Optional[Dict[str, Any]]:
         """The row as Python values, by a consistent read; None when absent."""
         typed = self.read_typed_item(partition_key, sort_key, table_name)
@@ -243,7 +265,7 @@ class LockTable:
         deserializer = TypeDeserializer()
         return {name: deserializer.deserialize(value) for name, value in typed.items()}
 
-    def read_held_row(self, partition_key: str, sort_key: str = '-',
+    def read_held_row(self, partition_key: Any, sort_key: str = '-',
                       table_name: Optional[str] = None) -> Optional[Dict[str, Any]]:
         """The row as Python values if it records a held lock; None when there is no row or the
         row only remembers a released lock (``released_at`` set, kept for its fencing token)."""
@@ -252,7 +274,7 @@ class LockTable:
             return None
         return item
 
-    def steal_row(self, partition_key: str, sort_key: str = '-', owner_name: str = 'thief') -> str:
+    def steal_row(self, partition_key: Any, sort_key: str = '-', owner_name: str = 'thief') -> str:
         """Another owner takes the lock over: the row gets a new ``record_version_number`` and
         ``owner_name`` (unconditionally). Returns the new version. The holder's next heartbeat
         finds it stolen."""
@@ -263,7 +285,7 @@ class LockTable:
             ExpressionAttributeValues={':v': {'S': version}, ':o': {'S': owner_name}})
         return version
 
-    def delete_row(self, partition_key: str, sort_key: str = '-') -> None:
+    def delete_row(self, partition_key: Any, sort_key: str = '-') -> None:
         """Delete the lock's row (as DynamoDB's TTL, or an operator, would)."""
         self.client.delete_item(TableName=self.table_name, Key=self._key(partition_key, sort_key))
 
@@ -286,8 +308,9 @@ def _create(client: Any, table_name: str, create_kwargs: Dict[str, Any]) -> None
     DynamoDBLockClient.create_dynamodb_table(client, table_name=table_name, **create_kwargs)
 
 
-def _names(create_kwargs: Dict[str, Any]) -> Dict[str, str]:
-    return {name: create_kwargs[name] for name in ('partition_key_name', 'sort_key_name', 'ttl_attribute_name')
+def _names(create_kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    return {name: create_kwargs[name] for name in ('partition_key_name', 'sort_key_name', 'ttl_attribute_name',
+                                                   'partition_key_type')
             if name in create_kwargs}
 
 

@@ -624,7 +624,7 @@ class FaultInjector:
 
         return self._register_before_call(operation, make, fault)
 
-    def steal_lock(self, table: Any, partition_key: str, sort_key: str = '-', *, operation: str = 'UpdateItem',
+    def steal_lock(self, table: Any, partition_key: Any, sort_key: str = '-', *, operation: str = 'UpdateItem',
                    owner_name: str = 'another-owner', times: Optional[int] = 1) -> Fault:
         """Just before the next ``operation`` call (by default a heartbeat's ``UpdateItem``),
         another owner takes the lock over: its row in ``table`` (a :class:`LockTable`) gets a

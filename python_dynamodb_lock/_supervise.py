@@ -1,0 +1,291 @@
+"""``dynamodb-lock run``: run a command while holding a lock, and stop it when the lock is lost.
+
+:func:`run_locked` acquires the lock (waiting up to a given time), starts the command in a
+process group of its own with the lock's fencing token in its environment, keeps the lock
+alive (the lock client's heartbeats) for as long as the command runs, and releases it when the
+command exits. When the lock is lost while the command runs - taken over, its row deleted, or
+not renewed for the safe period (after which another process may take it over once the lease
+has run out) - the command's process group gets ``SIGTERM``, then ``SIGKILL`` after a grace
+period. ``SIGINT``, ``SIGTERM`` and ``SIGHUP`` received meanwhile are forwarded to the command.
+
+POSIX only (process groups and signals).
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import signal
+import subprocess
+import threading
+import time
+from types import FrameType
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+from ._core.state import Status
+from ._errors import DynamoDBLockError, Reason
+
+__all__ = [
+    'EXIT_CANNOT_EXECUTE',
+    'EXIT_COMMAND_NOT_FOUND',
+    'EXIT_LOCK_LOST',
+    'EXIT_NOT_ACQUIRED',
+    'RunSettings',
+    'run_locked',
+]
+
+#: The lock was held by someone else for all of ``--wait`` (EX_TEMPFAIL: try again later).
+EXIT_NOT_ACQUIRED = 75
+#: The lock was lost while the command ran; the command was terminated.
+EXIT_LOCK_LOST = 76
+#: The command could not be executed (permission denied, not an executable), as in a shell.
+EXIT_CANNOT_EXECUTE = 126
+#: The command was not found, as in a shell.
+EXIT_COMMAND_NOT_FOUND = 127
+
+#: Signals forwarded to the command's process group.
+FORWARDED_SIGNALS = tuple(getattr(signal, name) for name in ('SIGINT', 'SIGTERM', 'SIGHUP') if hasattr(signal, name))
+
+#: Environment variables given to the command.
+ENV_FENCING_TOKEN = 'DYNAMODB_LOCK_FENCING_TOKEN'
+ENV_KEY = 'DYNAMODB_LOCK_KEY'
+ENV_SORT_KEY = 'DYNAMODB_LOCK_SORT_KEY'
+ENV_TABLE = 'DYNAMODB_LOCK_TABLE'
+ENV_OWNER = 'DYNAMODB_LOCK_OWNER'
+
+_POLL_SECONDS = 0.05
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    """What ``run`` was asked to do."""
+
+    key: Any                 # as the lock client takes it (str, Decimal or bytes)
+    key_text: str            # as it was given on the command line (for messages and the environment)
+    sort_key: str
+    table_name: str
+    command: Sequence[str]
+    wait: float              # seconds to wait for the lock (0: one attempt)
+    grace: float             # seconds between SIGTERM and SIGKILL
+    retry_period: float      # seconds between two looks at a lock held by someone else
+
+
+class _Trouble:
+    """What the lock's callback reported (it runs on the client's callback thread)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.code: Optional[str] = None
+
+    def callback(self, code: str, lock: Any) -> None:
+        if self.code is None:
+            self.code = code
+        self.event.set()
+
+
+class _Signals:
+    """Signal handlers for the time of one run. The handlers never raise and take no lock:
+    before the command starts they only note the signal (the main thread then stops the
+    acquisition); while the command runs they forward it to the command's process group."""
+
+    def __init__(self) -> None:
+        self.child: Optional[subprocess.Popen[bytes]] = None
+        self.pending: List[int] = []
+        self._previous: Dict[int, Any] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return   # only the main thread can handle signals (run called from elsewhere, in tests)
+        for signum in FORWARDED_SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._handle)
+
+    def restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
+        child = self.child
+        if child is None:
+            self.pending.append(signum)
+        elif child.returncode is None:
+            _signal_group(child, signum)
+
+    def started(self, child: subprocess.Popen[bytes]) -> None:
+        """The command runs: forward what arrived while it was being started, and what comes."""
+        self.child = child
+        while self.pending:
+            _signal_group(child, self.pending.pop(0))
+
+
+def _signal_group(child: subprocess.Popen[bytes], signum: int) -> bool:
+    """Send ``signum`` to the command's process group (its pid: it leads a session of its own)."""
+    try:
+        os.killpg(child.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _exit_code_of(returncode: int) -> int:
+    """The command's exit status as a shell gives it: 128 + N when signal N killed it."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _loss_text(lock: Any, trouble: _Trouble, lease: float, safe_period: float) -> str:
+    if lock._state.status == Status.INVALID or trouble.code == DynamoDBLockError.LOCK_STOLEN:
+        if lock.loss_reason == Reason.ROW_GONE:
+            return 'LOCK_STOLEN: its row was deleted (a force release?)'
+        holder = lock.lost_to
+        return f'LOCK_STOLEN: taken over by {holder.owner_name if holder is not None else "another owner"}'
+    return (f'LOCK_IN_DANGER: not renewed for {safe_period:g}s; another process may take it over once '
+            f'its {lease:g}s lease has run out')
+
+
+def _wait_for(child: subprocess.Popen[bytes], seconds: float) -> bool:
+    """Wait up to ``seconds`` for the command to exit; whether it has."""
+    try:
+        child.wait(timeout=max(seconds, 0.0))
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
+def _terminate(child: subprocess.Popen[bytes], grace: float) -> bool:
+    """SIGTERM to the command's process group, SIGKILL after ``grace`` if it is still running;
+    then SIGKILL to what is left of the group (nothing of the command may run without the
+    lock). Returns whether SIGKILL was needed for the command itself."""
+    _signal_group(child, signal.SIGTERM)
+    killed = False
+    if not _wait_for(child, grace):
+        _signal_group(child, signal.SIGKILL)
+        killed = True
+        child.wait()
+    _signal_group(child, signal.SIGKILL)   # stragglers of the group
+    return killed
+
+
+def run_locked(lock_client: Any, settings: RunSettings, err: Callable[[str], None],
+               environ: Optional[Mapping[str, str]] = None) -> int:
+    """Acquire, run the command, release; the exit code (see the ``EXIT_*`` constants).
+
+    :param err: prints one line on stderr (a failure of this run, not of the command).
+    """
+    client_settings = lock_client._settings
+    trouble = _Trouble()
+    signals = _Signals()
+    signals.install()
+    try:
+        acquired = _acquire(lock_client, settings, trouble, signals)
+        if isinstance(acquired, DynamoDBLockError):
+            holder = acquired.holder.owner_name if acquired.holder is not None else 'another owner'
+            err(f'lock {settings.key_text!r} is held by {holder}: not acquired within {settings.wait:g}s')
+            return EXIT_NOT_ACQUIRED
+        lock = acquired
+        if signals.pending:                   # told to stop before the command started
+            lock.release(best_effort=True)
+            return 128 + signals.pending[0]
+        env = dict(os.environ if environ is None else environ)
+        env.update({
+            ENV_FENCING_TOKEN: '' if lock.fencing_token is None else str(lock.fencing_token),
+            ENV_KEY: settings.key_text,
+            ENV_SORT_KEY: settings.sort_key,
+            ENV_TABLE: settings.table_name,
+            ENV_OWNER: client_settings.owner_name,
+        })
+        try:
+            child = subprocess.Popen(list(settings.command), env=env, start_new_session=True)
+        except OSError as error:
+            lock.release(best_effort=True)
+            not_found = isinstance(error, FileNotFoundError)
+            err(f'{"command not found" if not_found else "cannot execute"}: {settings.command[0]!r} '
+                f'({error.strerror or error}); released the lock')
+            return EXIT_COMMAND_NOT_FOUND if not_found else EXIT_CANNOT_EXECUTE
+        signals.started(child)
+        return _supervise(lock, child, trouble, settings, client_settings, err)
+    except _Stopped as stopped:
+        return 128 + stopped.signum
+    finally:
+        signals.restore()
+
+
+class _Stopped(Exception):
+    """A signal arrived while the lock was being waited for: the acquisition was stopped."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _acquire(lock_client: Any, settings: RunSettings, trouble: _Trouble, signals: _Signals) -> Any:
+    """The lock, or the ACQUIRE_TIMEOUT error. The acquisition runs in a thread of its own, so
+    that a signal can stop it from the main thread: the client is closed, which ends the wait
+    (and releases a lock acquired at that very moment).
+
+    :raises _Stopped: a forwarded signal arrived meanwhile.
+    :raises DynamoDBLockError: the acquisition failed for another reason than the time.
+    """
+    outcome: Dict[str, Any] = {}
+
+    def acquire() -> None:
+        try:
+            outcome['lock'] = lock_client.acquire_lock(
+                settings.key, settings.sort_key,
+                retry_period=datetime.timedelta(seconds=settings.retry_period),
+                retry_timeout=datetime.timedelta(seconds=settings.wait),
+                app_callback=trouble.callback)
+        except BaseException as error:   # handed to the main thread
+            outcome['error'] = error
+
+    worker = threading.Thread(target=acquire, name='dynamodb-lock-run-acquire', daemon=True)
+    worker.start()
+    closed = False
+    while worker.is_alive():
+        worker.join(_POLL_SECONDS)
+        if signals.pending and not closed:
+            lock_client.close()
+            closed = True
+    if signals.pending:
+        if 'lock' in outcome:
+            outcome['lock'].release(best_effort=True)
+        raise _Stopped(signals.pending[0])
+    error = outcome.get('error')
+    if isinstance(error, DynamoDBLockError) and error.code == DynamoDBLockError.ACQUIRE_TIMEOUT:
+        return error
+    if error is not None:
+        raise error
+    return outcome['lock']
+
+
+def _supervise(lock: Any, child: subprocess.Popen[bytes], trouble: _Trouble, settings: RunSettings,
+               client_settings: Any, err: Callable[[str], None]) -> int:
+    """Wait for the command while watching the lock; release; the exit code."""
+    lost = False
+    while not _wait_for(child, _POLL_SECONDS):
+        # lock.status reads IN_DANGER as soon as the safe period has passed without a renewal,
+        # even before the client's checker (and the callback) has noticed.
+        if trouble.event.is_set() or lock.status in (Status.IN_DANGER, Status.INVALID):
+            lost = True
+            break
+    if not lost:
+        code = _exit_code_of(child.returncode)
+        try:
+            lock.release(best_effort=False)
+        except DynamoDBLockError as error:
+            if error.code == DynamoDBLockError.LOCK_STOLEN:
+                holder = error.holder.owner_name if error.holder is not None else 'nobody'
+                err(f'lock {settings.key_text!r} was lost before the command ended (now held by {holder}): '
+                    f'the command (exit code {code}) may have run without it')
+                return EXIT_LOCK_LOST
+            err(f'could not release lock {settings.key_text!r} ({error.message}); it is taken over by others '
+                'after its lease')
+        return code
+    started = time.monotonic()
+    killed = _terminate(child, settings.grace)
+    why = _loss_text(lock, trouble, client_settings.lease_duration, client_settings.safe_period)
+    lock.release(best_effort=True)
+    stopped = (f'sent SIGTERM, then SIGKILL after the {settings.grace:g}s grace period' if killed
+               else f'sent SIGTERM; it exited after {time.monotonic() - started:.1f}s')
+    err(f'lost lock {settings.key_text!r} in table {settings.table_name!r} while the command ran ({why}): '
+        f'{stopped} (its exit code was {_exit_code_of(child.returncode)})')
+    return EXIT_LOCK_LOST
