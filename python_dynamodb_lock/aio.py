@@ -28,6 +28,7 @@ import inspect
 import logging
 from types import TracebackType
 from typing import (
+    TYPE_CHECKING,
     Any,
     AsyncIterator,
     Awaitable,
@@ -77,6 +78,9 @@ from .python_dynamodb_lock import (
     _for_table_arguments,
     _suppress_after_block,
 )
+
+if TYPE_CHECKING:  # the types-aiobotocore types (pip install 'types-aiobotocore[dynamodb]'); nothing at run time
+    from types_aiobotocore_dynamodb import DynamoDBClient
 
 __all__ = ['AsyncDynamoDBLock', 'AsyncDynamoDBLockClient', 'BaseDynamoDBLock', 'DynamoDBLockError', 'Reason']
 
@@ -228,7 +232,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
 
     def __init__(
         self,
-        dynamodb_client: Any,
+        dynamodb_client: DynamoDBClient,
         table_name: str = _Defaults._DEFAULT_TABLE_NAME,
         partition_key_name: str = _Defaults._DEFAULT_PARTITION_KEY_NAME,
         sort_key_name: Optional[str] = _Defaults._DEFAULT_SORT_KEY_NAME,
@@ -427,7 +431,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
     @classmethod
     async def create_dynamodb_table(
         cls,
-        dynamodb_client: Any,
+        dynamodb_client: DynamoDBClient,
         table_name: str = _Defaults._DEFAULT_TABLE_NAME,
         partition_key_name: str = _Defaults._DEFAULT_PARTITION_KEY_NAME,
         sort_key_name: Optional[str] = _Defaults._DEFAULT_SORT_KEY_NAME,
@@ -464,13 +468,14 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
                     TimeToLiveSpecification={'Enabled': True, 'AttributeName': ttl_attribute_name},
                 )
                 await dynamodb_client.get_waiter('table_exists').wait(TableName=table_name)
-            description: Dict[str, Any] = (await dynamodb_client.describe_table(TableName=table_name))['Table']
-            return description
+            description = (await dynamodb_client.describe_table(TableName=table_name))['Table']
+            return dict(description)
         except (ClientError, BotoCoreError) as exc:
             raise creation_failed(table_name, exc) from exc
 
     @classmethod
-    async def for_table(cls, dynamodb_client: Any, table_name: str, **kwargs: Any) -> 'AsyncDynamoDBLockClient':
+    async def for_table(cls, dynamodb_client: DynamoDBClient, table_name: str,
+                        **kwargs: Any) -> 'AsyncDynamoDBLockClient':
         """A client for an existing table whose key schema and TTL attribute are read from the
         table (``DescribeTable``, ``DescribeTimeToLive``); see the threaded client's
         :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.for_table`. Await

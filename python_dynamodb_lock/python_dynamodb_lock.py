@@ -21,7 +21,8 @@ import datetime
 import logging
 import threading
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
+                    Type, TypeVar)
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -41,6 +42,9 @@ from ._requests import scan
 from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, Item, PartitionKey
 from ._store import Store
 from ._tables import create_table_sync, describe_failed, lock_table_shape
+
+if TYPE_CHECKING:  # the boto3-stubs types (pip install 'boto3-stubs[dynamodb]'); nothing at run time
+    from mypy_boto3_dynamodb import DynamoDBClient, DynamoDBServiceResource
 
 __all__ = ['DynamoDBLockClient', 'BaseDynamoDBLock', 'DynamoDBLock', 'DynamoDBLockError']
 
@@ -440,7 +444,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
 
     def __init__(
         self,
-        dynamodb_resource: Any,
+        dynamodb_resource: DynamoDBServiceResource,
         table_name: str = _DEFAULT_TABLE_NAME,
         partition_key_name: str = _DEFAULT_PARTITION_KEY_NAME,
         sort_key_name: Optional[str] = _DEFAULT_SORT_KEY_NAME,
@@ -720,7 +724,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
     @classmethod
     def create_dynamodb_table(
         cls,
-        dynamodb_client: Any,
+        dynamodb_client: DynamoDBClient,
         table_name: str = _DEFAULT_TABLE_NAME,
         partition_key_name: str = _DEFAULT_PARTITION_KEY_NAME,
         sort_key_name: Optional[str] = _DEFAULT_SORT_KEY_NAME,
@@ -755,7 +759,8 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
                                  read_capacity, write_capacity, billing_mode, exist_ok, partition_key_type)
 
     @classmethod
-    def for_table(cls, dynamodb_resource: Any, table_name: str, **kwargs: Any) -> 'DynamoDBLockClient':
+    def for_table(cls, dynamodb_resource: DynamoDBServiceResource, table_name: str,
+                  **kwargs: Any) -> 'DynamoDBLockClient':
         """A client for an existing table, whatever its key schema: the partition key's name and
         type, whether there is a sort key and its name, and the TTL attribute are read from the
         table (``DescribeTable`` and ``DescribeTimeToLive``), so they need not be repeated here.
