@@ -667,11 +667,13 @@ USER_TESTS = '''
     pytest.param('moto', id='moto'),
     pytest.param('dynamodb-local', id='dynamodb-local', marks=pytest.mark.local),
 ])
-def test_a_users_tests_run_on_the_plugins_fixtures_alone(pytester: pytest.Pytester, engine_name: str) -> None:
+def test_a_users_tests_run_on_the_plugins_fixtures_alone(pytester: pytest.Pytester, engine_name: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     if engine_name == 'dynamodb-local':
         from conftest import require_dynamodb_local
 
-        require_dynamodb_local()
+        # The user's run starts elsewhere, with the package installed: tell it where the engine is.
+        monkeypatch.setenv('DYNAMODB_LOCAL_DIR', str(require_dynamodb_local()))
     pytester.makepyfile(test_user=textwrap.dedent(USER_TESTS))
     pytester.makeini(f'[pytest]\ndynamodb_lock_engine = {engine_name}\n')
     result = pytester.runpytest_subprocess('-p', 'no:cacheprovider', '-p', 'no:asyncio', timeout=300)
