@@ -29,7 +29,7 @@ from ._core.release import ReleaseSettings, ReleaseVerdict, free_handed, prechec
 from ._core.state import Status
 from ._errors import DynamoDBLockError, Reason
 from ._observe import Observer, logger
-from ._registry import Registry
+from ._registry import Registry, WaiterState
 from ._schema import Item, PartitionKey, Schema, binary_bytes
 
 __all__ = ['ClientCore', 'Done', 'unique_identifier_of']
@@ -177,6 +177,14 @@ class ClientCore(Generic[L]):
                               arguments.retry_period, arguments.retry_timeout, self._settings.expiry_period,
                               self._settings.lease_duration, self._settings.keep_released_rows,
                               self._settings.max_clock_skew)
+
+    @staticmethod
+    def _woken(wake: Any, woken: bool) -> Any:
+        """What a ``Sleep`` on ``wake`` answers: False when its time ran out; for a waiter woken
+        early, the row a release handed over to it or True (see ``WaiterState.take_wake``)."""
+        if not woken:
+            return False
+        return wake.take_wake() if isinstance(wake, WaiterState) else True
 
     def _reenter(self, unique_identifier: str, holder: Any) -> Optional[L]:
         """A reentrant acquisition: the lock this very thread (or task) already holds for the

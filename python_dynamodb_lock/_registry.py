@@ -30,6 +30,12 @@ class WaiterState:
         self.claimed = False
         self.gone = False
 
+    def take_wake(self) -> Any:
+        """The waiter was woken: the row handed over to it, else True (a release or ``close()``
+        in this client). The wake is used up, so that the waiter's next wait is a real one."""
+        self.clear()  # type: ignore[attr-defined]  # first: a handover after this sets it again
+        return self.handed or True
+
 
 class Registry(Generic[L]):
     """Held locks by unique identifier, and the waiters of each key in arrival order.
@@ -83,11 +89,15 @@ class Registry(Generic[L]):
 
     def remove_waiter(self, unique_identifier: str, waiter: Any) -> None:
         with self._guard:
-            waiters = self._waiters.get(unique_identifier, [])
-            if waiter in waiters:
-                waiters.remove(waiter)
-            if not waiters:
-                self._waiters.pop(unique_identifier, None)
+            self._drop_waiter(unique_identifier, waiter)
+
+    def _drop_waiter(self, unique_identifier: str, waiter: Any) -> None:
+        """Take ``waiter`` off its key's queue (the caller holds the guard)."""
+        waiters = self._waiters.get(unique_identifier, [])
+        if waiter in waiters:
+            waiters.remove(waiter)
+        if not waiters:
+            self._waiters.pop(unique_identifier, None)
 
     def claim_successor(self, unique_identifier: str) -> Optional[Any]:
         """The waiter that has waited longest for this key, now claimed: a release is about to
@@ -117,11 +127,7 @@ class Registry(Generic[L]):
         """``waiter`` stops waiting: the row handed over to it meanwhile, if any (it must take
         it), else None (a handover still under way will find it gone)."""
         with self._guard:
-            waiters = self._waiters.get(unique_identifier, [])
-            if waiter in waiters:
-                waiters.remove(waiter)
-            if not waiters:
-                self._waiters.pop(unique_identifier, None)
+            self._drop_waiter(unique_identifier, waiter)
             if waiter.handed is None:
                 waiter.gone = True
             return waiter.handed

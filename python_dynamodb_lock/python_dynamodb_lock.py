@@ -831,8 +831,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
                 return self._store.send(effect.request), None
             if isinstance(effect, Sleep):
                 woken = self._clock.sleep(effect.seconds, wake)
-                # A waiter woken by a release that handed it the lock: the row written for it.
-                return (woken and getattr(wake, 'handed', None)) or woken, None
+                return self._woken(wake, woken), None
             if isinstance(effect, Submit):
                 return self._submit_heartbeats(effect.locks), None
             raise TypeError(f'unknown effect {effect!r}')

@@ -23,6 +23,7 @@ from helpers import (
     ManualClock,
     is_registered,
     offline_resource,
+    wait_until,
 )
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
 
@@ -371,14 +372,21 @@ def test_losing_a_takeover_race_waits_a_full_lease_for_the_winner(engine: Any, c
     assert lock.fencing_token == 3        # one more than the winner's, whose row it took over
 
 
+def waiting_for(client: Any, clock: ManualClock, key: str, name: str) -> BackgroundCall:
+    """A thread of ``client`` acquiring ``key`` (retry period 5 s, timeout 5 min), returned once
+    it waits on the clock."""
+    waiter = BackgroundCall(client.acquire_lock, key, retry_period=seconds(seconds=5),
+                            retry_timeout=seconds(minutes=5), name=name)
+    clock.wait_until_idle([waiter.thread])
+    return waiter
+
+
 def test_a_waiter_is_woken_as_soon_as_the_same_client_releases(engine: Any, clients: LockClients) -> None:
     """The clock never moves here: only the release can end the wait."""
     clock = clients.clock
     client = clients.make()
     held = client.acquire_lock('handoff')
-    waiter = BackgroundCall(client.acquire_lock, 'handoff', retry_period=seconds(seconds=5),
-                            retry_timeout=seconds(minutes=5), name='handoff-waiter')
-    clock.wait_until_idle([waiter.thread])          # it is waiting on the clock
+    waiter = waiting_for(client, clock, 'handoff', 'handoff-waiter')
     assert not waiter.done
     held.release()
     second = waiter.result()
@@ -395,12 +403,8 @@ def test_a_release_wakes_only_the_longest_waiting_thread(engine: Any, clients: L
     clock = clients.clock
     client = clients.make()
     held = client.acquire_lock('queue')
-    first = BackgroundCall(client.acquire_lock, 'queue', retry_period=seconds(seconds=5),
-                           retry_timeout=seconds(minutes=5), name='first-waiter')
-    clock.wait_until_idle([first.thread])
-    second = BackgroundCall(client.acquire_lock, 'queue', retry_period=seconds(seconds=5),
-                            retry_timeout=seconds(minutes=5), name='second-waiter')
-    clock.wait_until_idle([second.thread])
+    first = waiting_for(client, clock, 'queue', 'first-waiter')
+    second = waiting_for(client, clock, 'queue', 'second-waiter')
     calls = CallRecorder(engine.resource)
     held.release()
     first_lock = first.result()
@@ -420,6 +424,30 @@ def test_a_release_wakes_only_the_longest_waiting_thread(engine: Any, clients: L
     assert second_lock.status == DynamoDBLock.LOCKED
     assert engine.read_item('queue')['record_version_number'] == second_lock.record_version_number
     assert second_lock.fencing_token == first_lock.fencing_token + 1
+
+
+def test_a_woken_waiter_that_loses_the_race_waits_a_retry_period_again(engine: Any, clients: LockClients) -> None:
+    """The client's heartbeat finds its lock stolen, which wakes the client's waiter for the key;
+    the thief still holds it, so the waiter's one write is refused and it goes back to waiting.
+    (It once kept the wake and wrote again and again, hundreds of times a second.) The clock
+    never moves until the end: a waiter that did not wait would not become idle."""
+    clock = clients.clock
+    client = clients.make()
+    held = client.acquire_lock('stolen-then-woken')
+    waiter = waiting_for(client, clock, 'stolen-then-woken', 'woken-waiter')
+    engine.steal_row('stolen-then-woken')
+    with CallRecorder(engine.resource) as calls:
+        client.send_heartbeats([held])
+        assert held.status == DynamoDBLock.INVALID
+        wait_until(lambda: len(calls.writes()) >= 2, message=lambda: 'the woken waiter did not write')
+        clock.wait_until_idle([waiter.thread])
+        assert [call.action for call in calls.writes()] == ['heartbeat', 'acquire']
+        assert not waiter.done
+        engine.delete_row('stolen-then-woken')
+        clock.advance(5)
+        lock = waiter.result()
+    assert lock.status == DynamoDBLock.LOCKED
+    assert engine.read_item('stolen-then-woken')['record_version_number'] == lock.record_version_number
 
 
 # --- lost answers ---------------------------------------------------------------------------
