@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import time
@@ -37,6 +38,7 @@ seconds = timedelta
 def published_folder(version: str) -> pathlib.Path:
     folder = ROOT / '.published' / version
     if not (folder / 'python_dynamodb_lock' / 'python_dynamodb_lock.py').exists():
+        shutil.rmtree(folder, ignore_errors=True)     # a half-installed copy: pip would not replace it
         result = subprocess.run([sys.executable, '-m', 'pip', 'install', '--quiet', '--disable-pip-version-check',
                                  '--no-deps', '--target', str(folder), PUBLISHED[version]],
                                 capture_output=True, text=True, timeout=300)
