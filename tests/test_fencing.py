@@ -38,7 +38,17 @@ STOLEN = DynamoDBLockError.LOCK_STOLEN
 @pytest.fixture
 def data_table(engine: Any) -> Iterator[str]:
     """A second table, for the data the locks protect."""
-    name = f'{engine.table_name}-data'
+    yield from made_data_table(engine)
+
+
+@pytest.fixture
+def local_data_table(local_engine: Any) -> Iterator[str]:
+    """The same on DynamoDB Local."""
+    yield from made_data_table(local_engine)
+
+
+def made_data_table(engine: Any) -> Iterator[str]:
+    name = f'{engine.table_name}-data-{uuid.uuid4().hex[:6]}'
     engine.client.create_table(TableName=name, KeySchema=[{'AttributeName': 'id', 'KeyType': 'HASH'}],
                                AttributeDefinitions=[{'AttributeName': 'id', 'AttributeType': 'S'}],
                                BillingMode='PAY_PER_REQUEST')
@@ -260,13 +270,9 @@ def test_transaction_conflicts_are_retried_and_never_a_lost_lock(engine: Any, cl
     assert lock.status == DynamoDBLock.LOCKED and callback.codes == []
 
 
-def test_a_lost_answer_is_resent_with_the_same_token_and_applies_once(local_engine: Any,
-                                                                      local_clients: LockClients) -> None:
-    engine = local_engine
-    name = f'{engine.table_name}-data'
-    engine.client.create_table(TableName=name, KeySchema=[{'AttributeName': 'id', 'KeyType': 'HASH'}],
-                               AttributeDefinitions=[{'AttributeName': 'id', 'AttributeType': 'S'}],
-                               BillingMode='PAY_PER_REQUEST')
+def test_a_lost_answer_is_resent_with_the_same_token_and_applies_once(local_engine: Any, local_clients: LockClients,
+                                                                      local_data_table: str) -> None:
+    engine, name = local_engine, local_data_table
     client = local_clients.make()
     lock = client.acquire_lock('guard')
     with FaultInjector(engine.resource) as faults, CallRecorder(engine.resource) as calls, \
@@ -292,14 +298,10 @@ def test_a_heartbeat_refused_by_a_transaction_in_progress_is_retried_quietly(
     assert not [record for record in caplog.records if record.levelno >= logging.WARNING]
 
 
-def test_many_threads_writing_through_one_lock_lose_no_update(local_engine: Any,
-                                                              local_clients: LockClients) -> None:
+def test_many_threads_writing_through_one_lock_lose_no_update(local_engine: Any, local_clients: LockClients,
+                                                              local_data_table: str) -> None:
     """Guarded writes of one holder from several threads, with heartbeats running: all commit."""
-    engine = local_engine
-    name = f'{engine.table_name}-data-{uuid.uuid4().hex[:6]}'
-    engine.client.create_table(TableName=name, KeySchema=[{'AttributeName': 'id', 'KeyType': 'HASH'}],
-                               AttributeDefinitions=[{'AttributeName': 'id', 'AttributeType': 'S'}],
-                               BillingMode='PAY_PER_REQUEST')
+    engine, name = local_engine, local_data_table
     client = local_clients.make()
     lock = client.acquire_lock('shared-writers')
     errors: List[BaseException] = []

@@ -114,6 +114,21 @@ def elections() -> Iterator[List[LeaderElection]]:
         election.close()
 
 
+def elected_leader(client: Any, elections: List[LeaderElection], retry_period: float
+                   ) -> Tuple[LeaderElection, Recorder, Any, int]:
+    """A started election on the key ``'leader'`` that has won: it, its callbacks' recorder, its
+    lock and its term."""
+    recorder = Recorder()
+    election = LeaderElection(client, 'leader', on_elected=recorder.elected, on_lost=recorder.lost,
+                              retry_period=seconds(seconds=retry_period))
+    elections.append(election)
+    election.start()
+    become_leader(election)
+    lock, term = election.lock, election.term
+    assert lock is not None and term is not None
+    return election, recorder, lock, term
+
+
 # --------------------------------------------------------------------------------------------
 # Arguments, checked before anything is written
 # --------------------------------------------------------------------------------------------
@@ -303,15 +318,7 @@ def test_a_leader_whose_lock_was_taken_reports_it_stolen_and_campaigns_again(
         engine: Any, clients: LockClients, elections: List[LeaderElection]) -> None:
     clock = clients.clock
     client = clients.make()
-    recorder = Recorder()
-    election = LeaderElection(client, 'leader', on_elected=recorder.elected, on_lost=recorder.lost,
-                              retry_period=seconds(seconds=1))
-    elections.append(election)
-    election.start()
-    become_leader(election)
-    term = election.term
-    lock = election.lock
-    assert lock is not None and term is not None
+    election, recorder, lock, term = elected_leader(client, elections, 1)
     engine.steal_row('leader')
     client.send_heartbeats()                      # finds the row taken: LOCK_STOLEN wakes the election
     wait_until(lambda: len(recorder.calls) == 2)
@@ -329,14 +336,7 @@ def test_a_leader_whose_lock_was_taken_reports_it_stolen_and_campaigns_again(
 def test_a_lock_released_behind_the_elections_back_ends_leadership(
         engine: Any, clients: LockClients, elections: List[LeaderElection]) -> None:
     client = clients.make()
-    recorder = Recorder()
-    election = LeaderElection(client, 'leader', on_elected=recorder.elected, on_lost=recorder.lost,
-                              retry_period=seconds(seconds=1))
-    elections.append(election)
-    election.start()
-    become_leader(election)
-    lock, term = election.lock, election.term
-    assert lock is not None
+    election, recorder, lock, term = elected_leader(client, elections, 1)
     idle(clients.clock, election)
     lock.release()                                # the application should have resigned instead
     assert not election.is_leader and election.term is None
@@ -552,15 +552,7 @@ def test_a_lapse_of_the_safe_period_ends_the_term_even_if_a_renewal_then_succeed
         engine: Any, clients: LockClients, elections: List[LeaderElection]) -> None:
     clock = clients.clock
     client = clients.make()
-    recorder = Recorder()
-    election = LeaderElection(client, 'leader', on_elected=recorder.elected, on_lost=recorder.lost,
-                              retry_period=seconds(seconds=5))
-    elections.append(election)
-    election.start()
-    become_leader(election)
-    term = election.term
-    lock = election.lock
-    assert lock is not None and term is not None
+    election, recorder, lock, term = elected_leader(client, elections, 5)
     idle(clock, election)
     clock.advance(20)                 # no renewal for the safe period: a pause, say
     assert not election.is_leader

@@ -25,7 +25,7 @@ import subprocess
 import threading
 import time
 import uuid
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from _torture.faults import FaultRates
 from _torture.support import scan_table
@@ -46,6 +46,15 @@ def torture_size(default: int) -> int:
     """Acquisitions for one torture run: ``PDL_TORTURE_ACQUISITIONS``, else a soak, else ``default``."""
     soak = os.environ.get('PDL_SOAK', '').strip().lower() in ('1', 'true', 'yes')
     return env_int('PDL_TORTURE_ACQUISITIONS', SOAK_ACQUISITIONS if soak else default)
+
+
+def summed(counts: Iterable[Mapping[str, int]]) -> Dict[str, int]:
+    """Counts by name, added up."""
+    total: Dict[str, int] = {}
+    for mapping in counts:
+        for name, count in mapping.items():
+            total[name] = total.get(name, 0) + count
+    return total
 
 
 @dataclasses.dataclass
@@ -238,37 +247,21 @@ class TortureResult:
         return sum(int(worker.get(field, 0)) for worker in self.workers)
 
     def outcome_counts(self) -> Dict[str, int]:
-        counts: Dict[str, int] = {}
-        for worker in self.workers:
-            for name, count in worker['outcomes'].items():
-                counts[name] = counts.get(name, 0) + count
+        counts = summed(worker['outcomes'] for worker in self.workers)
         for hold in self.holds:
             counts[f'release_{hold.release_outcome}'] = counts.get(f'release_{hold.release_outcome}', 0) + 1
         return counts
 
     def call_counts(self) -> Dict[str, int]:
         """DynamoDB API calls of the lock clients, per operation (each call once, not per attempt)."""
-        counts: Dict[str, int] = {}
-        for worker in self.workers:
-            for operation, count in worker.get('calls', {}).items():
-                counts[operation] = counts.get(operation, 0) + count
-        return counts
+        return summed(worker.get('calls', {}) for worker in self.workers)
 
     def fault_counts(self) -> Dict[str, int]:
-        counts: Dict[str, int] = {}
-        for worker in self.workers:
-            for kinds in worker['faults'].values():
-                for kind, count in kinds.items():
-                    counts[kind] = counts.get(kind, 0) + count
-        return counts
+        return summed(kinds for worker in self.workers for kinds in worker['faults'].values())
 
     def faults_by_client_kind(self) -> Dict[str, int]:
         """How many faults the lock clients of each kind met."""
-        counts: Dict[str, int] = {}
-        for worker in self.workers:
-            for kind, count in worker.get('faults_by_client_kind', {}).items():
-                counts[kind] = counts.get(kind, 0) + count
-        return counts
+        return summed(worker.get('faults_by_client_kind', {}) for worker in self.workers)
 
     def dead_heartbeat_threads(self) -> List[str]:
         """Workers whose senders or checkers (threads, or the asyncio clients' tasks) were not all

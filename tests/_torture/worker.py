@@ -303,27 +303,34 @@ class Contender:
         owner = self.owner_names[index % len(self.lock_clients)]
         while time.monotonic() < self.deadline and self.take_ticket():
             key = rng.choice(params['keys'])
+            method, arguments = self.next_acquisition(rng)
             try:
-                if rng.random() < params['try_probability']:
-                    lock = client.try_acquire_lock(key, app_callback=self.on_callback)
-                    if lock is None:
-                        self.count('try_busy')
-                        self.return_ticket()
-                        time.sleep(rng.uniform(0, 0.01))
-                        continue
-                else:
-                    lock = client.acquire_lock(
-                        key,
-                        retry_period=seconds(rng.uniform(*params['retry_period_range'])),
-                        retry_timeout=seconds(params['acquire_timeout']),
-                        app_callback=self.on_callback,
-                    )
+                lock = getattr(client, method)(key, **arguments)
             except DynamoDBLockError as error:
-                self.count(f'acquire_{error.code}')
-                logger.warning('Acquire of %s failed: %s', key, error)
-                self.return_ticket()
+                self.acquire_failed(key, error)
+                continue
+            if lock is None:
+                self.try_busy()
+                time.sleep(rng.uniform(0, 0.01))
                 continue
             self.hold(lock, key, owner, rng)
+
+    def next_acquisition(self, rng: random.Random) -> Tuple[str, Dict[str, Any]]:
+        """The lock client's method for the next acquisition, and its keyword arguments."""
+        if rng.random() < self.params['try_probability']:
+            return 'try_acquire_lock', {'app_callback': self.on_callback}
+        return 'acquire_lock', {'retry_period': seconds(rng.uniform(*self.params['retry_period_range'])),
+                                'retry_timeout': seconds(self.params['acquire_timeout']),
+                                'app_callback': self.on_callback}
+
+    def acquire_failed(self, key: str, error: DynamoDBLockError) -> None:
+        self.count(f'acquire_{error.code}')
+        logger.warning('Acquire of %s failed: %s', key, error)
+        self.return_ticket()
+
+    def try_busy(self) -> None:
+        self.count('try_busy')
+        self.return_ticket()
 
     def new_hold_id(self) -> str:
         with self.outcomes_guard:
@@ -354,14 +361,31 @@ class Contender:
         self.count(f'guarded_{type(error).__name__}')
         return type(error).__name__
 
+    def hold_seconds(self, rng: random.Random) -> float:
+        """How long the next hold lasts: mostly short, sometimes long (past the lease)."""
+        if rng.random() < self.params['long_hold_probability']:
+            return rng.uniform(*self.params['long_hold_range'])
+        return rng.uniform(*self.params['short_hold_range'])
+
+    def counter_item(self, key: str, value: int, owner: str, version: str) -> Dict[str, Any]:
+        """The plain critical section's write: the counter, one more than read."""
+        return {'counter_key': {'S': key}, 'value': {'N': str(value + 1)}, 'last_owner': {'S': owner},
+                'last_version': {'S': version}}
+
+    def record_hold(self, lock: Any, key: str, owner: str, start: float, end: float, version_at_acquire: str,
+                    before_release: Tuple[str, str], outcome: str, committed: bool, hold_seconds: float,
+                    kind: str, *guarded: Any) -> None:
+        """One row of ``holds`` (the runner's checks read it by position)."""
+        status_before_release, version_before_release = before_release
+        self.holds.append([key, owner, start, end, version_at_acquire, version_before_release,
+                           status_before_release, outcome, lock.status, committed, round(hold_seconds, 4), kind,
+                           lock.fencing_token, *guarded])
+
     def hold(self, lock: DynamoDBLock, key: str, owner: str, rng: random.Random) -> None:
         params = self.params
         start = time.monotonic()
         version_at_acquire = lock.record_version_number
-        if rng.random() < params['long_hold_probability']:
-            hold_seconds = rng.uniform(*params['long_hold_range'])
-        else:
-            hold_seconds = rng.uniform(*params['short_hold_range'])
+        hold_seconds = self.hold_seconds(rng)
         if rng.random() < params.get('guarded_probability', 0.0):
             self.hold_guarded(lock, key, owner, rng, start, hold_seconds)
             return
@@ -373,22 +397,15 @@ class Contender:
             )
             value = int(response['Item']['value']['N']) if 'Item' in response else 0
             time.sleep(hold_seconds)
-            self.counter_client.put_item(TableName=params['counter_table'], Item={
-                'counter_key': {'S': key},
-                'value': {'N': str(value + 1)},
-                'last_owner': {'S': owner},
-                'last_version': {'S': version_at_acquire},
-            })
+            self.counter_client.put_item(TableName=params['counter_table'],
+                                         Item=self.counter_item(key, value, owner, version_at_acquire))
             committed = True
         except Exception as error:   # the engine itself failed: recorded, not counted
             self.errors.append(f'critical section on {key}: {error!r}')
-        end = time.monotonic()
-        status_before_release = lock.status
-        version_before_release = lock.record_version_number
+        end, before_release = time.monotonic(), (lock.status, lock.record_version_number)
         outcome = self.release(lock)
-        self.holds.append([key, owner, start, end, version_at_acquire, version_before_release,
-                           status_before_release, outcome, lock.status, committed, round(hold_seconds, 4), THREADED,
-                           lock.fencing_token])
+        self.record_hold(lock, key, owner, start, end, version_at_acquire, before_release, outcome, committed,
+                         hold_seconds, THREADED)
 
     def hold_guarded(self, lock: DynamoDBLock, key: str, owner: str, rng: random.Random, start: float,
                      hold_seconds: float) -> None:
@@ -408,28 +425,37 @@ class Contender:
             committed = True
         except Exception as error:   # LOCK_STOLEN, UNKNOWN (outcome unknown): recorded, checked by the runner
             write_error = self.record_guarded_error(error)
-        end = time.monotonic()
-        status_before_release = lock.status
-        version_before_release = lock.record_version_number
+        end, before_release = time.monotonic(), (lock.status, lock.record_version_number)
         outcome = self.release(lock)
-        self.holds.append([key, owner, start, end, version_at_acquire, version_before_release,
-                           status_before_release, outcome, lock.status, committed, round(hold_seconds, 4), THREADED,
-                           lock.fencing_token, True, hold_id, write_error])
+        self.record_hold(lock, key, owner, start, end, version_at_acquire, before_release, outcome, committed,
+                         hold_seconds, THREADED, True, hold_id, write_error)
 
     def release(self, lock: DynamoDBLock) -> str:
         """Strict release, retried on UNKNOWN; falls back to best effort (the row then expires)."""
         for _ in range(3):
             try:
                 lock.release(best_effort=False)
-                return 'released' if lock.status == DynamoDBLock.RELEASED else f'noop_{lock.status}'
+                return self.released(lock)
             except DynamoDBLockError as error:
-                if error.code != DynamoDBLockError.UNKNOWN:
-                    logger.warning('Strict release of %s raised %s', lock.unique_identifier, error)
-                    return error.code
-                self.count('release_UNKNOWN')
+                final = self.release_failed(lock, error)
+                if final is not None:
+                    return final
                 time.sleep(0.05)
         lock.release(best_effort=True)
         return 'abandoned'
+
+    @staticmethod
+    def released(lock: Any) -> str:
+        """The outcome of a strict release that returned."""
+        return 'released' if lock.status == DynamoDBLock.RELEASED else f'noop_{lock.status}'
+
+    def release_failed(self, lock: Any, error: DynamoDBLockError) -> Optional[str]:
+        """The outcome of a strict release that raised; None for UNKNOWN (to be tried again)."""
+        if error.code != DynamoDBLockError.UNKNOWN:
+            logger.warning('Strict release of %s raised %s', lock.unique_identifier, error)
+            return error.code
+        self.count('release_UNKNOWN')
+        return None
 
     # -- the asyncio workers ------------------------------------------------------------
 
@@ -441,25 +467,15 @@ class Contender:
         owner = self.owner_names[index % len(self.lock_clients)]
         while time.monotonic() < self.deadline and self.take_ticket():
             key = rng.choice(params['keys'])
+            method, arguments = self.next_acquisition(rng)
             try:
-                if rng.random() < params['try_probability']:
-                    lock = await client.try_acquire_lock(key, app_callback=self.on_callback)
-                    if lock is None:
-                        self.count('try_busy')
-                        self.return_ticket()
-                        await asyncio.sleep(rng.uniform(0, 0.01))
-                        continue
-                else:
-                    lock = await client.acquire_lock(
-                        key,
-                        retry_period=seconds(rng.uniform(*params['retry_period_range'])),
-                        retry_timeout=seconds(params['acquire_timeout']),
-                        app_callback=self.on_callback,
-                    )
+                lock = await getattr(client, method)(key, **arguments)
             except DynamoDBLockError as error:
-                self.count(f'acquire_{error.code}')
-                logger.warning('Acquire of %s failed: %s', key, error)
-                self.return_ticket()
+                self.acquire_failed(key, error)
+                continue
+            if lock is None:
+                self.try_busy()
+                await asyncio.sleep(rng.uniform(0, 0.01))
                 continue
             await self.hold_async(lock, key, owner, rng)
 
@@ -467,10 +483,7 @@ class Contender:
         params = self.params
         start = time.monotonic()
         version_at_acquire = lock.record_version_number
-        if rng.random() < params['long_hold_probability']:
-            hold_seconds = rng.uniform(*params['long_hold_range'])
-        else:
-            hold_seconds = rng.uniform(*params['short_hold_range'])
+        hold_seconds = self.hold_seconds(rng)
         if rng.random() < params.get('guarded_probability', 0.0):
             await self.hold_guarded_async(lock, key, owner, rng, start, hold_seconds)
             return
@@ -482,22 +495,15 @@ class Contender:
             )
             value = int(response['Item']['value']['N']) if 'Item' in response else 0
             await asyncio.sleep(hold_seconds)
-            await counter.put_item(TableName=params['counter_table'], Item={
-                'counter_key': {'S': key},
-                'value': {'N': str(value + 1)},
-                'last_owner': {'S': owner},
-                'last_version': {'S': version_at_acquire},
-            })
+            await counter.put_item(TableName=params['counter_table'],
+                                   Item=self.counter_item(key, value, owner, version_at_acquire))
             committed = True
         except Exception as error:   # the engine itself failed: recorded, not counted
             self.errors.append(f'critical section on {key}: {error!r}')
-        end = time.monotonic()
-        status_before_release = lock.status
-        version_before_release = lock.record_version_number
+        end, before_release = time.monotonic(), (lock.status, lock.record_version_number)
         outcome = await self.release_async(lock)
-        self.holds.append([key, owner, start, end, version_at_acquire, version_before_release,
-                           status_before_release, outcome, lock.status, committed, round(hold_seconds, 4), ASYNCIO,
-                           lock.fencing_token])
+        self.record_hold(lock, key, owner, start, end, version_at_acquire, before_release, outcome, committed,
+                         hold_seconds, ASYNCIO)
 
     async def hold_guarded_async(self, lock: Any, key: str, owner: str, rng: random.Random, start: float,
                                  hold_seconds: float) -> None:
@@ -517,24 +523,20 @@ class Contender:
             committed = True
         except Exception as error:   # LOCK_STOLEN, UNKNOWN (outcome unknown): recorded, checked by the runner
             write_error = self.record_guarded_error(error)
-        end = time.monotonic()
-        status_before_release = lock.status
-        version_before_release = lock.record_version_number
+        end, before_release = time.monotonic(), (lock.status, lock.record_version_number)
         outcome = await self.release_async(lock)
-        self.holds.append([key, owner, start, end, version_at_acquire, version_before_release,
-                           status_before_release, outcome, lock.status, committed, round(hold_seconds, 4), ASYNCIO,
-                           lock.fencing_token, True, hold_id, write_error])
+        self.record_hold(lock, key, owner, start, end, version_at_acquire, before_release, outcome, committed,
+                         hold_seconds, ASYNCIO, True, hold_id, write_error)
 
     async def release_async(self, lock: Any) -> str:
         for _ in range(3):
             try:
                 await lock.release(best_effort=False)
-                return 'released' if lock.status == DynamoDBLock.RELEASED else f'noop_{lock.status}'
+                return self.released(lock)
             except DynamoDBLockError as error:
-                if error.code != DynamoDBLockError.UNKNOWN:
-                    logger.warning('Strict release of %s raised %s', lock.unique_identifier, error)
-                    return error.code
-                self.count('release_UNKNOWN')
+                final = self.release_failed(lock, error)
+                if final is not None:
+                    return final
                 await asyncio.sleep(0.05)
         await lock.release(best_effort=True)
         return 'abandoned'
