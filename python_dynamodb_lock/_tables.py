@@ -18,7 +18,7 @@ from ._schema import Schema
 #: The TTL attribute of the published layout.
 DEFAULT_TTL_ATTRIBUTE_NAME = 'expiry_time'
 
-__all__ = ['create_table_sync', 'describe_failed', 'describe_key_schema', 'judge_existing_table',
+__all__ = ['create_table_sync', 'describe_failed', 'describe_key_schema', 'for_table_arguments', 'judge_existing_table',
            'lock_table_shape', 'needs_ttl_update', 'require_low_level_client', 'table_request']
 
 
@@ -156,6 +156,19 @@ def lock_table_shape(description: Mapping[str, Any], ttl_description: Optional[M
         raise refuse(f'its TTL attribute {chosen!r} is a key attribute')
     return {'partition_key_name': hash_name, 'sort_key_name': range_name, 'partition_key_type': hash_type,
             'ttl_attribute_name': chosen}
+
+
+def for_table_arguments(table_name: str, description: Mapping[str, Any], ttl_description: Optional[Mapping[str, Any]],
+                        ttl_error: Optional[BaseException], kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """The constructor arguments of a client made by ``for_table``, from what the table's
+    ``DescribeTable`` and ``DescribeTimeToLive`` answered (``ttl_error``: the latter failed, and
+    the given or default TTL attribute is used) and the caller's other ``kwargs``."""
+    if ttl_error is not None:
+        logger.warning('Could not read the time-to-live setting of table %s (%s); using %r', table_name, ttl_error,
+                       kwargs.get('ttl_attribute_name') or DEFAULT_TTL_ATTRIBUTE_NAME)
+    others = dict(kwargs)
+    shape = lock_table_shape(description, ttl_description, others.pop('ttl_attribute_name', None))
+    return {'table_name': table_name, **shape, **others}
 
 
 def describe_failed(table_name: str, exc: BaseException) -> DynamoDBLockError:

@@ -66,8 +66,8 @@ from ._schema import PartitionKey
 from ._tables import (
     creation_failed,
     describe_failed,
+    for_table_arguments,
     judge_existing_table,
-    lock_table_shape,
     needs_ttl_update,
     table_request,
 )
@@ -490,14 +490,12 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
             description = (await dynamodb_client.describe_table(TableName=table_name))['Table']
         except (ClientError, BotoCoreError) as exc:
             raise describe_failed(table_name, exc) from exc
+        ttl, ttl_error = None, None
         try:
             ttl = (await dynamodb_client.describe_time_to_live(TableName=table_name)).get('TimeToLiveDescription', {})
         except (ClientError, BotoCoreError) as exc:
-            logger.warning('Could not read the time-to-live setting of table %s (%s); using %r', table_name, exc,
-                           kwargs.get('ttl_attribute_name') or _Defaults._DEFAULT_TTL_ATTRIBUTE_NAME)
-            ttl = None
-        shape = lock_table_shape(description, ttl, kwargs.pop('ttl_attribute_name', None))
-        return cls(dynamodb_client, table_name=table_name, **shape, **kwargs)
+            ttl_error = exc
+        return cls(dynamodb_client, **for_table_arguments(table_name, description, ttl, ttl_error, kwargs))
 
     # -- the driver ----------------------------------------------------------------------
 

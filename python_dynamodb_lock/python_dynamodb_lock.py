@@ -41,7 +41,7 @@ from ._registry import WaiterState
 from ._requests import scan
 from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, Item, PartitionKey
 from ._store import Store
-from ._tables import create_table_sync, describe_failed, lock_table_shape
+from ._tables import create_table_sync, describe_failed, for_table_arguments
 
 if TYPE_CHECKING:  # the boto3-stubs types (pip install 'boto3-stubs[dynamodb]'); nothing at run time
     from mypy_boto3_dynamodb import DynamoDBClient, DynamoDBServiceResource
@@ -788,14 +788,12 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
             description = low_level_client.describe_table(TableName=table_name)['Table']
         except (ClientError, BotoCoreError) as exc:
             raise describe_failed(table_name, exc) from exc
+        ttl, ttl_error = None, None
         try:
             ttl = low_level_client.describe_time_to_live(TableName=table_name).get('TimeToLiveDescription', {})
         except (ClientError, BotoCoreError) as exc:
-            logger.warning('Could not read the time-to-live setting of table %s (%s); using %r', table_name, exc,
-                           kwargs.get('ttl_attribute_name') or cls._DEFAULT_TTL_ATTRIBUTE_NAME)
-            ttl = None
-        shape = lock_table_shape(description, ttl, kwargs.pop('ttl_attribute_name', None))
-        return cls(dynamodb_resource, table_name=table_name, **shape, **kwargs)
+            ttl_error = exc
+        return cls(dynamodb_resource, **for_table_arguments(table_name, description, ttl, ttl_error, kwargs))
 
     # -- the published private helpers ---------------------------------------------------
 

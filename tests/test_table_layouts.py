@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
-from helpers import ASYNCIO, CallRecorder, LockClients, offline_resource
+from helpers import ASYNCIO, CallRecorder, FaultInjector, LockClients, offline_resource
 
 from python_dynamodb_lock._errors import Reason
 from python_dynamodb_lock.aio import AsyncDynamoDBLockClient
@@ -422,6 +422,27 @@ def test_for_table_with_another_ttl_attribute_warns(moto_tables: LockTable, capl
                                               ttl_attribute_name='other_ttl', background_heartbeats=False)
     assert client._schema.ttl_attribute_name == 'other_ttl'
     assert any("time-to-live on 'expiry_time'" in record.getMessage() for record in caplog.records)
+    client.close()
+
+
+@pytest.mark.parametrize('given', [None, 'other_ttl'])
+def test_for_table_goes_on_when_the_ttl_setting_cannot_be_read(moto_tables: LockTable, given: Any,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    """DescribeTimeToLive refused (an IAM policy without dynamodb:DescribeTimeToLive): the
+    client uses the TTL attribute it was given, else the default, and says which."""
+    arguments = {} if given is None else {'ttl_attribute_name': given}
+    with FaultInjector(moto_tables.resource) as faults, caplog.at_level(logging.WARNING):
+        refused = faults.fail_calls('DescribeTimeToLive', code='AccessDeniedException')
+        client = DynamoDBLockClient.for_table(moto_tables.resource, moto_tables.table_name,
+                                              background_heartbeats=False, **arguments)
+    assert refused.hits == 1
+    expected = given or 'expiry_time'
+    assert client._schema.ttl_attribute_name == expected
+    assert (client._schema.partition_key_name, client._schema.sort_key_name) == ('lock_key', 'sort_key')
+    assert any(record.getMessage().startswith(f'Could not read the time-to-live setting of table '
+                                              f'{moto_tables.table_name}') and repr(expected) in record.getMessage()
+               for record in caplog.records)
+    client.acquire_lock('ttl-unknown').release()
     client.close()
 
 
