@@ -39,6 +39,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
+from _torture.support import close_pipes
 from helpers import (
     REAL_TIMEOUT,
     BackgroundCall,
@@ -649,13 +650,7 @@ class Worker:
                 pass
             self.process.kill()
         self.process.wait(30)
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                try:
-                    stream.close()
-                except OSError:
-                    pass
-        self._stderr.close()
+        close_pipes(self.process, self._stderr)
 
 
 class Workers:

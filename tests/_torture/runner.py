@@ -28,7 +28,7 @@ import uuid
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from _torture.faults import FaultRates
-from _torture.support import scan_table
+from _torture.support import close_pipes, scan_table
 from _torture.worker import child_env, worker_command
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient, DynamoDBLockError
 
@@ -137,14 +137,17 @@ class TortureResult:
 
     # -- the checks -------------------------------------------------------------------------
 
-    def overlaps(self) -> List[Tuple[Hold, Hold]]:
-        """Pairs of holds of one key whose recorded intervals intersect: exclusion violations."""
-        found = []
+    def holds_by_key(self) -> List[List[Hold]]:
+        """The holds of each key, in order of their start."""
         by_key: Dict[str, List[Hold]] = {}
         for hold in self.holds:
             by_key.setdefault(hold.key, []).append(hold)
-        for holds in by_key.values():
-            holds.sort(key=lambda hold: hold.start)
+        return [sorted(holds, key=lambda hold: hold.start) for holds in by_key.values()]
+
+    def overlaps(self) -> List[Tuple[Hold, Hold]]:
+        """Pairs of holds of one key whose recorded intervals intersect: exclusion violations."""
+        found = []
+        for holds in self.holds_by_key():
             latest = holds[0]
             for hold in holds[1:]:
                 if hold.start < latest.end:
@@ -199,11 +202,7 @@ class TortureResult:
     def tokens_out_of_order(self) -> List[Tuple[Hold, Hold]]:
         """Successive holds of a key (by start) whose fencing tokens do not grow."""
         found = []
-        by_key: Dict[str, List[Hold]] = {}
-        for hold in self.holds:
-            by_key.setdefault(hold.key, []).append(hold)
-        for holds in by_key.values():
-            holds.sort(key=lambda hold: hold.start)
+        for holds in self.holds_by_key():
             for earlier, later in zip(holds, holds[1:]):
                 if earlier.fencing_token is None or later.fencing_token is None \
                         or later.fencing_token <= earlier.fencing_token:
@@ -450,13 +449,7 @@ class WorkerProcess:
 
     def close(self) -> None:
         self.kill()
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                try:
-                    stream.close()
-                except OSError:
-                    pass
-        self._stderr.close()
+        close_pipes(self.process, self._stderr)
 
 
 def run_torture(engine: Any, workdir: pathlib.Path, config: TortureConfig) -> TortureResult:

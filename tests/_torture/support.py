@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import datetime
 import threading
-from typing import Any, Dict, List
+from typing import IO, Any, Dict, List
 
 from boto3.dynamodb.types import TypeDeserializer
 
 __all__ = [
     'LIBRARY_LOGGER',
+    'close_pipes',
     'heartbeat_threads',
     'scan_table',
     'seconds',
@@ -17,6 +18,17 @@ __all__ = [
 
 LIBRARY_LOGGER = 'python_dynamodb_lock'
 _deserializer = TypeDeserializer()
+
+
+def close_pipes(process: Any, stderr: IO[bytes]) -> None:
+    """Close an ended worker process's stdin and stdout pipes and the file its stderr went to."""
+    for stream in (process.stdin, process.stdout):
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:
+                pass
+    stderr.close()
 
 
 def seconds(value: float) -> datetime.timedelta:
