@@ -22,7 +22,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeou
 
 from aio_facade import EventLoopThread
 from helpers import THREADED, LockClients, no_retry_backoff, wait_until
-from python_dynamodb_lock._embedded import EngineNotInstalledError
+from python_dynamodb_lock._embedded import DYNAMODB_LOCAL_INSTALL_HINT, EngineNotInstalledError
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockError
 from python_dynamodb_lock.testing import (
     CallbackRecorder,
@@ -680,6 +680,51 @@ def test_a_users_tests_run_on_the_plugins_fixtures_alone(pytester: pytest.Pytest
     result.assert_outcomes(passed=5)
 
 
+TWO_LOCK_TESTS = '''
+    def test_one(dynamodb_lock_client):
+        with dynamodb_lock_client.acquire_lock('a'):
+            pass
+
+
+    def test_two(dynamodb_lock_table):
+        assert dynamodb_lock_table.read_item('a') is None
+'''
+
+
+@pytest.mark.parametrize('how', ['ini', 'command line'])
+def test_an_engine_asked_for_by_name_that_cannot_start_fails_the_run(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """Asking for DynamoDB Local where it is not installed is an error with the install hint, not
+    a run that skips every lock test and passes."""
+    monkeypatch.setenv('DYNAMODB_LOCAL_DIR', str(pytester.path / 'no-dynamodb-local-here'))
+    pytester.makepyfile(test_user=textwrap.dedent(TWO_LOCK_TESTS))
+    if how == 'ini':
+        pytester.makeini('[pytest]\ndynamodb_lock_engine = dynamodb-local\n')
+        options: List[str] = []
+    else:
+        pytester.makeini('[pytest]\ndynamodb_lock_engine = auto\n')   # the command line wins
+        options = ['--dynamodb-lock-engine', 'dynamodb-local']
+    result = pytester.runpytest_subprocess('-p', 'no:cacheprovider', '-p', 'no:asyncio', *options, timeout=300)
+    result.assert_outcomes(errors=2)
+    assert result.ret != 0
+    output = result.stdout.str()
+    assert 'dynamodb_lock_engine = dynamodb-local was asked for, and it cannot be started' in output
+    assert 'npm install --prefix .dynamodb-local' in output and '$DYNAMODB_LOCAL_DIR' in output
+
+
+def test_auto_falls_back_to_the_moto_server_when_dynamodb_local_is_missing(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv('DYNAMODB_LOCAL_DIR', str(pytester.path / 'no-dynamodb-local-here'))
+    pytester.makepyfile(test_user=textwrap.dedent(TWO_LOCK_TESTS + '''
+
+    def test_on_moto(dynamodb_lock_engine):
+        assert dynamodb_lock_engine.name == 'moto'
+    '''))
+    result = pytester.runpytest_subprocess('-p', 'no:cacheprovider', '-p', 'no:asyncio',
+                                           '--dynamodb-lock-engine', 'auto', timeout=300)
+    result.assert_outcomes(passed=3)
+
+
 def test_the_plugin_is_silent_without_the_testing_extra(pytester: pytest.Pytester,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Without moto (hidden here from the child interpreter), the plugin defines no fixture."""
@@ -704,5 +749,6 @@ def test_the_plugin_is_silent_without_the_testing_extra(pytester: pytest.Pyteste
 
 def test_start_engine_names_what_is_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> None:
     monkeypatch.setenv('DYNAMODB_LOCAL_DIR', str(tmp_path / 'missing'))
-    with pytest.raises(EngineNotInstalledError, match='DynamoDB Local'):
+    with pytest.raises(EngineNotInstalledError, match='DynamoDB Local') as missing:
         start_engine('dynamodb-local')
+    assert DYNAMODB_LOCAL_INSTALL_HINT in str(missing.value)   # an explicit request never falls back

@@ -8,8 +8,11 @@ moto and the moto server's dependencies it defines nothing. Every fixture is nam
 ``dynamodb_lock_engine`` (session)
     A local DynamoDB endpoint started once for the session (:func:`start_engine`): Amazon
     DynamoDB Local when it is installed, else the serialised moto server. The ini option
-    ``dynamodb_lock_engine`` (``auto``, ``dynamodb-local`` or ``moto``) chooses. Tests that
-    need it are skipped when no engine can be started.
+    ``dynamodb_lock_engine`` (``auto``, ``dynamodb-local`` or ``moto``), or the command-line
+    option ``--dynamodb-lock-engine`` (which wins), chooses. With ``auto`` (the default), the
+    tests that need it are skipped when no engine can be started; an engine asked for by name
+    that cannot be started is an error of every test that needs it, with the install hint,
+    never a skip.
 ``dynamodb_lock_table``
     A fresh lock table on that engine (a :class:`LockTable`), deleted after the test.
 ``dynamodb_lock_client``
@@ -35,6 +38,8 @@ __all__: List[str] = []
 
 #: What the ``testing`` extra installs besides pytest: without it, this plugin stays silent.
 REQUIRED_MODULES = ('moto', 'flask', 'flask_cors')
+#: The values of the ``dynamodb_lock_engine`` option.
+ENGINE_CHOICES = ('auto', 'dynamodb-local', 'moto')
 
 
 def _installed(name: str) -> bool:
@@ -51,17 +56,31 @@ if ACTIVE:
                'dynamodb_lock_moto_table', 'dynamodb_lock_table']
 
     def pytest_addoption(parser: pytest.Parser) -> None:
-        parser.addini('dynamodb_lock_engine', 'the engine of the dynamodb_lock_engine fixture: auto (DynamoDB '
-                      'Local when installed, else the moto server), dynamodb-local or moto', default='auto')
+        help_text = ('the engine of the dynamodb_lock_engine fixture: auto (DynamoDB Local when installed, else '
+                     'the moto server; tests skip when neither is), dynamodb-local or moto (tests fail when it '
+                     'cannot be started)')
+        parser.addini('dynamodb_lock_engine', help_text, default='auto')
+        parser.getgroup('python_dynamodb_lock').addoption(
+            '--dynamodb-lock-engine', dest='dynamodb_lock_engine', choices=ENGINE_CHOICES, default=None,
+            help=help_text + '; overrides the ini option')
+
+    def requested_engine(config: pytest.Config) -> str:
+        """The engine the run asks for: ``--dynamodb-lock-engine``, else the ini option, else auto."""
+        chosen = config.getoption('dynamodb_lock_engine', default=None) or config.getini('dynamodb_lock_engine')
+        return str(chosen or 'auto').strip()
 
     @pytest.fixture(scope='session')
     def dynamodb_lock_engine(pytestconfig: pytest.Config) -> Iterator[Any]:
         """A local DynamoDB endpoint for the session (see the module documentation)."""
         from . import EngineNotInstalledError, start_engine
 
+        requested = requested_engine(pytestconfig)
         try:
-            engine = start_engine(str(pytestconfig.getini('dynamodb_lock_engine') or 'auto'))
+            engine = start_engine(requested)
         except EngineNotInstalledError as missing:
+            if requested != 'auto':   # asked for by name: a skip would let the run pass untested
+                pytest.fail(f'dynamodb_lock_engine = {requested} was asked for, and it cannot be started: '
+                            f'{missing}', pytrace=False)
             pytest.skip(str(missing))
         with engine:
             yield engine
