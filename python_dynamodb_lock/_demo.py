@@ -20,6 +20,7 @@ boto3 sessions) is inherited; they talk to the engine over HTTP like any other c
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing
 import os
 import random
@@ -134,18 +135,41 @@ class Connection:
     region_name: Optional[str]
     profile_name: Optional[str]
     dummy_credentials: bool
+    safe_period: float
 
     def resource(self) -> Any:
-        """A DynamoDB service resource; dummy credentials for embedded engines only."""
+        """A DynamoDB service resource (see :func:`client_config`); dummy credentials for
+        embedded engines only."""
         if self.dummy_credentials:
             from ._embedded import dummy_boto3_session
 
             session = dummy_boto3_session()
         else:
             session = boto3.session.Session(profile_name=self.profile_name, region_name=self.region_name)
-        return session.resource('dynamodb', endpoint_url=self.endpoint_url,
-                                config=Config(connect_timeout=5, read_timeout=30,
-                                              max_pool_connections=16))
+        return session.resource('dynamodb', endpoint_url=self.endpoint_url, config=client_config(self.safe_period))
+
+
+#: Attempts of each call of the demo's clients, whatever botocore's default retry mode.
+CLIENT_MAX_ATTEMPTS = 3
+
+
+def client_config(safe_period: float) -> Config:
+    """The botocore settings of the demo's boto3 clients.
+
+    Retries are explicit (standard mode, :data:`CLIENT_MAX_ATTEMPTS` attempts), so an
+    unreachable endpoint fails within seconds even where botocore defaults to its legacy mode
+    (10 attempts). One attempt's connect + read timeout fits in the lock clients'
+    ``safe_period``: a stuck heartbeat is given up and retried before its lock is in danger,
+    which is what the lock client checks (and warns about) when it is created.
+    """
+    connect = _down_to_ms(min(1.0, safe_period / 3))
+    read = _down_to_ms(min(10.0, safe_period - connect))
+    return Config(retries={'mode': 'standard', 'total_max_attempts': CLIENT_MAX_ATTEMPTS},
+                  connect_timeout=connect, read_timeout=read, max_pool_connections=16)
+
+
+def _down_to_ms(seconds: float) -> float:
+    return math.floor(seconds * 1000) / 1000
 
 
 class Message(NamedTuple):
@@ -438,11 +462,12 @@ def run_demo(settings: DemoSettings, out: TextIO) -> DemoReport:
     try:
         if settings.endpoint_url is None:
             engine = _start_engine(settings, printer)
-            connection = Connection(engine.endpoint_url, None, None, dummy_credentials=True)
+            connection = Connection(engine.endpoint_url, None, None, dummy_credentials=True,
+                                    safe_period=settings.safe_period)
             engine_name = engine.name
         else:
             connection = Connection(settings.endpoint_url, settings.region_name, settings.profile_name,
-                                    dummy_credentials=False)
+                                    dummy_credentials=False, safe_period=settings.safe_period)
             engine_name = settings.endpoint_url
             printer.progress(f'Using the DynamoDB endpoint {settings.endpoint_url}')
         resource = connection.resource()
@@ -486,6 +511,10 @@ def _start_engine(settings: DemoSettings, printer: _Printer) -> Any:
     try:
         engine = _embedded.start_embedded_engine(settings.engine)
     except _embedded.EmbeddedEngineError as error:
+        if settings.engine != 'auto':   # asked for by name: say what it needs, suggest no other engine
+            raise DemoError(f'the engine asked for with --engine {settings.engine} could not be started: '
+                            f'{error}\nInstall it as said above, or leave --engine out to use whichever '
+                            'engine is installed, or pass --endpoint-url to use a running DynamoDB') from error
         raise DemoError(f"no embedded engine could be started: {error}\nInstall moto's server "
                         "(pip install '.[demo]' in a checkout of python_dynamodb_lock, or "
                         "pip install 'moto>=5' flask flask-cors), or pass --endpoint-url to use "

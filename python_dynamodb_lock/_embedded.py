@@ -54,6 +54,7 @@ __all__ = [
     'EmbeddedEngineError',
     'EngineNotInstalledError',
     'default_client_config',
+    'merged_client_config',
     'dynamodb_local_search_places',
     'dummy_boto3_session',
     'find_dynamodb_local',
@@ -203,8 +204,8 @@ class EmbeddedEngine:
     def client(self, config: Optional[botocore.config.Config] = None) -> Any:
         """A low-level boto3 DynamoDB client for this engine (dummy credentials, us-east-1).
 
-        ``config`` is merged over :func:`default_client_config` (a few standard-mode retries,
-        short timeouts). Each call returns a new client, so event hooks registered on one do not
+        ``config`` is merged over :func:`default_client_config` (three attempts in botocore's
+        standard retry mode, short timeouts; :func:`merged_client_config`). Each call returns a new client, so event hooks registered on one do not
         affect the others.
         """
         return self._create('client', config)
@@ -214,7 +215,7 @@ class EmbeddedEngine:
         return self._create('resource', config)
 
     def _create(self, kind: str, config: Optional[botocore.config.Config]) -> Any:
-        merged = default_client_config() if config is None else default_client_config().merge(config)
+        merged = merged_client_config(config)
         # One boto3 session per engine keeps the parsed service model, so a new client costs
         # milliseconds instead of a tenth of a second. Sessions are not thread-safe: hence the lock.
         with self._session_lock:
@@ -233,15 +234,38 @@ def dummy_boto3_session() -> boto3.session.Session:
     )
 
 
+#: Attempts of each call of the clients made for local engines, whatever botocore's default
+#: retry mode (its legacy mode makes 10, and waits between them).
+LOCAL_CLIENT_ATTEMPTS = 3
+
+
 def default_client_config() -> botocore.config.Config:
-    """The botocore configuration used for local engines: modest retries, short timeouts (one
-    attempt's connect + read timeout stays below the default 20 s safe period)."""
+    """The botocore configuration used for local engines, and by every boto3 or aiobotocore
+    client the testing helpers make: retries set explicitly (standard mode,
+    :data:`LOCAL_CLIENT_ATTEMPTS` attempts in all), so that an unreachable endpoint fails within
+    seconds whatever botocore's default retry mode is; a 1 s connect timeout (a local engine
+    accepts at once or not at all) and a 10 s read timeout (its slowest call, on a busy machine,
+    answers within seconds). One attempt's connect + read timeout stays below the default 20 s
+    safe period, so lock clients made on these clients do not warn about it."""
     return botocore.config.Config(
-        retries={'mode': 'standard', 'max_attempts': 3},
-        connect_timeout=2,
-        read_timeout=15,
+        retries={'mode': 'standard', 'total_max_attempts': LOCAL_CLIENT_ATTEMPTS},
+        connect_timeout=1,
+        read_timeout=10,
         max_pool_connections=32,
     )
+
+
+def merged_client_config(config: Optional[botocore.config.Config] = None) -> botocore.config.Config:
+    """:func:`default_client_config` with ``config``'s settings over it. A ``retries`` setting
+    of ``config`` without a ``mode`` keeps the standard mode (botocore would otherwise fall back
+    to its default mode for the whole ``retries`` setting)."""
+    defaults = default_client_config()
+    if config is None:
+        return defaults
+    retries = getattr(config, 'retries', None)
+    if isinstance(retries, dict) and 'mode' not in retries:
+        config = config.merge(botocore.config.Config(retries={'mode': 'standard', **retries}))
+    return defaults.merge(config)
 
 
 # --------------------------------------------------------------------------------------------
@@ -462,7 +486,7 @@ def _wait_until_ready(
     ready_marker: Optional[str],
 ) -> None:
     probe = engine.client(botocore.config.Config(
-        retries={'mode': 'standard', 'max_attempts': 1}, connect_timeout=1, read_timeout=5,
+        retries={'mode': 'standard', 'total_max_attempts': 1}, connect_timeout=1, read_timeout=5,
     ))
     deadline = time.monotonic() + timeout
     last_error: Optional[BaseException] = None

@@ -7,14 +7,19 @@ test recomputes from the printed lines rather than trusting the PASS line alone.
 from __future__ import annotations
 
 import os
+import pathlib
 import re
+import subprocess
+import sys
 import uuid
 from typing import Any, Dict, Iterator, List
 
 import pytest
 
+from conftest import require_dynamodb_local, skip_or_fail
 from python_dynamodb_lock import _demo
 from python_dynamodb_lock.__main__ import main
+from python_dynamodb_lock._embedded import DYNAMODB_LOCAL_INSTALL_HINT
 from python_dynamodb_lock._demo import DemoReport, DemoSettings, Hold, Takeover, find_overlaps
 
 COUNTER_LINE = re.compile(r'^\s+counter (\S+):\s+(\d+), critical sections that incremented it: (\d+)',
@@ -93,6 +98,60 @@ def test_demo_on_the_embedded_moto_server(aws_env: None, capsys: pytest.CaptureF
     assert code == 0, output
     assert_sound_verdict(output, keys=1)
     assert 'killing it' not in output  # --quiet: the verdict only
+
+
+PROJECT_DIR = pathlib.Path(__file__).resolve().parent.parent
+
+
+def run_demo_command(*options: str) -> subprocess.CompletedProcess[str]:
+    """``python -m python_dynamodb_lock demo`` as README runs it, from the checkout, with this
+    checkout's package first on the path; its workers log to the same stderr."""
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(filter(None, [str(PROJECT_DIR), os.environ.get('PYTHONPATH')]))}
+    return subprocess.run([sys.executable, '-m', 'python_dynamodb_lock', '-v', 'demo', *options],
+                          cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def require_moto_server() -> None:
+    try:
+        import moto.moto_server.werkzeug_app  # noqa: F401
+    except ImportError:
+        skip_or_fail("moto's server is not installed: pip install 'moto[dynamodb,server]>=5'")
+
+
+@pytest.mark.parametrize('engine', ['moto', pytest.param('dynamodb-local', marks=pytest.mark.local)])
+def test_the_demo_command_logs_no_warning(engine: str, aws_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """README's first command prints no WARNING: the demo's own clients fit its 1.5 s safe
+    period. ``-v`` shows the parent's log from INFO up; the workers log WARNING and above."""
+    if engine == 'moto':
+        require_moto_server()
+    else:
+        monkeypatch.setenv('DYNAMODB_LOCAL_DIR', str(require_dynamodb_local()))
+    result = run_demo_command('--engine', engine, '--duration', '4', '--workers', '3', '--keys', '2')
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert 'PASS' in result.stdout and f'python_dynamodb_lock._embedded: ' in result.stderr, output  # -v took
+    assert 'WARNING' not in output and 'ERROR' not in output, output
+
+
+def test_the_demo_clients_fit_the_safe_period() -> None:
+    for lease in (0.2, 2.0, 60.0):
+        settings = DemoSettings(lease_duration=lease)
+        config = _demo.client_config(settings.safe_period)
+        assert config.connect_timeout + config.read_timeout <= settings.safe_period
+        assert config.connect_timeout > 0 and config.read_timeout > 0
+    connection = _demo.Connection('http://127.0.0.1:9', None, None, dummy_credentials=True, safe_period=1.5)
+    client = connection.resource().meta.client
+    assert (client.meta.config.connect_timeout, client.meta.config.read_timeout) == (0.5, 1.0)
+
+
+def test_the_demo_fails_with_the_install_hint_of_an_engine_asked_for_by_name(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv('DYNAMODB_LOCAL_DIR', str(tmp_path / 'missing'))
+    assert main(['demo', '--engine', 'dynamodb-local']) == 1
+    err = capsys.readouterr().err
+    assert 'the engine asked for with --engine dynamodb-local could not be started' in err
+    assert DYNAMODB_LOCAL_INSTALL_HINT in err
+    assert "Install moto's server" not in err and 'Traceback' not in err
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The embedded engines (python_dynamodb_lock._embedded) and the engine fixtures in conftest."""
 from __future__ import annotations
 
+import asyncio
 import importlib.resources
 import os
 import pathlib
@@ -11,12 +12,14 @@ import threading
 import time
 import uuid
 import zipfile
-from typing import Any, Iterator
+from typing import Any, Iterator, List
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.config import Config
+from botocore.exceptions import ClientError, EndpointConnectionError
 
 from conftest import dynamodb_local_table, require_dynamodb_local, skip_or_fail
+from helpers import no_retry_backoff
 from python_dynamodb_lock import _embedded
 from python_dynamodb_lock._embedded import (
     EmbeddedEngine,
@@ -26,7 +29,7 @@ from python_dynamodb_lock._embedded import (
     start_embedded_engine,
     start_moto_server,
 )
-from python_dynamodb_lock.testing import LockTable
+from python_dynamodb_lock.testing import LockTable, lock_table
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith('linux'),
                                 reason='relies on the whole 127.0.0.0/8 range reaching loopback')
@@ -300,6 +303,97 @@ def test_launcher_compiles_once_into_the_cache(tmp_path: pathlib.Path, monkeypat
     assert (classes / 'PythonDynamoDBLockLoopbackLauncher.class').is_file()
     assert not (classes / LAUNCHER_FILE).exists()  # the source was only a build input
     assert _embedded._loopback_launcher_classes(java, tmp_path / 'scratch') == classes  # cached
+
+
+# --- the clients the package makes for itself fail fast on an unreachable endpoint -----------
+
+def closed_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(('127.0.0.1', 0))
+        return int(probe.getsockname()[1])   # closed again when the block ends: connections are refused
+
+
+def operation(request: Any) -> str:
+    """'ListTables' for an attempt of list_tables (from its X-Amz-Target header)."""
+    target = request.headers.get('X-Amz-Target', b'')
+    return (target.decode() if isinstance(target, bytes) else str(target)).rpartition('.')[2]
+
+
+@pytest.fixture
+def attempts(monkeypatch: pytest.MonkeyPatch) -> List[str]:
+    """The operation of every HTTP attempt of any boto3 or aiobotocore client from now on, with
+    botocore's default retry mode set to legacy (10 attempts, as some botocore releases pick for
+    DynamoDB) and no backoff between attempts."""
+    import aiobotocore.endpoint
+    import botocore.endpoint
+
+    monkeypatch.setenv('AWS_RETRY_MODE', 'legacy')
+    monkeypatch.setenv('AWS_MAX_ATTEMPTS', '10')
+    no_retry_backoff(monkeypatch)
+    sent: List[str] = []
+    send = botocore.endpoint.Endpoint._send
+    async_send = aiobotocore.endpoint.AioEndpoint._send
+
+    def counting_send(self: Any, request: Any) -> Any:
+        sent.append(operation(request))
+        return send(self, request)
+
+    async def counting_async_send(self: Any, request: Any) -> Any:
+        sent.append(operation(request))
+        return await async_send(self, request)
+
+    monkeypatch.setattr(botocore.endpoint.Endpoint, '_send', counting_send)
+    monkeypatch.setattr(aiobotocore.endpoint.AioEndpoint, '_send', counting_async_send)
+    return sent
+
+
+def test_engine_clients_make_three_attempts_whatever_the_default_retry_mode(attempts: List[str]) -> None:
+    port = closed_port()
+    engine = EmbeddedEngine('moto', '127.0.0.1', port, lambda: None)
+    try:
+        for client in (engine.client(), engine.resource().meta.client,
+                       engine.client(Config(retries={'total_max_attempts': 2}))):   # no mode: still standard
+            expected = client.meta.config.retries['total_max_attempts']
+            attempts.clear()
+            with pytest.raises(EndpointConnectionError):
+                client.list_tables()
+            assert attempts == ['ListTables'] * expected
+            assert client.meta.config.retries['mode'] == 'standard'
+            assert client.meta.config.connect_timeout + client.meta.config.read_timeout <= 20   # the default safe period
+        assert expected == 2 and _embedded.LOCAL_CLIENT_ATTEMPTS == 3
+    finally:
+        engine.stop()
+
+
+def test_testing_helpers_clients_make_three_attempts_whatever_the_default_retry_mode(attempts: List[str]) -> None:
+    url = f'http://127.0.0.1:{closed_port()}'
+    with pytest.raises(EndpointConnectionError):
+        with lock_table(url):   # creates its table first
+            pass
+    assert attempts.count('CreateTable') == _embedded.LOCAL_CLIENT_ATTEMPTS
+
+    table = LockTable('endpoint', 'locks', None, None, url, True, lambda kind, config: None)
+
+    async def list_tables() -> None:
+        async with table.new_async_client() as dynamodb:
+            await dynamodb.list_tables()
+
+    attempts.clear()
+    with pytest.raises(EndpointConnectionError):
+        asyncio.run(list_tables())
+    assert attempts == ['ListTables'] * _embedded.LOCAL_CLIENT_ATTEMPTS
+
+
+def test_demo_clients_make_three_attempts_whatever_the_default_retry_mode(attempts: List[str], aws_env: None) -> None:
+    from python_dynamodb_lock import _demo
+
+    url = f'http://127.0.0.1:{closed_port()}'
+    for dummy_credentials in (True, False):
+        connection = _demo.Connection(url, 'us-east-1', None, dummy_credentials=dummy_credentials, safe_period=1.5)
+        attempts.clear()
+        with pytest.raises(EndpointConnectionError):
+            connection.resource().meta.client.list_tables()
+        assert attempts == ['ListTables'] * _demo.CLIENT_MAX_ATTEMPTS == ['ListTables'] * 3
 
 
 # --- moto server ---------------------------------------------------------------------------

@@ -27,8 +27,8 @@ from .._embedded import (
     MOTO_INSTALL_HINT,
     EmbeddedEngine,
     EngineNotInstalledError,
-    default_client_config,
     dummy_boto3_session,
+    merged_client_config,
     start_embedded_engine,
 )
 from ..python_dynamodb_lock import DynamoDBLockClient
@@ -157,7 +157,7 @@ class LockTable:
         if self.endpoint_url is None:
             raise RuntimeError('moto in-process (mock_aws) does not serve aiobotocore clients: test the asyncio '
                                'client on an engine from start_engine() (the dynamodb_lock_table fixture)')
-        merged = default_client_config() if config is None else default_client_config().merge(config)
+        merged = merged_client_config(config)
         return _aiobotocore_session().create_client(
             'dynamodb', endpoint_url=self.endpoint_url, region_name=DUMMY_REGION,
             aws_access_key_id=DUMMY_ACCESS_KEY_ID, aws_secret_access_key=DUMMY_SECRET_ACCESS_KEY, config=merged)
@@ -332,7 +332,7 @@ def lock_table(engine: Union[EmbeddedEngine, str], table_name: Optional[str] = N
         session_guard = threading.Lock()
 
         def make_boto3(kind: str, config: Optional[botocore.config.Config]) -> Any:
-            merged = default_client_config() if config is None else default_client_config().merge(config)
+            merged = merged_client_config(config)
             with session_guard:
                 return getattr(session, kind)('dynamodb', endpoint_url=endpoint_url, config=merged)
 
@@ -390,7 +390,7 @@ def moto_lock_table(table_name: Optional[str] = None, **create_kwargs: Any) -> I
             session = _moto_session
 
         def make_boto3(kind: str, config: Optional[botocore.config.Config]) -> Any:
-            merged = default_client_config() if config is None else default_client_config().merge(config)
+            merged = merged_client_config(config)
             with _moto_guard:
                 return getattr(session, kind)('dynamodb', config=merged)
 
