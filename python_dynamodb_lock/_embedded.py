@@ -205,8 +205,8 @@ class EmbeddedEngine:
         """A low-level boto3 DynamoDB client for this engine (dummy credentials, us-east-1).
 
         ``config`` is merged over :func:`default_client_config` (three attempts in botocore's
-        standard retry mode, short timeouts; :func:`merged_client_config`). Each call returns a new client, so event hooks registered on one do not
-        affect the others.
+        standard retry mode, short timeouts; see :func:`merged_client_config`). Each call
+        returns a new client, so event hooks registered on one do not affect the others.
         """
         return self._create('client', config)
 
@@ -264,7 +264,8 @@ def merged_client_config(config: Optional[botocore.config.Config] = None) -> bot
         return defaults
     retries = getattr(config, 'retries', None)
     if isinstance(retries, dict) and 'mode' not in retries:
-        config = config.merge(botocore.config.Config(retries={'mode': 'standard', **retries}))
+        with_mode: Any = {'mode': 'standard', **retries}
+        config = config.merge(botocore.config.Config(retries=with_mode))
     return defaults.merge(config)
 
 

@@ -129,7 +129,7 @@ def test_the_demo_command_logs_no_warning(engine: str, aws_env: None, monkeypatc
     result = run_demo_command('--engine', engine, '--duration', '4', '--workers', '3', '--keys', '2')
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
-    assert 'PASS' in result.stdout and f'python_dynamodb_lock._embedded: ' in result.stderr, output  # -v took
+    assert 'PASS' in result.stdout and 'python_dynamodb_lock._embedded: ' in result.stderr, output  # -v took
     assert 'WARNING' not in output and 'ERROR' not in output, output
 
 

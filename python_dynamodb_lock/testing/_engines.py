@@ -49,9 +49,16 @@ def start_engine(prefer: str = 'auto') -> EmbeddedEngine:
 
     ``prefer='auto'`` (the default) starts Amazon DynamoDB Local when it and Java 17+ are
     installed (found as :func:`python_dynamodb_lock._embedded.find_dynamodb_local` says:
-    ``$DYNAMODB_LOCAL_DIR`` or a ``.dynamodb-local`` folder), and otherwise moto's DynamoDB
+    ``$DYNAMODB_LOCAL_DIR``, else a ``.dynamodb-local`` folder in the current directory or any
+    folder above it, or in the checkout the package comes from), and otherwise moto's DynamoDB
     behind an HTTP server in this process, serving one request at a time so that conditional
-    writes are atomic. ``'dynamodb-local'`` or ``'moto'`` asks for one of them.
+    writes are atomic. ``'dynamodb-local'`` or ``'moto'`` asks for one of them, and never falls
+    back to the other: when it cannot be had, :class:`EngineNotInstalledError` says how to
+    install it.
+
+    The engine's clients (``engine.client()``, ``engine.resource()``) make three attempts in
+    botocore's standard retry mode, with short timeouts, so that a call to an engine that has
+    gone fails within seconds.
 
     The handle is a context manager; leaving the block (or ``engine.stop()``) stops the engine::
 
