@@ -131,7 +131,8 @@ def demo() -> str:
         client = boto3.client('dynamodb', region_name='us-east-1')
         DynamoDBLockClient.create_dynamodb_table(client, billing_mode='PAY_PER_REQUEST')
         resource = boto3.resource('dynamodb', region_name='us-east-1',
-                                  config=Config(connect_timeout=1, read_timeout=2))
+                                  config=Config(connect_timeout=1, read_timeout=2,
+                                                retries={'mode': 'standard', 'total_max_attempts': 3}))
         with DynamoDBLockClient(resource, metrics=PrometheusLockMetrics(registry),
                                 background_heartbeats=False) as lock_client:
             with lock_client.acquire_lock('nightly-report') as lock:
