@@ -125,6 +125,12 @@ def test_a_clients_failing_heartbeats_are_rate_limited_on_its_clock(
     assert sum(event.name == 'renewal_failed' for event in metrics.events) == 31
 
 
+@pytest.fixture
+def moto_table(dynamodb_lock_moto_table: Any) -> Any:
+    """A lock table in moto's in-process mock."""
+    return dynamodb_lock_moto_table
+
+
 # --- boto3's default timeouts -------------------------------------------------------------------
 
 def test_the_published_usage_with_botocores_defaults_logs_no_warning(caplog: pytest.LogCaptureFixture) -> None:
@@ -143,9 +149,9 @@ def test_the_published_usage_with_botocores_defaults_logs_no_warning(caplog: pyt
     assert [record.levelno for record in caplog.records if 'can wait' in record.getMessage()] == [logging.INFO]
 
 
-def test_short_timeouts_are_not_mentioned(dynamodb_lock_moto_table: Any, caplog: pytest.LogCaptureFixture) -> None:
+def test_short_timeouts_are_not_mentioned(moto_table: Any, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger='python_dynamodb_lock')
-    client = DynamoDBLockClient(dynamodb_lock_moto_table.resource, table_name=dynamodb_lock_moto_table.table_name, clock=ManualClock())
+    client = DynamoDBLockClient(moto_table.resource, table_name=moto_table.table_name, clock=ManualClock())
     client.close()
     assert not [record for record in caplog.records if 'can wait' in record.getMessage()]
 
@@ -153,15 +159,15 @@ def test_short_timeouts_are_not_mentioned(dynamodb_lock_moto_table: Any, caplog:
 # --- absurd heartbeat periods -------------------------------------------------------------------
 
 @pytest.mark.parametrize('period', [seconds(microseconds=1), seconds(milliseconds=9.999)])
-def test_a_heartbeat_period_too_short_to_keep_is_refused(dynamodb_lock_moto_table: Any, period: datetime.timedelta) -> None:
+def test_a_heartbeat_period_too_short_to_keep_is_refused(moto_table: Any, period: datetime.timedelta) -> None:
     with pytest.raises(ValueError, match=r'heartbeat_period must be at least 10 milliseconds, got .*'
                                          r'each heartbeat is a DynamoDB call that takes milliseconds'):
-        DynamoDBLockClient(dynamodb_lock_moto_table.resource, table_name=dynamodb_lock_moto_table.table_name, heartbeat_period=period,
+        DynamoDBLockClient(moto_table.resource, table_name=moto_table.table_name, heartbeat_period=period,
                            clock=ManualClock())
 
 
-def test_the_shortest_accepted_heartbeat_period(dynamodb_lock_moto_table: Any) -> None:
-    client = DynamoDBLockClient(dynamodb_lock_moto_table.resource, table_name=dynamodb_lock_moto_table.table_name,
+def test_the_shortest_accepted_heartbeat_period(moto_table: Any) -> None:
+    client = DynamoDBLockClient(moto_table.resource, table_name=moto_table.table_name,
                                 heartbeat_period=seconds(seconds=MIN_HEARTBEAT_PERIOD),
                                 safe_period=seconds(seconds=0.05), lease_duration=seconds(seconds=0.1),
                                 clock=ManualClock(), background_heartbeats=False)
