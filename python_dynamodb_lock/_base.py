@@ -74,7 +74,7 @@ class ClientCore(Generic[L]):
         if not isinstance(background_heartbeats, bool):
             raise TypeError(f'background_heartbeats must be a bool, not {type(background_heartbeats).__name__}')
         self._init_core(settings, clock if clock is not None else SystemClock(),
-                        Observer(self._dispatch_callback, metrics))
+                        Observer(self._dispatch_callback, metrics, clock, settings.keep_released_rows))
         for warning in settings.warnings:
             logger.warning('%s', warning)
         self._owner_name = settings.owner_name
@@ -237,10 +237,15 @@ class ClientCore(Generic[L]):
             self._emit(Kind.REPLACED_LOST, previous)
 
     def _timeout_error(self, attempt: AcquireAttempt, timed_out: TimedOut) -> DynamoDBLockError:
+        owner = Schema.owner_of(timed_out.blocking)
+        own = self._registry.get(attempt.unique_identifier)
+        if own is not None and own._state.held and owner == self._owner_name:  # type: ignore[attr-defined]
+            owner = ('this client (pass reentrant=True where the thread or task that holds it takes it again, '
+                     f'or release it first; owner_name {owner})')
         return DynamoDBLockError(
             DynamoDBLockError.ACQUIRE_TIMEOUT,
             f'Could not acquire {describe_key(self._schema, attempt.partition_key, attempt.sort_key)} within '
-            f'{attempt.retry_timeout}s: held by {Schema.owner_of(timed_out.blocking)}',
+            f'{attempt.retry_timeout}s: held by {owner}',
             holder=self._describe_row(timed_out.blocking),
         )
 

@@ -1,6 +1,7 @@
 """Validated settings: everything a client is told at construction and per acquisition,
 checked before anything is written, with a clear ``TypeError``/``ValueError`` naming the
-argument. Unsafe but workable settings produce warnings (returned, for the client to log).
+argument. Unsafe but workable settings produce warnings (returned, for the client to log); a
+boto3 client with long timeouts is mentioned once, at INFO (see :func:`client_timeout_warning`).
 """
 from __future__ import annotations
 
@@ -14,10 +15,18 @@ from typing import Any, Callable, List, Mapping, Optional, Tuple
 from boto3.dynamodb.types import Binary
 
 from . import _validation as validation
+from ._observe import logger
 from ._requests import MAX_BATCH_STATEMENTS
 from ._schema import NO_SORT_KEY, Item, Schema, binary_bytes
 
-__all__ = ['AcquireArguments', 'Settings', 'acquire_arguments', 'client_timeout_warning', 'make_settings']
+__all__ = ['MIN_HEARTBEAT_PERIOD', 'AcquireArguments', 'Settings', 'acquire_arguments', 'client_timeout_warning',
+           'make_settings']
+
+#: The shortest ``heartbeat_period`` accepted, in seconds. A renewal is a DynamoDB call: one
+#: takes a few milliseconds at best, and every period renews every held lock, so a shorter
+#: period cannot be kept; it only spins (a period of a microsecond made hundreds of calls and
+#: tens of thousands of WARNING lines a second). Every documented setting is far above it.
+MIN_HEARTBEAT_PERIOD = 0.01
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +87,12 @@ def make_settings(
         owner_name = socket.getfqdn() + uuid.uuid4().hex
     validation.require_text('owner_name', owner_name)
     heartbeat = validation.require_duration('heartbeat_period', heartbeat_period)
+    if heartbeat < MIN_HEARTBEAT_PERIOD:
+        raise ValueError(
+            f'heartbeat_period must be at least {MIN_HEARTBEAT_PERIOD * 1000:.0f} milliseconds, got '
+            f'{heartbeat_period!r}: each heartbeat is a DynamoDB call that takes milliseconds, so a shorter '
+            'period cannot be kept and only floods DynamoDB and the log (a tenth of the lease is plenty)'
+        )
     safe = validation.require_duration('safe_period', safe_period)
     lease = validation.require_duration('lease_duration', lease_duration)
     expiry = validation.require_duration('expiry_period', expiry_period)
@@ -105,9 +120,9 @@ def make_settings(
     if not isinstance(keep_released_rows, bool):
         raise TypeError(f'keep_released_rows must be a bool, not {type(keep_released_rows).__name__}')
     warnings = _period_warnings(heartbeat, safe, lease, expiry)
-    timeout_warning = client_timeout_warning(low_level_client, safe)
-    if timeout_warning:
-        warnings.append(timeout_warning)
+    timeout_note = client_timeout_warning(low_level_client, safe)
+    if timeout_note:   # said once per client, after every check passed
+        logger.info('%s', timeout_note)
     schema = Schema(table_name, attribute_names['partition_key_name'], attribute_names.get('sort_key_name'),
                     attribute_names['ttl_attribute_name'], partition_key_type)
     return Settings(schema, owner_name, heartbeat, safe, lease, expiry, float(heartbeat_tps), heartbeat_workers,
@@ -149,11 +164,15 @@ def _client_config(low_level_client: Any) -> Any:
 
 
 def client_timeout_warning(low_level_client: Any, safe_period: float) -> Optional[str]:
-    """A warning when one attempt of a call may hang longer than the safe period.
+    """A note when one attempt of a call may hang longer than the safe period.
 
     A heartbeat stuck in a call cannot be sent again until botocore gives up on it; with
     botocore's defaults (60 s to connect, 60 s to read) that is minutes, long past the default
     30 s lease. See Usage, "Timeouts and retries".
+
+    It is logged once per client at INFO, not WARNING: botocore's defaults are what the
+    published usage, ``DynamoDBLockClient(boto3.resource('dynamodb'))``, gets, and locks work
+    with them; only the recovery from a stuck call is slow.
     """
     config = _client_config(low_level_client)
     connect = getattr(config, 'connect_timeout', None)
@@ -163,9 +182,11 @@ def client_timeout_warning(low_level_client: Any, safe_period: float) -> Optiona
     if connect + read <= safe_period:
         return None
     return (f'the boto3 client can wait {connect}s to connect and {read}s for an answer in one attempt, '
-            f'longer than safe_period ({safe_period}s): a stuck heartbeat is not retried before the lock is '
-            'in danger. Give the client a botocore Config with shorter connect_timeout/read_timeout '
-            '(see "Timeouts and retries" in the docs)')
+            f'longer than safe_period ({safe_period}s): a heartbeat stuck on a silent connection is not retried '
+            'before the lock is reported in danger. To recover from one in time, give the boto3 client a '
+            'botocore Config with connect_timeout + read_timeout well below safe_period, for example '
+            "Config(connect_timeout=1, read_timeout=2, retries={'mode': 'standard', 'total_max_attempts': 3}) "
+            'for the default periods (see "Timeouts and retries" in the docs)')
 
 
 @dataclasses.dataclass(frozen=True)

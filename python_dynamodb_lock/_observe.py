@@ -4,18 +4,25 @@ Per-heartbeat and per-poll lines are DEBUG, the life cycle of locks and clients 
 is WARNING (ERROR for bugs: an exception nobody expected). Every line goes to the published
 logger ``python_dynamodb_lock.python_dynamodb_lock``.
 
+WARNING and ERROR lines are rate-limited per client: at most one line of each kind (for the lines
+of the background loops, of each kind and loop) per :data:`RATE_LIMIT_PERIOD` seconds of the
+client's clock; the next line of that kind says how many were left out. A lost lock is always
+logged. Metrics hooks and application callbacks still get every event.
+
 An :class:`Observer` never raises: a failing callback dispatcher or metrics hook is logged.
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+import threading
+from typing import Any, Callable, Dict, Hashable, List, Mapping, Optional, Tuple
 
+from ._clock import Clock, SystemClock
 from ._core.events import Event, Kind
 from ._errors import DynamoDBLockError
 
-__all__ = ['LOGGER_NAME', 'LockEvent', 'MetricsHook', 'Observer', 'logger']
+__all__ = ['LOGGER_NAME', 'RATE_LIMIT_PERIOD', 'LockEvent', 'MetricsHook', 'Observer', 'RateLimiter', 'logger']
 
 LOGGER_NAME = 'python_dynamodb_lock.python_dynamodb_lock'
 logger = logging.getLogger(LOGGER_NAME)
@@ -122,6 +129,20 @@ _LINES: Dict[Kind, Tuple[int, str, Tuple[str, ...]]] = {
         ('key', 'version', 'owner')),
 }
 
+#: Seconds (of the client's clock) in which at most one WARNING or ERROR line of each kind is
+#: logged; the next line of that kind after the period counts the ones left out.
+RATE_LIMIT_PERIOD = 10.0
+
+#: Appended to a line after others of its kind were left out by the rate limit.
+_SUPPRESSED = ' (%s more like this in the last %.1fs not logged)'
+
+# Events that happen at most once per lock object (its loss, an operator's release): each is
+# logged, whatever the rate limit, because each names a different lock's fate. Their number is
+# bounded by the application's acquisitions, not by time, so they cannot flood the log.
+_NOT_RATE_LIMITED = frozenset({
+    Kind.STOLEN, Kind.REPLACED_LOST, Kind.RELEASE_STOLEN, Kind.RELEASE_FAILED_FORGOTTEN, Kind.FORCE_RELEASED,
+})
+
 # Events that the application hears through its app_callback, with the published codes.
 _CALLBACK_CODES = {
     Kind.STOLEN: DynamoDBLockError.LOCK_STOLEN,
@@ -159,16 +180,48 @@ class LockEvent:
 MetricsHook = Callable[[LockEvent], Any]
 
 
+class RateLimiter:
+    """At most one line per kind per ``period`` seconds of ``clock``; thread-safe."""
+
+    def __init__(self, clock: Clock, period: float = RATE_LIMIT_PERIOD) -> None:
+        self._clock = clock
+        self._period = period
+        self._guard = threading.Lock()
+        self._windows: Dict[Hashable, List[Any]] = {}   # kind -> [when its last line was logged, lines left out]
+
+    def admit(self, kind: Hashable) -> Optional[Tuple[int, float]]:
+        """None: leave this line out. Else log it: the number of lines of its kind left out
+        since the last one logged, and the seconds since that one."""
+        now = self._clock.monotonic()
+        with self._guard:
+            window = self._windows.get(kind)
+            if window is None:
+                self._windows[kind] = [now, 0]
+                return 0, 0.0
+            logged_at, left_out = window
+            if now - logged_at < self._period:
+                window[1] += 1
+                return None
+            window[:] = [now, 0]
+            return left_out, now - logged_at
+
+
 class Observer:
     """Logs every event and hands the callback events to ``dispatch``.
 
     :param dispatch: ``dispatch(callback, lock, code)`` runs ``callback(code, lock)`` somewhere
         other than the caller's thread or task (the client's callback executor, or the loop).
+    :param clock: the client's clock, for the rate limit of WARNING and ERROR lines.
+    :param keep_released_rows: the client's setting: whether the rolling-upgrade advice applies.
     """
 
-    def __init__(self, dispatch: CallbackDispatcher, metrics: Optional[MetricsHook] = None) -> None:
+    def __init__(self, dispatch: CallbackDispatcher, metrics: Optional[MetricsHook] = None,
+                 clock: Optional[Clock] = None, keep_released_rows: bool = True) -> None:
         self._dispatch = dispatch
         self._metrics = metrics
+        self._limiter = RateLimiter(clock if clock is not None else SystemClock())
+        self._upgrade_advice_due = keep_released_rows
+        self._advice_guard = threading.Lock()
 
     def emit(self, event: Event) -> None:
         if self._metrics is not None:
@@ -179,8 +232,13 @@ class Observer:
             exception = event.fields.get('exception')
             exc_info = (type(exception), exception, exception.__traceback__) if exception is not None else None
             args = tuple(values.get(name, '?') for name in names)
-            logger.log(level, template, *args, exc_info=exc_info,
-                       extra={'lock_event': event.kind.value, 'lock_key': event.key})
+            # per kind; the background loops' lines per loop (their 'name')
+            limit = ((event.kind, event.fields.get('name')) if level >= WARNING and event.kind not in _NOT_RATE_LIMITED
+                     else None)
+            self._log(limit, level, template, args, exc_info,
+                      extra={'lock_event': event.kind.value, 'lock_key': event.key})
+        if event.kind == Kind.UNFENCED_HOLDER:
+            self._advise_rolling_upgrade(event)
         code = _CALLBACK_CODES.get(event.kind)
         if code is not None:
             self.callback(event.lock, code)
@@ -195,7 +253,36 @@ class Observer:
             self._metrics(LockEvent(event.kind.value, event.key,
                                     float(duration) if duration is not None else None, attributes))
         except Exception:
-            logger.exception('The metrics hook raised on %s %s', event.kind.value, event.key)
+            self._log('metrics_hook_raised', ERROR, 'The metrics hook raised on %s %s', (event.kind.value, event.key),
+                      True)
+
+    def _log(self, limit: Optional[Hashable], level: int, template: str, args: Tuple[Any, ...], exc_info: Any,
+             extra: Optional[Mapping[str, Any]] = None) -> None:
+        """Log one line, unless the rate limit of its kind ``limit`` (None: no limit) leaves it out."""
+        if limit is not None:
+            admitted = self._limiter.admit(limit)
+            if admitted is None:
+                return
+            left_out, since = admitted
+            if left_out:
+                template += _SUPPRESSED
+                args += (left_out, since)
+        logger.log(level, template, *args, exc_info=exc_info, extra=extra)
+
+    def _advise_rolling_upgrade(self, event: Event) -> None:
+        """Once per client, at the first lock it finds held by a published 0.9.x client, when
+        the client keeps released rows: its waiters then take a released row before a published
+        client can (see the migration page). Not rate-limited: logged once anyway."""
+        with self._advice_guard:
+            due, self._upgrade_advice_due = self._upgrade_advice_due, False
+        if due:
+            logger.warning(
+                'Clients of the published 0.9.x package share keys with this client (%s holds %s): during a '
+                "rolling upgrade they are starved by this package's waiters, which take a released row at once, "
+                'unless keep_released_rows=False is set. Set keep_released_rows=False on every client of this '
+                'package until every client is upgraded (logged once per client)',
+                event.fields.get('owner', '?'), event.key,
+                extra={'lock_event': 'rolling_upgrade_advice', 'lock_key': event.key})
 
     def callback(self, lock: Any, code: str) -> None:
         """Run ``lock.app_callback(code, lock)`` through the dispatcher; never raises."""
@@ -205,4 +292,5 @@ class Observer:
         try:
             self._dispatch(callback, lock, code)
         except Exception:
-            logger.exception('Could not submit app_callback(%s, %s)', code, getattr(lock, 'unique_identifier', lock))
+            self._log('callback_not_submitted', ERROR, 'Could not submit app_callback(%s, %s)',
+                      (code, getattr(lock, 'unique_identifier', lock)), True)

@@ -938,3 +938,19 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
             with lock.thread_lock:
                 if self._owns(lock):
                     self._run(renew_one(self._heartbeat_settings, lock, self._clock))
+
+
+# ``from python_dynamodb_lock.python_dynamodb_lock import *``: the published module had no
+# ``__all__``, so its star import also gave the modules and names it imported, and code written
+# against it uses them (its own integration app calls ``datetime.timedelta``). They are exported
+# here too, after the four classes, which remain the documented API.
+import socket  # noqa: E402
+import time  # noqa: E402
+import uuid  # noqa: E402
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
+from decimal import Decimal  # noqa: E402
+from urllib.parse import quote  # noqa: E402
+
+# The names the published module's star import gave besides its classes.
+__all__ += ['ClientError', 'Decimal', 'ThreadPoolExecutor', 'datetime', 'logger', 'logging', 'quote', 'socket',
+            'threading', 'time', 'uuid']

@@ -74,7 +74,8 @@ def test_waiting_for_a_holder_that_writes_no_fencing_token_warns_once(
 
     assert levels_during(caplog, wait_in_vain) == {logging.DEBUG, logging.WARNING}
     warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
-    assert len(warnings) == 1 and 'writes no fencing token' in warnings[0] and 'someone-else' in warnings[0]
+    assert len(warnings) == 2 and 'writes no fencing token' in warnings[0] and 'someone-else' in warnings[0]
+    assert warnings[1].startswith('Clients of the published 0.9.x package')   # the upgrade advice, once per client
 
 
 def test_stolen_is_a_warning(engine: Any, clients: LockClients, caplog: pytest.LogCaptureFixture) -> None:

@@ -133,24 +133,27 @@ def test_the_defaults_log_no_warning(make: Any, caplog: pytest.LogCaptureFixture
     assert [record for record in caplog.records if record.levelno >= logging.WARNING] == []
 
 
-@pytest.mark.parametrize('connect, read, safe, warns', [
+@pytest.mark.parametrize('connect, read, safe, mentioned', [
     (60, 60, 20, True),        # botocore's defaults: one stuck attempt outlasts the safe period
     (2, 15, 20, False),
     (5, 15, 20, False),        # exactly the safe period: fine
     (5, 16, 20, True),
     (1, 3, 2, True),
 ])
-def test_a_client_whose_timeouts_outlast_the_safe_period_warns(make: Any, caplog: pytest.LogCaptureFixture,
-                                                               connect: float, read: float, safe: float,
-                                                               warns: bool) -> None:
+def test_a_client_whose_timeouts_outlast_the_safe_period_is_told_once_at_info(
+        make: Any, caplog: pytest.LogCaptureFixture, connect: float, read: float, safe: float,
+        mentioned: bool) -> None:
+    """Not a WARNING: botocore's defaults are what the published usage gets, and locks work
+    with them (issue 18); the line says how to recover from a stuck call in time."""
     caplog.set_level(logging.DEBUG, logger=MODULE)
     config = botocore.config.Config(connect_timeout=connect, read_timeout=read)
     resource = dummy_boto3_session().resource('dynamodb', endpoint_url='http://127.0.0.1:9', config=config)
     client = make(resource, safe_period=seconds(seconds=safe), heartbeat_period=seconds(seconds=1),
                   lease_duration=seconds(seconds=max(30, 2 * safe)))
     client.close()
-    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
-    assert any('read_timeout' in message and f'{float(safe)}' in message for message in warnings) == warns, warnings
+    notes = [record for record in caplog.records
+             if 'read_timeout' in record.getMessage() and f'{float(safe)}' in record.getMessage()]
+    assert [record.levelno for record in notes] == ([logging.INFO] if mentioned else []), notes
 
 
 def test_fractional_periods_are_accepted(make: Any) -> None:

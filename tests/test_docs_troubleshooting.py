@@ -224,9 +224,15 @@ def logged_templates(module: Module) -> Iterator[Tuple[str, Template]]:
 
 
 def observe_templates(module: Module) -> Iterator[Tuple[str, Template]]:
-    """The WARNING and ERROR lines of ``_observe.py``: its ``_LINES`` table and its
-    ``logger.exception``/``error``/``warning`` calls."""
+    """The WARNING and ERROR lines of ``_observe.py``: its ``_LINES`` table, its
+    ``logger.exception``/``error``/``warning`` calls and its rate-limited
+    ``self._log(kind, LEVEL, template, ...)`` calls."""
     yield from logged_templates(module)
+    for node in ast.walk(module.tree):
+        if (isinstance(node, ast.Call) and called_name(node) == '_log' and len(node.args) >= 3
+                and isinstance(node.args[1], ast.Name) and node.args[1].id in ('WARNING', 'ERROR')
+                and isinstance(node.args[2], ast.Constant)):
+            yield f'{module.name}:{node.lineno} (_log)', percent_template(node.args[2].value)
     for node in ast.walk(module.tree):
         target = node.target if isinstance(node, ast.AnnAssign) else (
             node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
