@@ -9,11 +9,12 @@ writing at the same moment.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import pathlib
 import sqlite3
 import types
-from typing import Any, Tuple
+from typing import Any, Iterator, Tuple
 
 import pytest
 
@@ -28,6 +29,20 @@ def load_example(name: str) -> types.ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@contextlib.contextmanager
+def data_table(engine: Any, suffix: str, key: str) -> Iterator[str]:
+    """An application's table (string HASH key ``key``) beside the lock table; deleted after."""
+    name = f'{engine.table_name}-{suffix}'
+    engine.client.create_table(
+        TableName=name, KeySchema=[{'AttributeName': key, 'KeyType': 'HASH'}],
+        AttributeDefinitions=[{'AttributeName': key, 'AttributeType': 'S'}], BillingMode='PAY_PER_REQUEST')
+    try:
+        engine.client.get_waiter('table_exists').wait(TableName=name)
+        yield name
+    finally:
+        engine.client.delete_table(TableName=name)
 
 
 def stale_and_current_holder(engine: Any) -> Tuple[DynamoDBLock, DynamoDBLock]:
@@ -65,30 +80,18 @@ def test_the_sqlite_store_refuses_a_first_write_older_than_one_it_has_seen(tmp_p
 
 def test_the_fenced_dynamodb_put_refuses_the_stale_holder(engine: Any) -> None:
     fenced_put = load_example('fencing_dynamodb').fenced_put
-    name = f'{engine.table_name}-documents'
-    engine.client.create_table(
-        TableName=name, KeySchema=[{'AttributeName': 'name', 'KeyType': 'HASH'}],
-        AttributeDefinitions=[{'AttributeName': 'name', 'AttributeType': 'S'}], BillingMode='PAY_PER_REQUEST')
-    try:
-        engine.client.get_waiter('table_exists').wait(TableName=name)
+    with data_table(engine, 'documents', 'name') as name:
         table = engine.resource.Table(name)
         first, second = stale_and_current_holder(engine)
         assert fenced_put(table, {'name': 'report', 'body': 'from the second holder'}, second.fencing_token)
         assert not fenced_put(table, {'name': 'report', 'body': 'from the first holder'}, first.fencing_token)
         item = table.get_item(Key={'name': 'report'}, ConsistentRead=True)['Item']
         assert item['body'] == 'from the second holder' and item['fence'] == second.fencing_token
-    finally:
-        engine.client.delete_table(TableName=name)
 
 
 def test_only_transact_write_items_takes_typed(engine: Any) -> None:
     """safety.rst: ``typed=True`` is for ``transact_write_items``; the one-item methods refuse it."""
-    name = f'{engine.table_name}-typed'
-    engine.client.create_table(
-        TableName=name, KeySchema=[{'AttributeName': 'id', 'KeyType': 'HASH'}],
-        AttributeDefinitions=[{'AttributeName': 'id', 'AttributeType': 'S'}], BillingMode='PAY_PER_REQUEST')
-    try:
-        engine.client.get_waiter('table_exists').wait(TableName=name)
+    with data_table(engine, 'typed', 'id') as name:
         lock = engine.lock_client().acquire_lock('typed')
         calls = [(lock.put_item, {'Item': {'id': 'alice'}}),
                  (lock.update_item, {'Key': {'id': 'alice'}, 'UpdateExpression': 'SET n = :one',
@@ -100,5 +103,3 @@ def test_only_transact_write_items_takes_typed(engine: Any) -> None:
         lock.put_item(TableName=name, Item={'id': 'bob'})       # the same calls without typed are fine
         lock.transact_write_items([{'Put': {'TableName': name, 'Item': {'id': {'S': 'alice'}}}}], typed=True)
         assert engine.client.get_item(TableName=name, Key={'id': {'S': 'alice'}})['Item'] == {'id': {'S': 'alice'}}
-    finally:
-        engine.client.delete_table(TableName=name)
