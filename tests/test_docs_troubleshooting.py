@@ -41,7 +41,7 @@ import ast
 import logging
 import pathlib
 import re
-from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import pytest
 
@@ -261,21 +261,68 @@ def level_of(node: ast.AST, module: Module, seen: FrozenSet[str] = frozenset()) 
     return None
 
 
-def logging_calls(module: Module) -> Iterator[Tuple[ast.Call, int, ast.AST]]:
-    """``(call, level, message)`` for every logging call of a module with a message argument."""
+def direct_logging_calls(module: Module) -> Iterator[Tuple[ast.Call, Union[int, ast.AST], ast.AST]]:
+    """``(call, level, message)`` for every call of a logging method in a module: ``level`` is
+    the method's (an int), or the expression ``log`` was given."""
     for node in ast.walk(module.tree):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
         method = node.func.attr
         if method == 'log' and len(node.args) >= 2:
-            level = level_of(node.args[0], module)
-            yield node, logging.WARNING if level is None else level, node.args[1]
+            yield node, node.args[0], node.args[1]
         elif method in LEVEL_METHODS and node.args:
             message = node.args[0]
             is_text = isinstance(message, (ast.JoinedStr, ast.BinOp, ast.Name)) or (
                 isinstance(message, ast.Constant) and isinstance(message.value, str))
             if is_text:
                 yield node, LEVEL_METHODS[method], message
+
+
+def argument_of(call: ast.Call, function: ast.AST, parameter: str) -> Optional[ast.AST]:
+    """What ``call`` (a call of ``function``) passes as ``parameter``."""
+    names = parameters(function)
+    position = names.index(parameter) - (names[:1] in (['self'], ['cls']))
+    return message_argument(call, position, parameter)
+
+
+def calls_of_function(modules: Sequence[Module], function: ast.AST) -> Iterator[Tuple[Module, ast.Call]]:
+    assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+    for module in modules:
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.Call) and called_name(node) == function.name:
+                yield module, node
+
+
+def logging_calls(modules: Sequence[Module]) -> Iterator[Tuple[Module, ast.Call, int, ast.AST]]:
+    """``(module, call, level, message)`` for every line the package logs.
+
+    A logging call inside a helper that logs for its callers - its message is one of the
+    helper's parameters, like a rate-limited ``self._log(kind, level, template, args)`` - stands
+    for the helper's calls: each is a logging call with the level and message its caller passes.
+    A level that cannot be worked out counts as WARNING.
+    """
+    for module in modules:
+        for call, level, message in direct_logging_calls(module):
+            function = module.function_of.get(call)
+            names = parameters(function) if function is not None else []
+            if isinstance(message, ast.Name) and message.id in names:
+                callers = list(calls_of_function(modules, function))   # type: ignore[arg-type]
+                for caller_module, caller in callers:
+                    caller_message = argument_of(caller, function, message.id)  # type: ignore[arg-type]
+                    if caller_message is None:
+                        continue
+                    caller_level: Optional[int]
+                    if isinstance(level, ast.Name) and level.id in names:
+                        level_argument = argument_of(caller, function, level.id)  # type: ignore[arg-type]
+                        caller_level = None if level_argument is None else level_of(level_argument, caller_module)
+                    else:
+                        caller_level = level if isinstance(level, int) else level_of(level, module)
+                    yield (caller_module, caller, logging.WARNING if caller_level is None else caller_level,
+                           caller_message)
+                if callers:
+                    continue
+            resolved = level if isinstance(level, int) else level_of(level, module)
+            yield module, call, logging.WARNING if resolved is None else resolved, message
 
 
 def split_percent(template: Template) -> Template:
@@ -289,36 +336,34 @@ def split_percent(template: Template) -> Template:
 def logged_templates(modules: Sequence[Module], minimum: int = REQUIRED_LEVEL) -> Iterator[Tuple[str, Template]]:
     """The templates of the package's log lines at ``minimum`` or above, with the literal pieces
     that callers pass into a helper's holes (as for :func:`calls_of`)."""
-    for module in modules:
-        for call, level, message in logging_calls(module):
-            if level < minimum:
-                continue
-            where = f'{module.name}:{call.lineno} ({logging.getLevelName(level)})'
-            for template in reduce(message, module):
-                yield where, split_percent(template)
-            function = module.function_of.get(call)
-            if function is None:
-                continue
-            arguments = call.args[2:] if call.func.attr == 'log' else call.args[1:]  # type: ignore[attr-defined]
-            holes = {name.id for argument in arguments for name in ast.walk(argument) if isinstance(name, ast.Name)}
-            for parameter in sorted(holes & set(parameters(function)) - {'self', 'cls'}):
-                for template in argument_templates(modules, function, parameter):
-                    yield f'{where} ({parameter}=)', template
+    for module, call, level, message in logging_calls(modules):
+        if level < minimum:
+            continue
+        where = f'{module.name}:{call.lineno} ({logging.getLevelName(level)})'
+        for template in reduce(message, module):
+            yield where, split_percent(template)
+        function = module.function_of.get(call)
+        if function is None:
+            continue
+        arguments = [argument for argument in call.args if argument is not message]
+        holes = {name.id for argument in arguments for name in ast.walk(argument) if isinstance(name, ast.Name)}
+        for parameter in sorted(holes & set(parameters(function)) - {'self', 'cls'}):
+            for template in argument_templates(modules, function, parameter):
+                yield f'{where} ({parameter}=)', template
 
 
 def opaque_logging_calls(modules: Sequence[Module]) -> List[str]:
     """WARNING+ logging calls whose message has no literal text at all, outside :data:`RELAYS`."""
     found = []
-    for module in modules:
-        for call, level, message in logging_calls(module):
-            if level < REQUIRED_LEVEL:
-                continue
-            if any(literal_parts(split_percent(template)) for template in reduce(message, module)):
-                continue
-            function = module.function_of.get(call)
-            name = getattr(function, 'name', '<module>')
-            if (module.name, name) not in RELAYS:
-                found.append(f'{module.name}:{call.lineno} in {name}()')
+    for module, call, level, message in logging_calls(modules):
+        if level < REQUIRED_LEVEL:
+            continue
+        if any(literal_parts(split_percent(template)) for template in reduce(message, module)):
+            continue
+        function = module.function_of.get(call)
+        name = getattr(function, 'name', '<module>')
+        if (module.name, name) not in RELAYS:
+            found.append(f'{module.name}:{call.lineno} in {name}()')
     return found
 
 
@@ -467,10 +512,35 @@ def test_the_level_of_a_log_call_is_its_highest_possible_one() -> None:
               "    logger.log(unknown, 'who knows: %s', reason)\n"
               "    logger.info('fine %s', reason)\n")
     module = Module(pathlib.Path('example.py'), source)
-    assert [(call.lineno, level) for call, level, _ in logging_calls(module)] == [
+    assert [(call.lineno, level) for _, call, level, _ in logging_calls([module])] == [
         (4, logging.WARNING), (5, logging.DEBUG), (6, logging.WARNING), (7, logging.INFO)]
     assert [template for _, template in logged_templates([module])] == [
         ('lost: ', None, ''), ('who knows: ', None, '')]
+
+
+def test_a_helper_that_logs_for_its_callers_stands_for_its_calls() -> None:
+    """A wrapper such as a rate-limited ``self._log(kind, level, template, args)``: each call of
+    it is a log line, at the level and with the template its caller passes."""
+    source = ("import logging\n"
+              "from logging import ERROR, INFO, WARNING\n"
+              "class Observer:\n"
+              "    def _log(self, kind, level, template, args):\n"
+              "        if self.admit(kind):\n"
+              "            template += ' (%s more)'\n"
+              "            logger.log(level, template, *args)\n"
+              "    def use(self, key, line):\n"
+              "        self._log('a', WARNING, 'Lock %s is in trouble', (key,))\n"
+              "        self._log('b', INFO, 'Lock %s is fine', (key,))\n"
+              "        self._log(kind='c', level=ERROR, template='Lock %s broke', args=(key,))\n"
+              "        self._log('d', WARNING, line, ())\n")
+    module = Module(pathlib.Path('example.py'), source)
+    assert [(call.lineno, level) for _, call, level, _ in logging_calls([module])] == [
+        (9, logging.WARNING), (10, logging.INFO), (11, logging.ERROR), (12, logging.WARNING)]
+    assert [(where, template) for where, template in logged_templates([module])] == [
+        ('example.py:9 (WARNING)', ('Lock ', None, ' is in trouble')),
+        ('example.py:11 (ERROR)', ('Lock ', None, ' broke')),
+        ('example.py:12 (WARNING)', (None,))]            # no text: reported as opaque instead
+    assert opaque_logging_calls([module]) == ['example.py:12 in use()']
 
 
 def templates_in(source: str) -> List[Tuple[str, Template]]:
