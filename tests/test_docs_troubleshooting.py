@@ -503,6 +503,13 @@ def test_a_warning_without_literal_text_is_reported_unless_a_known_relay() -> No
         'example.py:4 in relay()', 'example.py:6 in relay()']
 
 
+def levels_and_templates(source: str) -> Tuple[List[Tuple[int, int]], List[Tuple[str, Template]]]:
+    """``(line, level)`` of each logging call of a piece of source, and its required templates."""
+    module = Module(pathlib.Path('example.py'), source)
+    return ([(call.lineno, level) for _, call, level, _ in logging_calls([module])],
+            list(logged_templates([module])))
+
+
 def test_the_level_of_a_log_call_is_its_highest_possible_one() -> None:
     source = ("import logging\n"
               "def f(reason, unknown):\n"
@@ -511,11 +518,9 @@ def test_the_level_of_a_log_call_is_its_highest_possible_one() -> None:
               "    logger.log(logging.DEBUG, 'detail %s', reason)\n"
               "    logger.log(unknown, 'who knows: %s', reason)\n"
               "    logger.info('fine %s', reason)\n")
-    module = Module(pathlib.Path('example.py'), source)
-    assert [(call.lineno, level) for _, call, level, _ in logging_calls([module])] == [
-        (4, logging.WARNING), (5, logging.DEBUG), (6, logging.WARNING), (7, logging.INFO)]
-    assert [template for _, template in logged_templates([module])] == [
-        ('lost: ', None, ''), ('who knows: ', None, '')]
+    levels, templates = levels_and_templates(source)
+    assert levels == [(4, logging.WARNING), (5, logging.DEBUG), (6, logging.WARNING), (7, logging.INFO)]
+    assert [template for _, template in templates] == [('lost: ', None, ''), ('who knows: ', None, '')]
 
 
 def test_a_helper_that_logs_for_its_callers_stands_for_its_calls() -> None:
@@ -533,14 +538,13 @@ def test_a_helper_that_logs_for_its_callers_stands_for_its_calls() -> None:
               "        self._log('b', INFO, 'Lock %s is fine', (key,))\n"
               "        self._log(kind='c', level=ERROR, template='Lock %s broke', args=(key,))\n"
               "        self._log('d', WARNING, line, ())\n")
-    module = Module(pathlib.Path('example.py'), source)
-    assert [(call.lineno, level) for _, call, level, _ in logging_calls([module])] == [
-        (9, logging.WARNING), (10, logging.INFO), (11, logging.ERROR), (12, logging.WARNING)]
-    assert [(where, template) for where, template in logged_templates([module])] == [
+    levels, templates = levels_and_templates(source)
+    assert levels == [(9, logging.WARNING), (10, logging.INFO), (11, logging.ERROR), (12, logging.WARNING)]
+    assert templates == [
         ('example.py:9 (WARNING)', ('Lock ', None, ' is in trouble')),
         ('example.py:11 (ERROR)', ('Lock ', None, ' broke')),
         ('example.py:12 (WARNING)', (None,))]            # no text: reported as opaque instead
-    assert opaque_logging_calls([module]) == ['example.py:12 in use()']
+    assert opaque_logging_calls([Module(pathlib.Path('example.py'), source)]) == ['example.py:12 in use()']
 
 
 def templates_in(source: str) -> List[Tuple[str, Template]]:
