@@ -41,6 +41,7 @@ import ast
 import logging
 import pathlib
 import re
+import textwrap
 from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import pytest
@@ -511,13 +512,15 @@ def levels_and_templates(source: str) -> Tuple[List[Tuple[int, int]], List[Tuple
 
 
 def test_the_level_of_a_log_call_is_its_highest_possible_one() -> None:
-    source = ("import logging\n"
-              "def f(reason, unknown):\n"
-              "    level = logging.WARNING if reason else logging.INFO\n"
-              "    logger.log(level, 'lost: %s', reason)\n"
-              "    logger.log(logging.DEBUG, 'detail %s', reason)\n"
-              "    logger.log(unknown, 'who knows: %s', reason)\n"
-              "    logger.info('fine %s', reason)\n")
+    source = textwrap.dedent('''\
+        import logging
+        def f(reason, unknown):
+            level = logging.WARNING if reason else logging.INFO
+            logger.log(level, 'lost: %s', reason)
+            logger.log(logging.DEBUG, 'detail %s', reason)
+            logger.log(unknown, 'who knows: %s', reason)
+            logger.info('fine %s', reason)
+    ''')
     levels, templates = levels_and_templates(source)
     assert levels == [(4, logging.WARNING), (5, logging.DEBUG), (6, logging.WARNING), (7, logging.INFO)]
     assert [template for _, template in templates] == [('lost: ', None, ''), ('who knows: ', None, '')]
@@ -526,18 +529,20 @@ def test_the_level_of_a_log_call_is_its_highest_possible_one() -> None:
 def test_a_helper_that_logs_for_its_callers_stands_for_its_calls() -> None:
     """A wrapper such as a rate-limited ``self._log(kind, level, template, args)``: each call of
     it is a log line, at the level and with the template its caller passes."""
-    source = ("import logging\n"
-              "from logging import ERROR, INFO, WARNING\n"
-              "class Observer:\n"
-              "    def _log(self, kind, level, template, args):\n"
-              "        if self.admit(kind):\n"
-              "            template += ' (%s more)'\n"
-              "            logger.log(level, template, *args)\n"
-              "    def use(self, key, line):\n"
-              "        self._log('a', WARNING, 'Lock %s is in trouble', (key,))\n"
-              "        self._log('b', INFO, 'Lock %s is fine', (key,))\n"
-              "        self._log(kind='c', level=ERROR, template='Lock %s broke', args=(key,))\n"
-              "        self._log('d', WARNING, line, ())\n")
+    source = textwrap.dedent('''\
+        import logging
+        from logging import ERROR, INFO, WARNING
+        class Observer:
+            def _log(self, kind, level, template, args):
+                if self.admit(kind):
+                    template += ' (%s more)'
+                    logger.log(level, template, *args)
+            def use(self, key, line):
+                self._log('a', WARNING, 'Lock %s is in trouble', (key,))
+                self._log('b', INFO, 'Lock %s is fine', (key,))
+                self._log(kind='c', level=ERROR, template='Lock %s broke', args=(key,))
+                self._log('d', WARNING, line, ())
+    ''')
     levels, templates = levels_and_templates(source)
     assert levels == [(9, logging.WARNING), (10, logging.INFO), (11, logging.ERROR), (12, logging.WARNING)]
     assert templates == [
