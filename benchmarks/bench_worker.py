@@ -1271,7 +1271,11 @@ def figure_guarded(endpoint: str, table: str, params: JsonDict) -> JsonDict:
 
 
 def figure_contend_proc(endpoint: str, table: str, params: JsonDict) -> JsonDict:
-    """Child of ``contended``: acquire/release random keys of a few until ``end_at`` (wall clock)."""
+    """Child of ``contended``: acquire/release random keys of a few until ``end_at`` (wall clock).
+
+    Optional: ``retry_timeout_s`` (each acquire's timeout; else until ``end_at``) and
+    ``client_kwargs`` (extra keyword arguments of the client, e.g. ``keep_released_rows``).
+    """
     keys = list(params['keys'])
     start_at = float(params['start_at'])
     end_at = float(params['end_at'])
@@ -1279,7 +1283,8 @@ def figure_contend_proc(endpoint: str, table: str, params: JsonDict) -> JsonDict
     hold = float(params.get('hold_ms', 5.0)) / 1000.0
     resource = make_resource(endpoint)
     counter = CallCounter(resource.meta.client, thread_ident=threading.get_ident())
-    client = DynamoDBLockClient(resource, table_name=table)
+    client = DynamoDBLockClient(resource, table_name=table, **params.get('client_kwargs', {}))
+    retry_timeout = params.get('retry_timeout_s')
     rng = random.Random(os.getpid())
     latencies: List[float] = []
     intervals: List[List[Any]] = []
@@ -1290,7 +1295,8 @@ def figure_contend_proc(endpoint: str, table: str, params: JsonDict) -> JsonDict
         started = time.perf_counter()
         try:
             lock = client.acquire_lock(key, retry_period=seconds(retry_period),
-                                       retry_timeout=seconds(max(1.0, end_at - time.time())))
+                                       retry_timeout=seconds(max(1.0, end_at - time.time()) if retry_timeout is None
+                                                             else float(retry_timeout)))
         except DynamoDBLockError as error:
             errors[error.code] += 1
             continue

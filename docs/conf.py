@@ -12,8 +12,10 @@ and run the examples of the pages (``sphinx.ext.doctest``; they need moto, which
 The version is read from ``python_dynamodb_lock/_version.py`` as text, so
 building the documentation does not import the package just to learn its
 version. Autodoc (``api.rst``) does import the package, which is why the
-repository root is put on ``sys.path``: the build works from a plain checkout
-as long as boto3 is installed.
+repository root is put on ``sys.path``: the HTML build works from a plain
+checkout with only the ``docs`` extra installed (Sphinx; boto3 comes with the
+package). ``tests/test_docs_build.py`` checks that in a fresh virtual
+environment.
 """
 from __future__ import annotations
 
@@ -67,6 +69,12 @@ pygments_style = 'sphinx'
 
 # -- Autodoc / napoleon -------------------------------------------------------
 
+# The HTML build needs only the ``docs`` extra (Sphinx) and boto3: every module that autodoc
+# imports is importable with those, except the pytest plugin (testing.rst shows its module
+# docstring, and it imports pytest, which the ``testing`` extra installs). pytest is mocked for
+# that import alone; nothing of pytest's is documented. The doctest builder runs the examples and
+# so needs the ``testing`` extra (moto) as well, as tox's ``docs`` env installs it.
+autodoc_mock_imports = ['pytest']
 autodoc_member_order = 'bysource'
 autodoc_default_options = {
     'show-inheritance': True,

@@ -393,7 +393,9 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
                 yield lock
 
     async def force_release_lock(self, lock: BaseDynamoDBLock) -> bool:
-        """Delete a lock's row only if it still carries ``lock``'s version; see the threaded client."""
+        """Free a lock, whoever holds it, only if its row still carries ``lock``'s version: the row
+        is kept, marked released, with its fencing token (deleted instead with
+        ``keep_released_rows=False``); see the threaded client."""
         self._check_process()
         if not isinstance(lock, BaseDynamoDBLock):
             raise TypeError(f'force_release_lock takes a BaseDynamoDBLock, not {type(lock).__name__}')

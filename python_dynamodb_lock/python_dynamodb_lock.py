@@ -668,13 +668,18 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
             yield from self._rows_to_locks(rows)
 
     def force_release_lock(self, lock: BaseDynamoDBLock) -> bool:
-        """Delete a lock's row, whoever holds it, but only if it still carries ``lock``'s version.
+        """Free a lock, whoever holds it, but only if its row still carries ``lock``'s version.
 
         An operator's tool: pass what :meth:`get_lock` or :meth:`list_locks` returned. A lock
-        that was renewed, released or taken over since is never deleted.
+        that was renewed, released or taken over since is left alone. The row is freed as a
+        release frees it: it is kept, marked released (a lease of 0, ``released_at``), with its
+        ``fencing_token`` and without the holder's additional attributes, so that the next
+        holder's token is larger; DynamoDB's TTL deletes it ``expiry_period`` later. A client
+        made with ``keep_released_rows=False`` deletes the row instead. The former holder learns
+        of it at its next heartbeat (``LOCK_STOLEN``).
 
-        :returns: True when the row was deleted, False when it had changed or was gone.
-        :raises DynamoDBLockError: ``UNKNOWN`` when the delete fails.
+        :returns: True when the lock was freed, False when its row had changed or was gone.
+        :raises DynamoDBLockError: ``UNKNOWN`` when the write fails.
         """
         self._check_process()
         if not isinstance(lock, BaseDynamoDBLock):

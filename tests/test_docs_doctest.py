@@ -37,7 +37,7 @@ def test_the_examples_of_the_documentation_run(tmp_path: pathlib.Path) -> None:
     summary = report.read_text(encoding='utf-8') if report.is_file() else ''
     assert result.returncode == 0, f'{result.stdout}\n{result.stderr}\n{summary}'
     # Pages with examples that run: each shows up in the report, with no failure.
-    for page in ('usage', 'settings', 'lambda'):
+    for page in ('quickstart', 'usage', 'settings', 'lambda'):
         assert f'Document: {page}\n' in summary, summary
     assert ' 0 failures in tests' in summary, summary
 

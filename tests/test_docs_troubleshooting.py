@@ -6,13 +6,29 @@ in the code fails this test until the page says what it means:
 * the message of every ``DynamoDBLockError(...)`` raised or built in the package, with the
   message helpers they embed (``_core.messages.explain``) and the pieces their callers pass
   in (``_failed(..., 'nothing was written')``);
-* the ``%``-templates of the WARNING and ERROR events of ``_observe.py`` (its ``_LINES`` table),
-  and the lines it logs with ``logger.exception``;
-* the warnings ``_config.py`` gives for risky settings (logged as WARNING by the client);
-* the WARNING and ERROR lines the client drivers log themselves (a suppressed exception, a
-  callback that raised);
+* every log line of the package at WARNING or above: each call of a logging method
+  (``.warning``, ``.warn``, ``.error``, ``.exception``, ``.critical``, ``.fatal``, whatever the
+  receiver: a module's ``logger``, ``logging`` itself, or a wrapper with a logger's methods)
+  anywhere under ``python_dynamodb_lock/``, and each ``.log(level, ...)`` whose level can be
+  WARNING or above (a level the test cannot work out counts as WARNING), with the literal pieces
+  the callers of a helper pass into its holes (``_call_safely('on_lost of leader election ...')``);
+* the ``%``-templates of the WARNING and ERROR events of ``_observe.py`` (its ``_LINES`` table,
+  which ``Observer.emit`` logs through one ``logger.log(level, template, ...)``);
+* the warnings ``_config.py`` gives for risky settings (which the client logs with
+  ``logger.warning('%s', warning)``);
 * the ``CliError`` messages of ``_cli.py``, the explanations of ``explain_failure`` and the
   demo's ``DemoError`` messages, which the command prints as ``dynamodb-lock: error: ...``.
+
+The rule for levels: the page explains what can go wrong, so every WARNING, ERROR and CRITICAL
+line must be on it. DEBUG lines (per heartbeat, per poll) and INFO lines (the life cycle: a lock
+acquired, released or taken over, a client started or closed, a leader elected, an engine
+started) report normal operation and need not be; the page lists some INFO lines anyway, where
+one tells the reader something they may wonder about (an engine fallback). A WARNING+ call whose
+message has no literal text (``logger.warning('%s', warning)``) must be one of :data:`RELAYS`,
+whose messages are collected where they are made; any other makes the test fail, so that a new
+way of logging is not silently skipped. A new helper that logs for its callers (a rate-limited
+warning, say) is found when it calls a method named like a logger's; if it does not, add it to
+:func:`all_templates`.
 
 A template is reduced to its literal parts (an f-string's ``{...}`` and a ``%s`` are holes). The
 page must contain the template's longest literal part when it has at least
@@ -22,9 +38,11 @@ with only shorter parts must match as a whole, each hole standing for some text.
 from __future__ import annotations
 
 import ast
+import logging
 import pathlib
 import re
-from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
+import textwrap
+from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import pytest
 
@@ -213,26 +231,145 @@ def percent_template(text: str) -> Template:
     return tuple(pieces)
 
 
-def logged_templates(module: Module) -> Iterator[Tuple[str, Template]]:
-    """The ``logger.warning``/``error``/``exception`` lines of a module (constant templates)."""
+#: Logging methods and the level they log at (``log`` takes the level as its first argument).
+LEVEL_METHODS = {'debug': logging.DEBUG, 'info': logging.INFO, 'warning': logging.WARNING,
+                 'warn': logging.WARNING, 'error': logging.ERROR, 'exception': logging.ERROR,
+                 'critical': logging.CRITICAL, 'fatal': logging.CRITICAL}
+LEVEL_NAMES = {'DEBUG': logging.DEBUG, 'INFO': logging.INFO, 'WARNING': logging.WARNING, 'WARN': logging.WARNING,
+               'ERROR': logging.ERROR, 'CRITICAL': logging.CRITICAL, 'FATAL': logging.CRITICAL}
+#: Lines at this level or above must be explained on the page.
+REQUIRED_LEVEL = logging.WARNING
+#: ``(module, function)`` of the logging calls whose message is made elsewhere and collected there:
+#: the client's risky-settings warnings (``_config.py``) and the observer's event lines (``_LINES``).
+RELAYS = {('_base.py', '_configure'), ('_observe.py', 'emit')}
+
+
+def level_of(node: ast.AST, module: Module, seen: FrozenSet[str] = frozenset()) -> Optional[int]:
+    """The highest level a ``log(level, ...)`` argument can have; None when it cannot be worked out."""
+    if isinstance(node, ast.Attribute) and node.attr in LEVEL_NAMES:
+        return LEVEL_NAMES[node.attr]
+    if isinstance(node, ast.Name) and node.id in LEVEL_NAMES:
+        return LEVEL_NAMES[node.id]
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.IfExp):
+        levels = [level_of(node.body, module, seen), level_of(node.orelse, module, seen)]
+        return None if None in levels else max(level for level in levels if level is not None)
+    if isinstance(node, ast.Name) and node.id not in seen:
+        values = assignments(node, module)
+        levels = [level_of(value, module, seen | {node.id}) for value in values]
+        return max(levels) if levels and None not in levels else None  # type: ignore[type-var]
+    return None
+
+
+def direct_logging_calls(module: Module) -> Iterator[Tuple[ast.Call, Union[int, ast.AST], ast.AST]]:
+    """``(call, level, message)`` for every call of a logging method in a module: ``level`` is
+    the method's (an int), or the expression ``log`` was given."""
     for node in ast.walk(module.tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and isinstance(node.func.value, ast.Name) and node.func.value.id == 'logger'
-                and node.func.attr in ('warning', 'error', 'exception', 'critical') and node.args
-                and isinstance(node.args[0], ast.Constant)):
-            yield f'{module.name}:{node.lineno} (logger.{node.func.attr})', percent_template(node.args[0].value)
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        method = node.func.attr
+        if method == 'log' and len(node.args) >= 2:
+            yield node, node.args[0], node.args[1]
+        elif method in LEVEL_METHODS and node.args:
+            message = node.args[0]
+            is_text = isinstance(message, (ast.JoinedStr, ast.BinOp, ast.Name)) or (
+                isinstance(message, ast.Constant) and isinstance(message.value, str))
+            if is_text:
+                yield node, LEVEL_METHODS[method], message
+
+
+def argument_of(call: ast.Call, function: ast.AST, parameter: str) -> Optional[ast.AST]:
+    """What ``call`` (a call of ``function``) passes as ``parameter``."""
+    names = parameters(function)
+    position = names.index(parameter) - (names[:1] in (['self'], ['cls']))
+    return message_argument(call, position, parameter)
+
+
+def calls_of_function(modules: Sequence[Module], function: ast.AST) -> Iterator[Tuple[Module, ast.Call]]:
+    assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+    for module in modules:
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.Call) and called_name(node) == function.name:
+                yield module, node
+
+
+def logging_calls(modules: Sequence[Module]) -> Iterator[Tuple[Module, ast.Call, int, ast.AST]]:
+    """``(module, call, level, message)`` for every line the package logs.
+
+    A logging call inside a helper that logs for its callers - its message is one of the
+    helper's parameters, like a rate-limited ``self._log(kind, level, template, args)`` - stands
+    for the helper's calls: each is a logging call with the level and message its caller passes.
+    A level that cannot be worked out counts as WARNING.
+    """
+    for module in modules:
+        for call, level, message in direct_logging_calls(module):
+            function = module.function_of.get(call)
+            names = parameters(function) if function is not None else []
+            if isinstance(message, ast.Name) and message.id in names:
+                callers = list(calls_of_function(modules, function))   # type: ignore[arg-type]
+                for caller_module, caller in callers:
+                    caller_message = argument_of(caller, function, message.id)  # type: ignore[arg-type]
+                    if caller_message is None:
+                        continue
+                    caller_level: Optional[int]
+                    if isinstance(level, ast.Name) and level.id in names:
+                        level_argument = argument_of(caller, function, level.id)  # type: ignore[arg-type]
+                        caller_level = None if level_argument is None else level_of(level_argument, caller_module)
+                    else:
+                        caller_level = level if isinstance(level, int) else level_of(level, module)
+                    yield (caller_module, caller, logging.WARNING if caller_level is None else caller_level,
+                           caller_message)
+                if callers:
+                    continue
+            resolved = level if isinstance(level, int) else level_of(level, module)
+            yield module, call, logging.WARNING if resolved is None else resolved, message
+
+
+def split_percent(template: Template) -> Template:
+    """A template's literal parts split at their ``%s``-style holes."""
+    pieces: List[Piece] = []
+    for piece in template:
+        pieces.extend(percent_template(piece) if piece is not None else (None,))
+    return tuple(pieces)
+
+
+def logged_templates(modules: Sequence[Module], minimum: int = REQUIRED_LEVEL) -> Iterator[Tuple[str, Template]]:
+    """The templates of the package's log lines at ``minimum`` or above, with the literal pieces
+    that callers pass into a helper's holes (as for :func:`calls_of`)."""
+    for module, call, level, message in logging_calls(modules):
+        if level < minimum:
+            continue
+        where = f'{module.name}:{call.lineno} ({logging.getLevelName(level)})'
+        for template in reduce(message, module):
+            yield where, split_percent(template)
+        function = module.function_of.get(call)
+        if function is None:
+            continue
+        arguments = [argument for argument in call.args if argument is not message]
+        holes = {name.id for argument in arguments for name in ast.walk(argument) if isinstance(name, ast.Name)}
+        for parameter in sorted(holes & set(parameters(function)) - {'self', 'cls'}):
+            for template in argument_templates(modules, function, parameter):
+                yield f'{where} ({parameter}=)', template
+
+
+def opaque_logging_calls(modules: Sequence[Module]) -> List[str]:
+    """WARNING+ logging calls whose message has no literal text at all, outside :data:`RELAYS`."""
+    found = []
+    for module, call, level, message in logging_calls(modules):
+        if level < REQUIRED_LEVEL:
+            continue
+        if any(literal_parts(split_percent(template)) for template in reduce(message, module)):
+            continue
+        function = module.function_of.get(call)
+        name = getattr(function, 'name', '<module>')
+        if (module.name, name) not in RELAYS:
+            found.append(f'{module.name}:{call.lineno} in {name}()')
+    return found
 
 
 def observe_templates(module: Module) -> Iterator[Tuple[str, Template]]:
-    """The WARNING and ERROR lines of ``_observe.py``: its ``_LINES`` table, its
-    ``logger.exception``/``error``/``warning`` calls and its rate-limited
-    ``self._log(kind, LEVEL, template, ...)`` calls."""
-    yield from logged_templates(module)
-    for node in ast.walk(module.tree):
-        if (isinstance(node, ast.Call) and called_name(node) == '_log' and len(node.args) >= 3
-                and isinstance(node.args[1], ast.Name) and node.args[1].id in ('WARNING', 'ERROR')
-                and isinstance(node.args[2], ast.Constant)):
-            yield f'{module.name}:{node.lineno} (_log)', percent_template(node.args[2].value)
+    """The WARNING and ERROR lines of ``_observe.py``'s ``_LINES`` table."""
     for node in ast.walk(module.tree):
         target = node.target if isinstance(node, ast.AnnAssign) else (
             node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
@@ -254,8 +391,7 @@ def all_templates() -> List[Tuple[str, Template]]:
     found += calls_of(modules, 'DynamoDBLockError', 1, 'message')
     found += returned_templates(by_name['_core/messages.py'], 'explain')
     found += observe_templates(by_name['_observe.py'])
-    for name in ('python_dynamodb_lock.py', 'aio.py', '_base.py'):    # the client drivers log a few more
-        found += logged_templates(by_name[name])
+    found += logged_templates(modules)
     found += appended_templates(by_name['_config.py'], '_period_warnings')
     found += returned_templates(by_name['_config.py'], 'client_timeout_warning')
     found += calls_of(modules, 'CliError', 0, 'message', only='_cli.py')
@@ -336,6 +472,86 @@ def test_the_extraction_finds_the_messages_it_is_meant_to() -> None:
     assert len(TEMPLATES) >= 60
 
 
+def test_every_log_line_at_warning_or_above_is_collected() -> None:
+    rendered = {render(template): where for where, template in TEMPLATES}
+    # Modules beyond the client drivers: for_table's TTL checks, the recipes, the engines.
+    assert any(text.startswith('Table {...} has no time-to-live enabled') for text in rendered)
+    assert any(text.startswith('Semaphore {...}: this process uses limit') for text in rendered)
+    assert any(text.startswith('DynamoDB Local did not start ({...})') for text in rendered)
+    # logger.log with a level computed from the loss reason (WARNING for some): required.
+    assert any(text.startswith('Leader election {...}: candidate {...} is no longer leader') for text in rendered)
+    # A helper's caller's piece: _call_safely(f'on_lost of leader election {...}', ...) -> '%s raised'.
+    assert any(text.startswith('on_lost of leader election ') for text in rendered)
+    # INFO lines are not required (the life cycle): a leader elected, a table created.
+    assert not any('elected, term' in text or text.startswith('Creating lock table') for text in rendered)
+    assert all('(DEBUG)' not in where and '(INFO)' not in where for where in rendered.values())
+
+
+def test_a_warning_without_literal_text_is_reported_unless_a_known_relay() -> None:
+    opaque = opaque_logging_calls(package_modules())
+    assert not opaque, (
+        'These WARNING+ logging calls have no literal text, so the page cannot be checked for them: '
+        f'{opaque}. Log a literal %-template instead, or, if the call relays messages collected '
+        'elsewhere in all_templates() (as _base.py relays _config.py\'s warnings), add its '
+        '(module, function) to RELAYS.')
+    source = ("import logging\n"
+              "logger = logging.getLogger(__name__)\n"
+              "def relay(line, level):\n"
+              "    logger.warning(line)\n"
+              "    logger.info(line)\n"
+              "    logger.log(logging.ERROR if level else logging.DEBUG, '%s', line)\n")
+    assert opaque_logging_calls([Module(pathlib.Path('example.py'), source)]) == [
+        'example.py:4 in relay()', 'example.py:6 in relay()']
+
+
+def levels_and_templates(source: str) -> Tuple[List[Tuple[int, int]], List[Tuple[str, Template]]]:
+    """``(line, level)`` of each logging call of a piece of source, and its required templates."""
+    module = Module(pathlib.Path('example.py'), source)
+    return ([(call.lineno, level) for _, call, level, _ in logging_calls([module])],
+            list(logged_templates([module])))
+
+
+def test_the_level_of_a_log_call_is_its_highest_possible_one() -> None:
+    source = textwrap.dedent('''\
+        import logging
+        def f(reason, unknown):
+            level = logging.WARNING if reason else logging.INFO
+            logger.log(level, 'lost: %s', reason)
+            logger.log(logging.DEBUG, 'detail %s', reason)
+            logger.log(unknown, 'who knows: %s', reason)
+            logger.info('fine %s', reason)
+    ''')
+    levels, templates = levels_and_templates(source)
+    assert levels == [(4, logging.WARNING), (5, logging.DEBUG), (6, logging.WARNING), (7, logging.INFO)]
+    assert [template for _, template in templates] == [('lost: ', None, ''), ('who knows: ', None, '')]
+
+
+def test_a_helper_that_logs_for_its_callers_stands_for_its_calls() -> None:
+    """A wrapper such as a rate-limited ``self._log(kind, level, template, args)``: each call of
+    it is a log line, at the level and with the template its caller passes."""
+    source = textwrap.dedent('''\
+        import logging
+        from logging import ERROR, INFO, WARNING
+        class Observer:
+            def _log(self, kind, level, template, args):
+                if self.admit(kind):
+                    template += ' (%s more)'
+                    logger.log(level, template, *args)
+            def use(self, key, line):
+                self._log('a', WARNING, 'Lock %s is in trouble', (key,))
+                self._log('b', INFO, 'Lock %s is fine', (key,))
+                self._log(kind='c', level=ERROR, template='Lock %s broke', args=(key,))
+                self._log('d', WARNING, line, ())
+    ''')
+    levels, templates = levels_and_templates(source)
+    assert levels == [(9, logging.WARNING), (10, logging.INFO), (11, logging.ERROR), (12, logging.WARNING)]
+    assert templates == [
+        ('example.py:9 (WARNING)', ('Lock ', None, ' is in trouble')),
+        ('example.py:11 (ERROR)', ('Lock ', None, ' broke')),
+        ('example.py:12 (WARNING)', (None,))]            # no text: reported as opaque instead
+    assert opaque_logging_calls([Module(pathlib.Path('example.py'), source)]) == ['example.py:12 in use()']
+
+
 def templates_in(source: str) -> List[Tuple[str, Template]]:
     """The DynamoDBLockError templates of a piece of source code."""
     return list(calls_of([Module(pathlib.Path('example.py'), source)], 'DynamoDBLockError', 1, 'message'))
@@ -380,8 +596,14 @@ def test_a_template_of_short_parts_must_match_as_a_whole() -> None:
 def test_the_page_explains_every_message() -> None:
     missing = missing_from(page_text(), TEMPLATES)
     assert not missing, (
-        f'{PAGE.name} does not explain these messages (add each, or a {MIN_FRAGMENT}-character piece of it, '
-        'with what it means and what to do):\n' + '\n'.join(missing))
+        f'docs/{PAGE.name} does not explain these messages (where: the template, {{...}} for a hole):\n'
+        + '\n'.join(missing) + '\n'
+        f'Add each to docs/{PAGE.name}, in the section of its kind (a log line under "Log lines", a '
+        'DynamoDBLockError under its operation, a CLI error under "The command line"), as an entry\n\n'
+        '``<the message, with <what> for each hole>`` (WARNING)\n'
+        '    What it means. **What to do:** ...\n\n'
+        f'The page must contain the message\'s longest literal part when that has {MIN_FRAGMENT} characters '
+        'or more, else the whole message with any text in its holes.')
 
 
 def test_removing_a_message_from_the_page_is_noticed() -> None:
