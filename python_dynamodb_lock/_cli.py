@@ -81,8 +81,8 @@ EXIT_BROKEN_PIPE = 128 + int(getattr(signal, 'SIGPIPE', 13))
 #: seconds whatever botocore's default retry mode (legacy mode makes 10 attempts). The retries
 #: give way to ones the user configured (AWS_MAX_ATTEMPTS, AWS_RETRY_MODE, max_attempts or
 #: retry_mode in the profile); ``run`` uses its own timeouts, derived from its lease.
-_CONNECT_TIMEOUT_SECONDS = 3.0
-_READ_TIMEOUT_SECONDS = 5.0
+_CONNECT_TIMEOUT_SECONDS = 2.0
+_READ_TIMEOUT_SECONDS = 3.0
 _MAX_ATTEMPTS = 2
 
 
@@ -1230,6 +1230,7 @@ def _run(argv: Optional[Sequence[str]], console: Console) -> int:
         console.out(version_text())
         return EXIT_OK
     except SystemExit as exit_request:  # --help
+        sys.stdout.flush()   # where argparse printed it: a closed stdout is reported like any other
         code = exit_request.code
         return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_USAGE)
     try:
