@@ -11,8 +11,10 @@ from typing import Optional, Sequence
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the ``dynamodb-lock`` command line with ``argv`` (default: ``sys.argv[1:]``).
 
-    Returns the exit code: 0 success, 1 operational failure, 2 usage error, 130 interrupted.
-    Expected failures are printed as one line on stderr, not raised.
+    Returns the exit code: 0 success, 1 operational failure, 2 usage error, 130 interrupted,
+    141 standard output closed early, and for ``run`` 75, 76, 126, 127 or the command's own
+    (``dynamodb-lock --help`` lists them). Expected failures are printed as one line on stderr,
+    not raised.
     """
     from ._cli import run
 

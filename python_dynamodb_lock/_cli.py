@@ -8,9 +8,11 @@ Commands (see ``dynamodb-lock --help`` and docs/cli.rst):
 * ``release``       force-release one lock, only if its row still carries the version that was read;
 * ``demo``          run contending worker processes on an embedded engine (see :mod:`._demo`).
 
-Exit codes: 0 success, 1 operational failure (lock not found, lock changed meanwhile, missing
-table, no credentials, endpoint unreachable, ...), 2 usage error (bad arguments, a malformed
-endpoint URL, ``release`` without ``--force``, no terminal to confirm on), 130 interrupted.
+Exit codes (``EXIT_*`` here and in :mod:`._supervise`; the top-level ``--help`` lists them all):
+0 success, 1 operational failure (lock not found, lock changed meanwhile, missing table, no
+credentials, endpoint unreachable, ...), 2 usage error (bad arguments, a malformed endpoint URL,
+``release`` without ``--force``, no terminal to confirm on), 75/76/126/127 and the command's own
+code for ``run``, 130 interrupted, 141 standard output closed early (``| head``).
 ``--version`` prints the version.
 
 Expected failures are reported as one ``dynamodb-lock: error: ...`` line on stderr, never as a
@@ -28,8 +30,10 @@ import decimal
 import ipaddress
 import json
 import logging
+import errno
 import os
 import re
+import signal
 import sys
 import time
 import urllib.parse
@@ -47,23 +51,39 @@ from botocore.exceptions import (
     NoRegionError,
     PartialCredentialsError,
     ProfileNotFound,
+    ReadTimeoutError,
 )
 
 from . import _demo, _supervise
 from . import _validation as validation
 from ._version import __version__
+from ._errors import Reason
+from ._tables import KEY_TYPE_NAMES, describe_key_schema
+from ._tables import _key_schema as key_schema_of
 from .python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLockClient, DynamoDBLockError
 
 logger = logging.getLogger(__name__)
 
 PROG = 'dynamodb-lock'
 
+#: ``run --grace``: how long the rest of the command's process group may outlive it, by default.
+DEFAULT_RUN_GRACE = 60.0
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+#: Standard output was closed before everything was written (``dynamodb-lock list | head``):
+#: what a shell reports for a program killed by SIGPIPE.
+EXIT_BROKEN_PIPE = 128 + int(getattr(signal, 'SIGPIPE', 13))
 
-_CONNECT_TIMEOUT_SECONDS = 10
+#: Every command's botocore settings, so that an unreachable or silent endpoint fails within
+#: seconds whatever botocore's default retry mode (legacy mode makes 10 attempts). The retries
+#: give way to ones the user configured (AWS_MAX_ATTEMPTS, AWS_RETRY_MODE, max_attempts or
+#: retry_mode in the profile); ``run`` uses its own timeouts, derived from its lease.
+_CONNECT_TIMEOUT_SECONDS = 2.0
+_READ_TIMEOUT_SECONDS = 3.0
+_MAX_ATTEMPTS = 2
 
 
 class CliError(Exception):
@@ -229,12 +249,35 @@ def lock_key_of(args: argparse.Namespace) -> Any:
     return value
 
 
+#: Options whose empty value would quietly mean something else (an unset shell variable,
+#: ``--table "$LOCK_TABLE"``): the default table, the default region or profile, any version.
+#: What each would mean instead, for the message.
+_NOT_EMPTY = {
+    'table': ('--table', f'the default table {DynamoDBLockClient._DEFAULT_TABLE_NAME}'),
+    'region': ('--region', 'the region of the AWS environment or configuration'),
+    'profile': ('--profile', 'the default profile'),
+    'expected_version': ('--version', 'no version check'),
+    'owner_name': ('--owner-name', 'the default owner name'),
+}
+
+
+def check_not_empty(args: argparse.Namespace) -> None:
+    """Refuse an empty (or blank) value of an option whose absence means a default: an unset
+    variable in ``--table "$LOCK_TABLE"`` must not make the command act on the default table."""
+    for dest, (option, instead) in _NOT_EMPTY.items():
+        value = getattr(args, dest, None)
+        if value is not None and not value.strip():
+            raise CliError(f'{option} is empty ({value!r}; an unset shell variable?): give a value, or leave '
+                           f'the option out for {instead}', EXIT_USAGE)
+
+
 def check_arguments(args: argparse.Namespace) -> None:
     """Refuse, as a usage error naming the option, names and keys the library would refuse.
 
     Runs before any call. The lock client checks the same things, with messages naming its
     Python arguments; here the messages name the options of the command.
     """
+    check_not_empty(args)
     sort_key_name = sort_key_name_of(args)
     names = {
         '--partition-key-name': args.partition_key_name,
@@ -274,24 +317,44 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _positive_float(text: str) -> float:
+#: The longest duration an option takes, in seconds: the library's limit on every duration
+#: (3650 days), so that no option is refused later in the library's terms.
+MAX_SECONDS = validation.MAX_DURATION.total_seconds()
+_MAX_SECONDS_TEXT = f'{MAX_SECONDS:.0f} seconds (3650 days)'
+
+
+def _seconds(text: str, minimum: float, inclusive: bool) -> float:
+    """``text`` as a number of seconds from ``minimum`` to MAX_SECONDS; argparse names the
+    option in front of the message ("argument --lease: ...")."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f'not a number: {text!r}') from None
-    if not value > 0 or value == float('inf'):
-        raise argparse.ArgumentTypeError(f'must be a positive number, got {text}')
+    if not (value >= minimum if inclusive else value > minimum):
+        if minimum:
+            wanted = f'at least {minimum:g}'
+        else:
+            wanted = 'zero or more' if inclusive else 'a positive number'
+        raise argparse.ArgumentTypeError(f'must be {wanted}, got {text}')
+    if not value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f'must be at most {_MAX_SECONDS_TEXT}, got {text}')
     return value
+
+
+def _positive_float(text: str) -> float:
+    return _seconds(text, 0.0, inclusive=False)
 
 
 def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f'not a number: {text!r}') from None
-    if not value >= 0 or value == float('inf'):
-        raise argparse.ArgumentTypeError(f'must be zero or more, got {text}')
-    return value
+    return _seconds(text, 0.0, inclusive=True)
+
+
+#: The shortest ``run --lease``: its heartbeats come every sixth of it.
+MIN_RUN_LEASE_SECONDS = 1.0
+
+
+def _run_lease(text: str) -> float:
+    return _seconds(text, MIN_RUN_LEASE_SECONDS, inclusive=True)
 
 
 def _add_connection_options(parser: argparse.ArgumentParser, *, on_subcommand: bool) -> None:
@@ -340,15 +403,26 @@ def _add_connection_options(parser: argparse.ArgumentParser, *, on_subcommand: b
                        help='log library activity to stderr (-v INFO, -vv DEBUG)')
 
 
+#: The exit codes, as the top-level --help lists them (docs/cli.rst has the same table).
+EXIT_CODES_HELP = (
+    f'Exit codes: {EXIT_OK} success; {EXIT_FAILURE} operational failure (not found, changed meanwhile, '
+    f'missing table, no credentials, endpoint unreachable); {EXIT_USAGE} usage error; '
+    f'{_supervise.EXIT_NOT_ACQUIRED} run: lock held by someone else for all of --wait; '
+    f'{_supervise.EXIT_LOCK_LOST} run: lock lost while the command ran; '
+    f'{_supervise.EXIT_CANNOT_EXECUTE} run: command cannot be executed; '
+    f'{_supervise.EXIT_COMMAND_NOT_FOUND} run: command not found; '
+    f'{EXIT_INTERRUPTED} interrupted; {EXIT_BROKEN_PIPE} standard output closed early (| head). '
+    'Otherwise run exits with the exit code of its command (128+N when signal N killed it, or stopped '
+    'run while it waited for the lock).')
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The complete ``dynamodb-lock`` argument parser."""
     parser = _ArgumentParser(
         prog=PROG,
         description='Inspect, create and clean up a python_dynamodb_lock table, '
                     'or watch the lock at work in a self-contained demo.',
-        epilog='Exit codes: 0 success; 1 operational failure (not found, changed meanwhile, '
-               'missing table, no credentials, endpoint unreachable); 2 usage error. '
-               'Start with: dynamodb-lock demo',
+        epilog=EXIT_CODES_HELP + ' Start with: dynamodb-lock demo',
     )
     parser.add_argument('--version', action=_VersionAction,
                         help=f'print "{version_text()}" and exit')
@@ -437,10 +511,13 @@ def build_parser() -> argparse.ArgumentParser:
         'the lock held and renewed, release the lock when the command exits, and exit with its exit '
         'code. The command gets the lock\'s fencing token in $DYNAMODB_LOCK_FENCING_TOKEN (and '
         '$DYNAMODB_LOCK_KEY, $DYNAMODB_LOCK_SORT_KEY, $DYNAMODB_LOCK_TABLE, $DYNAMODB_LOCK_OWNER). '
+        'The command runs in a process group of its own; like flock, the lock is held until every '
+        'process of that group has exited, but for at most --grace seconds after the command itself '
+        'exited (processes that leave the group, with setsid or a double fork, are not tracked). '
         'If the lock is lost while it runs (taken over, deleted, or not renewed for half the '
-        'lease), the command\'s process group gets SIGTERM, then SIGKILL after --grace seconds, and '
-        f'the exit code is {_supervise.EXIT_LOCK_LOST}. SIGINT, SIGTERM and SIGHUP are forwarded to '
-        'the command.')
+        'lease), the command\'s process group gets SIGTERM, then SIGKILL after --kill-after seconds, '
+        f'and the exit code is {_supervise.EXIT_LOCK_LOST}. SIGINT, SIGTERM and SIGHUP are forwarded to '
+        'the process group.')
     run_command.add_argument('key', metavar='KEY', help='partition key of the lock')
     run_command.add_argument('--sort-key', metavar='SORT_KEY', default=DynamoDBLockClient._DEFAULT_SORT_KEY_VALUE,
                              help='sort key of the lock (default: %(default)s)')
@@ -449,15 +526,24 @@ def build_parser() -> argparse.ArgumentParser:
                                   f'attempt); exit code {_supervise.EXIT_NOT_ACQUIRED} when it is not '
                                   'acquired in time. A lock left by a crashed holder is taken over after '
                                   'its lease, so wait longer than the lease to recover from crashes')
-    run_command.add_argument('--grace', type=_non_negative_float, metavar='SECONDS', default=None,
-                             help='seconds between SIGTERM and SIGKILL when the lock is lost (default: a '
-                                  'quarter of the lease)')
-    run_command.add_argument('--lease', dest='lease_duration', type=_positive_float, metavar='SECONDS',
+    run_command.add_argument('--grace', type=_non_negative_float, metavar='SECONDS', default=DEFAULT_RUN_GRACE,
+                             help='once the command has exited, how long the other processes of its process '
+                                  'group (background jobs it started) may keep running, the lock still held '
+                                  '(like flock, held while any of them lives); those still running then get '
+                                  'SIGTERM, then SIGKILL after --kill-after, and a line on stderr says so '
+                                  '(default: %(default)s)')
+    run_command.add_argument('--kill-after', type=_non_negative_float, metavar='SECONDS', default=None,
+                             help='seconds between SIGTERM and SIGKILL when processes are stopped (the lock '
+                                  'was lost, or --grace ran out) (default: a quarter of the lease)')
+    run_command.add_argument('--lease', dest='lease_duration', type=_run_lease, metavar='SECONDS',
                              default=30.0, help='lease duration: a crashed holder\'s lock is taken over '
-                                                'after it; heartbeats every sixth of it (default: %(default)s)')
+                                                'after it; heartbeats every sixth of it (default: %(default)s; '
+                                                f'at least {MIN_RUN_LEASE_SECONDS:g})')
     run_command.add_argument('--owner-name', metavar='NAME', default=None,
                              help='owner name written in the lock (default: host name and a random id)')
     run_command.set_defaults(handler=cmd_run, command_argv=None)
+    # argparse cannot describe "everything after --": say it in the usage line.
+    run_command.usage = run_command.format_usage().replace('usage: ', '', 1).rstrip() + ' -- COMMAND [ARGS...]'
 
     demo = add_command(
         'demo', 'run the contention + crash takeover demo',
@@ -502,8 +588,32 @@ def make_session(args: argparse.Namespace) -> boto3.session.Session:
     return boto3.session.Session(profile_name=args.profile, region_name=args.region)
 
 
+def _retries_configured(session: boto3.session.Session) -> bool:
+    """Whether the user chose botocore's retries (AWS_MAX_ATTEMPTS, AWS_RETRY_MODE, or
+    max_attempts / retry_mode in the profile): the command then leaves them alone."""
+    if os.environ.get('AWS_MAX_ATTEMPTS') or os.environ.get('AWS_RETRY_MODE'):
+        return True
+    try:
+        profile = session._session.get_scoped_config()
+    except BotoCoreError:   # an unknown profile: reported when the resource is made
+        return False
+    return bool(profile.get('max_attempts') or profile.get('retry_mode'))
+
+
+def command_config(session: boto3.session.Session, connect_timeout: float = _CONNECT_TIMEOUT_SECONDS,
+                   read_timeout: float = _READ_TIMEOUT_SECONDS, force_retries: bool = False) -> Config:
+    """The botocore Config of a command: short timeouts, and at most ``_MAX_ATTEMPTS`` attempts
+    in botocore's standard retry mode unless the user configured retries (``force_retries``:
+    even then)."""
+    settings: Dict[str, Any] = {'connect_timeout': connect_timeout, 'read_timeout': read_timeout}
+    if force_retries or not _retries_configured(session):
+        settings['retries'] = {'mode': 'standard', 'total_max_attempts': _MAX_ATTEMPTS}
+    return Config(**settings)
+
+
 def make_resource(args: argparse.Namespace, config: Optional[Config] = None) -> Any:
-    """A DynamoDB service resource for the command's connection options.
+    """A DynamoDB service resource for the command's connection options, with ``config`` or
+    else :func:`command_config`'s timeouts and retries.
 
     Raises ``NoRegionError`` when no region is configured anywhere, and a usage error when the
     endpoint URL that boto3 found in the environment or the AWS configuration (no
@@ -512,7 +622,7 @@ def make_resource(args: argparse.Namespace, config: Optional[Config] = None) -> 
     session = make_session(args)
     try:
         resource = session.resource('dynamodb', endpoint_url=args.endpoint_url,
-                                    config=config or Config(connect_timeout=_CONNECT_TIMEOUT_SECONDS))
+                                    config=config or command_config(session))
     except ValueError as error:   # botocore: "Invalid endpoint: ..." from AWS_ENDPOINT_URL* or a profile
         raise CliError(f'invalid endpoint URL from the AWS environment or configuration: {error}',
                        EXIT_USAGE) from None
@@ -545,6 +655,51 @@ def make_lock_client(args: argparse.Namespace, resource: Any, **settings: Any) -
         raise CliError(str(error), EXIT_USAGE) from None
 
 
+def layout_options(names: Dict[str, str], types: Dict[str, str]) -> Optional[List[str]]:
+    """The options that describe a table's key (``names``: its HASH and RANGE attributes,
+    ``types``: their types, as ``DescribeTable`` gives them), or None when it cannot hold locks
+    (no string, number or binary HASH key; a RANGE key that is not a string)."""
+    hash_name, range_name = names.get('HASH'), names.get('RANGE')
+    if hash_name is None or types.get(hash_name) not in KEY_TYPE_NAMES or (
+            range_name is not None and types.get(range_name) != 'S'):
+        return None
+    options = []
+    if hash_name != DynamoDBLockClient._DEFAULT_PARTITION_KEY_NAME:
+        options += ['--partition-key-name', hash_name]
+    if types[hash_name] != 'S':
+        options += ['--partition-key-type', types[hash_name]]
+    if range_name is None:
+        options.append('--no-sort-key')
+    elif range_name != DynamoDBLockClient._DEFAULT_SORT_KEY_NAME:
+        options += ['--sort-key-name', range_name]
+    return options
+
+
+def explain_layout_mismatch(args: argparse.Namespace) -> str:
+    """What to say when the table's key is not the one the options describe: the table's key
+    and the options that describe it (the table is described for that, once), in the command's
+    terms rather than the library's Python arguments."""
+    table = table_name_of(args)
+    sort_key_name = sort_key_name_of(args)
+    expected = describe_key_schema(args.partition_key_name, partition_key_type_of(args), sort_key_name,
+                                   None if sort_key_name is None else 'S')
+    generic = (f'table {table!r} does not have the key this command was told ({expected}): describe its key with '
+               '--no-sort-key, --partition-key-type N|B, --partition-key-name or --sort-key-name')
+    try:
+        description = make_resource(args).meta.client.describe_table(TableName=table)['Table']
+    except (BotoCoreError, ClientError, CliError, KeyError):
+        return generic
+    names, types = key_schema_of(description)
+    found = describe_key_schema(names.get('HASH'), types.get(names.get('HASH', '')), names.get('RANGE'),
+                                types.get(names.get('RANGE', '')))
+    options = layout_options(names, types)
+    if options is None:
+        return f'table {table!r} cannot hold locks: it has {found}'
+    return (f'table {table!r} has {found}, not the key this command was told ({expected}): repeat with '
+            + (' '.join(options) if options else 'the default key options (no --no-sort-key, '
+               '--partition-key-type, --partition-key-name or --sort-key-name)'))
+
+
 def _exception_chain(exc: BaseException) -> Iterator[BaseException]:
     seen = set()
     current: Optional[BaseException] = exc
@@ -570,6 +725,8 @@ def explain_failure(exc: BaseException, args: argparse.Namespace) -> Optional[st
             return f'{cause} (check --profile / AWS_PROFILE and ~/.aws/config)'
         if isinstance(cause, (EndpointConnectionError, ConnectTimeoutError)):
             return f'cannot reach DynamoDB: {cause}'
+        if isinstance(cause, ReadTimeoutError):
+            return f'cannot reach DynamoDB: no answer in time ({cause})'
         if isinstance(cause, ClientError):
             error = cause.response.get('Error', {})
             code = error.get('Code', 'Unknown')
@@ -951,16 +1108,15 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     lease = args.lease_duration
     heartbeat = lease / 6
     safe_period = lease / 2
-    grace = lease / 4 if args.grace is None else args.grace
-    if args.grace is not None and grace >= lease - safe_period:
-        console.err(f'{PROG}: warning: --grace {grace:g} is not shorter than the {lease - safe_period:g}s between '
-                    'the lock being reported in danger and another process being able to take it over; the '
-                    'command may still run when the lock is gone')
+    kill_after = lease / 4 if args.kill_after is None else args.kill_after
+    if args.kill_after is not None and kill_after >= lease - safe_period:
+        console.err(f'{PROG}: warning: --kill-after {kill_after:g} is not shorter than the {lease - safe_period:g}s '
+                    'between the lock being reported in danger and another process being able to take it over; '
+                    'the command may still run when the lock is gone')
     # One call must not hang longer than the safe period leaves for a renewal to be retried
     # (see "Timeouts and retries" in the documentation).
     timeout = max(0.25, min(_CONNECT_TIMEOUT_SECONDS, (safe_period - heartbeat) / 5))
-    config = Config(connect_timeout=timeout, read_timeout=timeout,
-                    retries={'mode': 'standard', 'total_max_attempts': 2})
+    config = command_config(make_session(args), timeout, timeout, force_retries=True)
     settings: Dict[str, Any] = {
         'heartbeat_period': datetime.timedelta(seconds=heartbeat),
         'safe_period': datetime.timedelta(seconds=safe_period),
@@ -972,8 +1128,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     try:
         return _supervise.run_locked(lock_client, _supervise.RunSettings(
             key=args.lock_key, key_text=args.key, sort_key=args.sort_key, table_name=table_name_of(args),
-            command=command, wait=args.wait, grace=grace, retry_period=min(1.0, heartbeat),
-        ), lambda line: console.err(f'{PROG}: error: {line}'))
+            command=command, wait=args.wait, grace=args.grace, kill_after=kill_after,
+            retry_period=min(1.0, heartbeat),
+        ), lambda line: console.err(f'{PROG}: error: {line}'),
+            warn=lambda line: console.err(f'{PROG}: warning: {line}'))
     finally:
         lock_client.close()
 
@@ -1026,9 +1184,36 @@ def run(argv: Optional[Sequence[str]] = None, *, stdin: Optional[TextIO] = None,
     """Parse ``argv`` (default: ``sys.argv[1:]``), run the command, return the exit code.
 
     Expected failures print ``dynamodb-lock: error: ...`` on stderr and return 1 (operational)
-    or 2 (usage); unexpected exceptions propagate (they are bugs).
+    or 2 (usage); unexpected exceptions propagate (they are bugs). An output stream closed by
+    its reader (``dynamodb-lock list | head``) ends the command quietly with 141, as SIGPIPE
+    ends other programs.
     """
     console = Console(stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr)
+    try:
+        return _run(argv, console)
+    except OSError as error:
+        if not isinstance(error, BrokenPipeError) and error.errno != errno.EPIPE:
+            raise
+        _discard_closed_output(console.stdout, console.stderr)
+        return EXIT_BROKEN_PIPE
+
+
+def _discard_closed_output(*streams: TextIO) -> None:
+    """Point the descriptor of each stream whose reader has gone at /dev/null, so that what
+    is still buffered does not fail again (with a message) when the interpreter exits."""
+    for stream in streams:
+        try:
+            stream.flush()
+        except OSError:
+            try:
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, stream.fileno())
+                os.close(null)
+            except (OSError, ValueError, AttributeError):   # not a file (a test's StringIO)
+                pass
+
+
+def _run(argv: Optional[Sequence[str]], console: Console) -> int:
     parser = build_parser()
     try:
         args = parse_arguments(parser, list(sys.argv[1:] if argv is None else argv))
@@ -1045,6 +1230,7 @@ def run(argv: Optional[Sequence[str]] = None, *, stdin: Optional[TextIO] = None,
         console.out(version_text())
         return EXIT_OK
     except SystemExit as exit_request:  # --help
+        sys.stdout.flush()   # where argparse printed it: a closed stdout is reported like any other
         code = exit_request.code
         return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_USAGE)
     try:
@@ -1057,7 +1243,10 @@ def run(argv: Optional[Sequence[str]] = None, *, stdin: Optional[TextIO] = None,
         console.err(f'{PROG}: interrupted')
         return EXIT_INTERRUPTED
     except (DynamoDBLockError, BotoCoreError, ClientError) as error:
-        explanation = explain_failure(error, args)
+        if getattr(error, 'reason', None) == Reason.WRONG_KEY_SCHEMA:
+            explanation: Optional[str] = explain_layout_mismatch(args)
+        else:
+            explanation = explain_failure(error, args)
         if explanation is None:
             raise
         logger.debug('command failed', exc_info=True)

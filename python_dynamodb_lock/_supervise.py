@@ -3,10 +3,15 @@
 :func:`run_locked` acquires the lock (waiting up to a given time), starts the command in a
 process group of its own with the lock's fencing token in its environment, keeps the lock
 alive (the lock client's heartbeats) for as long as the command runs, and releases it when the
-command exits. When the lock is lost while the command runs - taken over, its row deleted, or
+command and every other process of its process group have exited - like ``flock``, whose lock
+lives as long as any process holding its file descriptor - but for at most a grace period after
+the command itself exited; processes of the group still running then get ``SIGTERM``, then
+``SIGKILL``. When the lock is lost while the command runs - taken over, its row deleted, or
 not renewed for the safe period (after which another process may take it over once the lease
-has run out) - the command's process group gets ``SIGTERM``, then ``SIGKILL`` after a grace
-period. ``SIGINT``, ``SIGTERM`` and ``SIGHUP`` received meanwhile are forwarded to the command.
+has run out) - the command's process group gets ``SIGTERM``, then ``SIGKILL`` after a kill
+delay. ``SIGINT``, ``SIGTERM`` and ``SIGHUP`` received meanwhile are forwarded to the group.
+
+Processes that leave the group (``setsid``, ``setpgid``, a daemon's double fork) are not tracked.
 
 POSIX only (process groups and signals).
 """
@@ -17,6 +22,7 @@ import datetime
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from types import FrameType
@@ -54,6 +60,11 @@ ENV_TABLE = 'DYNAMODB_LOCK_TABLE'
 ENV_OWNER = 'DYNAMODB_LOCK_OWNER'
 
 _POLL_SECONDS = 0.05
+#: How often the process group is looked at once the command has exited (a scan of /proc on Linux).
+_GROUP_POLL_SECONDS = 0.1
+#: How long the group is waited for after SIGKILL before the lock is released anyway (a process
+#: in uninterruptible sleep dies only when its system call returns).
+_AFTER_KILL_SECONDS = 2.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +77,8 @@ class RunSettings:
     table_name: str
     command: Sequence[str]
     wait: float              # seconds to wait for the lock (0: one attempt)
-    grace: float             # seconds between SIGTERM and SIGKILL
+    grace: float             # seconds the rest of the process group may run after the command exited
+    kill_after: float        # seconds between SIGTERM and SIGKILL
     retry_period: float      # seconds between two looks at a lock held by someone else
 
 
@@ -108,7 +120,7 @@ class _Signals:
         child = self.child
         if child is None:
             self.pending.append(signum)
-        elif child.returncode is None:
+        else:   # also after the command exited: the rest of its group may still run
             _signal_group(child, signum)
 
     def started(self, child: subprocess.Popen[bytes]) -> None:
@@ -125,6 +137,59 @@ def _signal_group(child: subprocess.Popen[bytes], signum: int) -> bool:
     except (ProcessLookupError, PermissionError):
         return False
     return True
+
+
+def _reap_group(pgid: int) -> None:
+    """Reap the processes of the group that became this process's children: orphans of the
+    command are re-parented to ``run`` when it is PID 1 (a container's entry point) or a
+    subreaper, and would otherwise stay zombies that count as members."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-pgid, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _proc_group_members(pgid: int) -> Optional[int]:
+    """How many processes of group ``pgid`` are alive (zombies excluded), from /proc; None
+    where /proc does not tell (not Linux)."""
+    if not sys.platform.startswith('linux'):
+        return None
+    try:
+        names = os.listdir('/proc')
+    except OSError:
+        return None
+    count = 0
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f'/proc/{name}/stat', 'rb') as stat:
+                data = stat.read()
+        except OSError:
+            continue   # it has just exited
+        fields = data[data.rfind(b')') + 2:].split()   # after "pid (comm) ": state, ppid, pgrp, ...
+        if len(fields) > 2 and fields[0] != b'Z' and fields[2] == str(pgid).encode():
+            count += 1
+    return count
+
+
+def group_members(pgid: int) -> int:
+    """How many processes of the exited command's group still run (0: none). Without /proc,
+    1 stands for "some" (``killpg(pgid, 0)`` succeeds while any member, zombie or not, exists)."""
+    _reap_group(pgid)
+    members = _proc_group_members(pgid)
+    if members is not None:
+        return members
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return 0
+    except PermissionError:
+        return 1   # a member this process may not signal (another user's) still exists
+    return 1
 
 
 def _exit_code_of(returncode: int) -> int:
@@ -151,25 +216,30 @@ def _wait_for(child: subprocess.Popen[bytes], seconds: float) -> bool:
     return True
 
 
-def _terminate(child: subprocess.Popen[bytes], grace: float) -> bool:
-    """SIGTERM to the command's process group, SIGKILL after ``grace`` if it is still running;
+def _terminate(child: subprocess.Popen[bytes], kill_after: float) -> bool:
+    """SIGTERM to the command's process group, SIGKILL after ``kill_after`` if it is still running;
     then SIGKILL to what is left of the group (nothing of the command may run without the
     lock). Returns whether SIGKILL was needed for the command itself."""
     _signal_group(child, signal.SIGTERM)
+    deadline = time.monotonic() + kill_after
     killed = False
-    if not _wait_for(child, grace):
+    if not _wait_for(child, kill_after):
         _signal_group(child, signal.SIGKILL)
         killed = True
         child.wait()
+    else:   # the rest of the group has what is left of kill_after to exit
+        _wait_for_group(child, deadline - time.monotonic(), lambda: False)
     _signal_group(child, signal.SIGKILL)   # stragglers of the group
     return killed
 
 
 def run_locked(lock_client: Any, settings: RunSettings, err: Callable[[str], None],
-               environ: Optional[Mapping[str, str]] = None) -> int:
+               environ: Optional[Mapping[str, str]] = None, warn: Optional[Callable[[str], None]] = None) -> int:
     """Acquire, run the command, release; the exit code (see the ``EXIT_*`` constants).
 
     :param err: prints one line on stderr (a failure of this run, not of the command).
+    :param warn: prints one line on stderr about something done that the user should know
+        (processes of the group killed after the grace period); default ``err``.
     """
     client_settings = lock_client._settings
     trouble = _Trouble()
@@ -202,7 +272,7 @@ def run_locked(lock_client: Any, settings: RunSettings, err: Callable[[str], Non
                 f'({error.strerror or error}); released the lock')
             return EXIT_COMMAND_NOT_FOUND if not_found else EXIT_CANNOT_EXECUTE
         signals.started(child)
-        return _supervise(lock, child, trouble, settings, client_settings, err)
+        return _supervise(lock, child, trouble, settings, client_settings, err, warn or err)
     except _Stopped as stopped:
         return 128 + stopped.signum
     finally:
@@ -257,16 +327,56 @@ def _acquire(lock_client: Any, settings: RunSettings, trouble: _Trouble, signals
     return outcome['lock']
 
 
+def _in_trouble(lock: Any, trouble: _Trouble) -> bool:
+    # lock.status reads IN_DANGER as soon as the safe period has passed without a renewal,
+    # even before the client's checker (and the callback) has noticed.
+    return trouble.event.is_set() or lock.status in (Status.IN_DANGER, Status.INVALID)
+
+
+def _wait_for_group(child: subprocess.Popen[bytes], seconds: float, stop: Callable[[], bool]) -> int:
+    """Wait up to ``seconds`` for the exited command's process group to be empty, or until
+    ``stop()``; the number of its processes still running (see :func:`group_members`)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        members = group_members(child.pid)
+        if not members or stop() or time.monotonic() >= deadline:
+            return members
+        time.sleep(min(_GROUP_POLL_SECONDS, max(deadline - time.monotonic(), 0.0)))
+
+
+def _end_stragglers(child: subprocess.Popen[bytes], members: int, settings: RunSettings,
+                    warn: Callable[[str], None]) -> None:
+    """The command exited ``settings.grace`` seconds ago and ``members`` processes of its group
+    still run: SIGTERM, then SIGKILL after ``settings.kill_after``; say so."""
+    code = _exit_code_of(child.returncode)
+    _signal_group(child, signal.SIGTERM)
+    if _wait_for_group(child, settings.kill_after, lambda: False):
+        _signal_group(child, signal.SIGKILL)
+        _wait_for_group(child, _AFTER_KILL_SECONDS, lambda: False)
+        done = f'sent SIGTERM, then SIGKILL after {settings.kill_after:g}s (--kill-after)'
+    else:
+        done = f'sent SIGTERM, and {"it" if members == 1 else "they"} exited'
+    some = ('processes' if _proc_group_members(child.pid) is None   # no count without /proc
+            else f'{members} process{"" if members == 1 else "es"}')
+    warn(f'the command exited (exit code {code}), but {some} of its process group still ran '
+         f'{settings.grace:g}s later (--grace): {done}; releasing lock {settings.key_text!r}')
+
+
 def _supervise(lock: Any, child: subprocess.Popen[bytes], trouble: _Trouble, settings: RunSettings,
-               client_settings: Any, err: Callable[[str], None]) -> int:
-    """Wait for the command while watching the lock; release; the exit code."""
+               client_settings: Any, err: Callable[[str], None], warn: Callable[[str], None]) -> int:
+    """Wait for the command and then the rest of its process group (for at most the grace
+    period), while watching the lock; release; the exit code."""
     lost = False
     while not _wait_for(child, _POLL_SECONDS):
-        # lock.status reads IN_DANGER as soon as the safe period has passed without a renewal,
-        # even before the client's checker (and the callback) has noticed.
-        if trouble.event.is_set() or lock.status in (Status.IN_DANGER, Status.INVALID):
+        if _in_trouble(lock, trouble):
             lost = True
             break
+    if not lost:
+        members = _wait_for_group(child, settings.grace, lambda: _in_trouble(lock, trouble))
+        if members and _in_trouble(lock, trouble):
+            lost = True
+        elif members:
+            _end_stragglers(child, members, settings, warn)
     if not lost:
         code = _exit_code_of(child.returncode)
         try:
@@ -281,11 +391,16 @@ def _supervise(lock: Any, child: subprocess.Popen[bytes], trouble: _Trouble, set
                 'after its lease')
         return code
     started = time.monotonic()
-    killed = _terminate(child, settings.grace)
+    already_exited = child.returncode is not None
+    killed = _terminate(child, settings.kill_after)
     why = _loss_text(lock, trouble, client_settings.lease_duration, client_settings.safe_period)
     lock.release(best_effort=True)
-    stopped = (f'sent SIGTERM, then SIGKILL after the {settings.grace:g}s grace period' if killed
-               else f'sent SIGTERM; it exited after {time.monotonic() - started:.1f}s')
+    if already_exited:
+        stopped = 'the command had exited; sent SIGTERM, then SIGKILL, to the rest of its process group'
+    elif killed:
+        stopped = f'sent SIGTERM, then SIGKILL after {settings.kill_after:g}s (--kill-after)'
+    else:
+        stopped = f'sent SIGTERM; it exited after {time.monotonic() - started:.1f}s'
     err(f'lost lock {settings.key_text!r} in table {settings.table_name!r} while the command ran ({why}): '
         f'{stopped} (its exit code was {_exit_code_of(child.returncode)})')
     return EXIT_LOCK_LOST

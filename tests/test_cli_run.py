@@ -171,6 +171,84 @@ def test_the_lock_is_renewed_while_a_long_command_runs(runner: Runner, local_eng
 
 
 # --------------------------------------------------------------------------------------------
+# The rest of the command's process group (like flock: held while any of it lives)
+# --------------------------------------------------------------------------------------------
+
+def start_with_background_job(runner: Runner, key: str, tmp_path: Path, job: str, exit_code: int,
+                              *options: str) -> 'tuple[subprocess.Popen[str], int, int]':
+    """``run KEY -- sh -c 'JOB & exit N'``: the run, the shell's pid and the background job's
+    pid, once the shell has exited (the job is then all that is left of the group)."""
+    pids = tmp_path / f'{key}.pids'
+    script = f'{job} & echo "$$ $!" > {pids}.tmp; mv {pids}.tmp {pids}; exit {exit_code}'
+    process = runner.start(key, ['/bin/sh', '-c', script], *options)
+    wait_for(pids.exists, what='the shell to start its background job')
+    shell, job_pid = (int(pid) for pid in pids.read_text().split())
+    wait_for(lambda: not pid_alive(shell), what='the shell to exit')
+    return process, shell, job_pid
+
+
+def test_the_lock_is_held_until_a_background_job_of_the_command_ends(runner: Runner, local_engine: Any,
+                                                                     tmp_path: Path) -> None:
+    """``run job -- sh -c 'sleep 3 & exit 0'``: the shell exits at once, ``sleep 3`` goes on in
+    its process group, and the lock stays held until it ends (as flock's would)."""
+    process, _, job = start_with_background_job(runner, 'job', tmp_path, 'sleep 3', 0, '--lease', '10')
+    assert pid_alive(job)
+    assert local_engine.read_held_row('job') is not None, 'released while the background job runs'
+    assert process.poll() is None
+    finished = finish(process)
+    assert finished.code == 0, finished
+    assert finished.err == ''              # nothing was stopped: the job ended on its own
+    assert not pid_alive(job)
+    assert local_engine.read_held_row('job') is None
+
+
+def test_a_background_job_beyond_grace_is_terminated_and_reported(runner: Runner, local_engine: Any,
+                                                                  tmp_path: Path) -> None:
+    process, _, job = start_with_background_job(runner, 'straggler', tmp_path, 'sleep 60', 5,
+                                                '--lease', '10', '--grace', '1')
+    assert local_engine.read_held_row('straggler') is not None     # held during the grace period
+    finished = finish(process, timeout=30)
+    assert finished.code == 5, finished                           # the command's own exit code
+    assert not pid_alive(job)
+    assert finished.err == ("dynamodb-lock: warning: the command exited (exit code 5), but 1 process of its "
+                            "process group still ran 1s later (--grace): sent SIGTERM, and it exited; releasing "
+                            "lock 'straggler'\n")
+    assert local_engine.read_held_row('straggler') is None
+
+
+def test_a_background_job_ignoring_sigterm_is_killed_after_kill_after(runner: Runner, local_engine: Any,
+                                                                      tmp_path: Path) -> None:
+    process, _, job = start_with_background_job(runner, 'stubborn-job', tmp_path, '(trap "" TERM; exec sleep 60)',
+                                                0, '--lease', '10', '--grace', '0.5', '--kill-after', '0.5')
+    finished = finish(process, timeout=30)
+    assert finished.code == 0, finished
+    assert not pid_alive(job)
+    assert 'sent SIGTERM, then SIGKILL after 0.5s (--kill-after)' in finished.err, finished
+    assert local_engine.read_held_row('stubborn-job') is None
+
+
+def test_a_lock_lost_while_a_background_job_runs_stops_it(runner: Runner, local_engine: Any,
+                                                          tmp_path: Path) -> None:
+    process, _, job = start_with_background_job(runner, 'lost-job', tmp_path, 'sleep 60', 0, '--lease', '3')
+    local_engine.steal_row('lost-job')
+    finished = finish(process, timeout=30)
+    assert finished.code == EXIT_LOCK_LOST, finished
+    assert 'the command had exited; sent SIGTERM, then SIGKILL, to the rest of its process group' in finished.err
+    assert not pid_alive(job)
+
+
+def test_a_signal_after_the_command_exited_reaches_its_background_job(runner: Runner, local_engine: Any,
+                                                                     tmp_path: Path) -> None:
+    process, _, job = start_with_background_job(runner, 'signalled-job', tmp_path, 'sleep 60', 0, '--lease', '10')
+    process.send_signal(signal.SIGTERM)
+    finished = finish(process, timeout=30)
+    assert finished.code == 0, finished    # the command's; its background job ended on the forwarded signal
+    assert finished.err == ''
+    assert not pid_alive(job)
+    assert local_engine.read_held_row('signalled-job') is None
+
+
+# --------------------------------------------------------------------------------------------
 # Waiting for the lock
 # --------------------------------------------------------------------------------------------
 
@@ -239,7 +317,7 @@ def test_a_stolen_lock_terminates_the_command(runner: Runner, local_engine: Any,
         with open({str(started)!r}, 'w') as out:
             out.write(str(os.getpid()))
         time.sleep(60)
-    '''), '--lease', '3', '--grace', '1')
+    '''), '--lease', '3', '--kill-after', '1')
     wait_for(started.exists, what='the command to start')
     wait_for(lambda: started.read_text() != '', what='the pid')
     child = int(started.read_text())
@@ -254,7 +332,7 @@ def test_a_stolen_lock_terminates_the_command(runner: Runner, local_engine: Any,
     assert local_engine.read_item('victim')['owner_name'] == 'the-thief'   # the thief's row is left alone
 
 
-def test_a_command_ignoring_sigterm_is_killed_after_the_grace_period(runner: Runner, local_engine: Any,
+def test_a_command_ignoring_sigterm_is_killed_after_kill_after(runner: Runner, local_engine: Any,
                                                                      tmp_path: Path) -> None:
     started = tmp_path / 'started'
     process = runner.start('stubborn', python_command(f'''
@@ -263,7 +341,7 @@ def test_a_command_ignoring_sigterm_is_killed_after_the_grace_period(runner: Run
         with open({str(started)!r}, 'w') as out:
             out.write(str(os.getpid()))
         time.sleep(60)
-    '''), '--lease', '1.5', '--grace', '1')
+    '''), '--lease', '1.5', '--kill-after', '1')
     wait_for(lambda: started.exists() and started.read_text() != '', what='the command to start')
     child = int(started.read_text())
     local_engine.steal_row('stubborn')
@@ -272,7 +350,7 @@ def test_a_command_ignoring_sigterm_is_killed_after_the_grace_period(runner: Run
     took = time.monotonic() - stolen_at
     assert finished.code == EXIT_LOCK_LOST, finished
     assert not pid_alive(child)
-    assert 'SIGKILL after the 1s grace period' in finished.err
+    assert 'then SIGKILL after 1s (--kill-after)' in finished.err
     assert 'exit code was 137' in finished.err
     assert 1.0 <= took < 10
 
@@ -284,7 +362,7 @@ def test_the_whole_process_group_of_the_command_is_terminated(runner: Runner, lo
     grandchild = (f'{sys.executable} -c "import os, time; '
                   f'open(\'{pids}\', \'a\').write(str(os.getpid()) + chr(10)); time.sleep(60)"')
     process = runner.start('pipeline', ['/bin/sh', '-c', f'{grandchild} & {grandchild} & wait'], '--lease', '1.5',
-                           '--grace', '1')
+                           '--kill-after', '1')
     wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2, what='both grandchildren')
     children = [int(pid) for pid in pids.read_text().split()]
     local_engine.steal_row('pipeline')
@@ -306,7 +384,7 @@ def test_a_lock_that_cannot_be_renewed_terminates_the_command(runner: Runner, lo
         signal.signal(signal.SIGTERM, on_term)
         open({str(started)!r}, 'w').close()
         time.sleep(60)
-    '''), '--lease', '2', '--grace', '0.5')
+    '''), '--lease', '2', '--kill-after', '0.5')
     wait_for(started.exists, what='the command to start')
     local_engine.client.delete_table(TableName=local_engine.table_name)
     deleted_at = time.monotonic()
