@@ -514,7 +514,7 @@ def build_parser() -> argparse.ArgumentParser:
         'The command runs in a process group of its own; like flock, the lock is held until every '
         'process of that group has exited, but for at most --grace seconds after the command itself '
         'exited (processes that leave the group, with setsid or a double fork, are not tracked). '
-        'If the lock is lost while it runs (taken over, deleted, or not renewed for half the '
+        'If the lock is lost while it runs (taken over, force-released or deleted, or not renewed for half the '
         'lease), the command\'s process group gets SIGTERM, then SIGKILL after --kill-after seconds, '
         f'and the exit code is {_supervise.EXIT_LOCK_LOST}. SIGINT, SIGTERM and SIGHUP are forwarded to '
         'the process group.')

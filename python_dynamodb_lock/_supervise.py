@@ -200,7 +200,8 @@ def _exit_code_of(returncode: int) -> int:
 def _loss_text(lock: Any, trouble: _Trouble, lease: float, safe_period: float) -> str:
     if lock._state.status == Status.INVALID or trouble.code == DynamoDBLockError.LOCK_STOLEN:
         if lock.loss_reason == Reason.ROW_GONE:
-            return 'LOCK_STOLEN: its row was deleted (a force release?)'
+            return ('LOCK_STOLEN: its row was released behind its back or deleted '
+                    '(a force release, such as dynamodb-lock release --force?)')
         holder = lock.lost_to
         return f'LOCK_STOLEN: taken over by {holder.owner_name if holder is not None else "another owner"}'
     return (f'LOCK_IN_DANGER: not renewed for {safe_period:g}s; another process may take it over once '
