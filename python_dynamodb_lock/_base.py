@@ -18,21 +18,22 @@ from boto3.dynamodb.types import Binary
 
 from ._clock import SystemClock
 from ._config import AcquireArguments, Settings, make_settings
-from ._core.acquire import AcquireAttempt, TimedOut, Written
-from ._core.effects import Emit, Protocol, Unregister
+from ._core.acquire import AcquireAttempt, TimedOut, Written, acquire
+from ._core.effects import Drop, Emit, Hold, Protocol, Settle, Unregister
 from ._core.events import Event, Kind
 from ._core.heartbeat import Batching, HeartbeatSettings, check_round, extend, heartbeat_round
 from ._core.messages import describe_key
 from ._core.guard import check_actions, guarded_write
 from ._core.scan import force_release
-from ._core.release import ReleaseSettings, ReleaseVerdict, free_handed, precheck_release, release, release_verdict
+from ._core.release import (ReleaseSettings, ReleaseVerdict, free_handed, precheck_release, release, release_again,
+                            release_verdict)
 from ._core.state import Status
 from ._errors import DynamoDBLockError, Reason
 from ._observe import Observer, logger
 from ._registry import Registry, WaiterState
 from ._schema import Item, PartitionKey, Schema, binary_bytes
 
-__all__ = ['ClientCore', 'Done', 'unique_identifier_of']
+__all__ = ['ClientCore', 'Done', 'Steps', 'cancelled_error', 'is_cancellation', 'unique_identifier_of']
 
 T = TypeVar('T')
 L = TypeVar('L')
@@ -43,6 +44,43 @@ class Done:
     """A protocol has finished with ``value``."""
 
     value: Any
+
+
+class Steps:
+    """What a driver keeps while it runs one protocol.
+
+    ``wake`` cuts the protocol's sleeps short; ``cancel`` (the threaded client's
+    ``acquire_lock(cancel=...)``) ends it; ``thrown`` is the last exception thrown into it;
+    ``inflight`` the call an interruption left on the wire (a future or task whose answer will
+    still arrive), handed to the protocol that settles it; ``pending`` is that call, for a
+    settling protocol.
+    """
+
+    __slots__ = ('wake', 'cancel', 'thrown', 'inflight', 'pending', 'kick')
+
+    def __init__(self, wake: Any, cancel: Any = None, pending: Any = None) -> None:
+        self.wake = wake
+        self.cancel = cancel
+        self.thrown: Optional[BaseException] = None
+        self.inflight: Any = None
+        self.pending = pending
+        self.kick: Any = None
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether the caller is being interrupted (Ctrl-C, cancellation), so that settling
+        work must not keep it waiting."""
+        thrown = self.thrown
+        return thrown is not None and (not isinstance(thrown, Exception) or is_cancellation(thrown))
+
+
+def is_cancellation(error: BaseException) -> bool:
+    return isinstance(error, DynamoDBLockError) and error.code == DynamoDBLockError.ACQUIRE_CANCELLED
+
+
+def cancelled_error() -> DynamoDBLockError:
+    return DynamoDBLockError(DynamoDBLockError.ACQUIRE_CANCELLED,
+                             'The acquisition was cancelled (its cancel event was set); nothing is held')
 
 
 class ClientCore(Generic[L]):
@@ -99,6 +137,8 @@ class ClientCore(Generic[L]):
         self._pid = os.getpid()
         self._heartbeats_in_flight: Set[Any] = set()
         self._in_flight_guard = threading.Lock()
+        # Undo and follow-up work of interrupted calls (threads or tasks), until it is done.
+        self._settling: Set[Any] = set()
 
     # -- stepping protocols ------------------------------------------------------------
 
@@ -125,6 +165,9 @@ class ClientCore(Generic[L]):
                 value = None
             elif isinstance(effect, Unregister):
                 self._unregister(effect.lock)
+                value = None
+            elif isinstance(effect, Drop):
+                effect.lock._mutex.release()
                 value = None
             else:
                 return effect
@@ -298,15 +341,41 @@ class ClientCore(Generic[L]):
         if wake:
             self._registry.wake_longest_waiting(lock.unique_identifier)
 
+    def _releasing(self, lock: Any, best_effort: bool) -> Protocol[None]:
+        """``release_lock``: one hold of a reentrant lock, or the release itself under the
+        lock's mutex (a heartbeat of it under way finishes first)."""
+        yield Hold(lock)
+        try:
+            if not self._release_nested(lock, best_effort):
+                yield from self._release_flow(lock, best_effort)
+        finally:
+            yield Drop(lock)
+
     def _release_flow(self, lock: Any, best_effort: bool) -> Protocol[None]:
         """Release ``lock`` (the driver holds its mutex): judge first whether a write is needed,
         hand the lock to this client's longest waiter for the key in the same write if there is
-        one, and apply the verdict to the lock (raising its error, if any)."""
+        one, and apply the verdict to the lock (raising its error, if any).
+
+        Interrupted (cancelled, Ctrl-C, ``cancel``) before the verdict: the lock is forgotten at
+        once, as a best-effort release would (nobody renews it, so no heartbeat can report a
+        theft that is only our own release landing), a claimed waiter goes on waiting, and the
+        release is finished apart from the caller until the row no longer carries our versions.
+        """
         verdict = precheck_release(lock._state, self._owns(lock), best_effort, lock.unique_identifier,
                                    self._owner_name)
         if verdict is None:
             successor = self._registry.claim_successor(lock.unique_identifier)
-            verdict = yield from self._release_protocol(lock, best_effort, successor)
+            versions = lock._state.our_versions()
+            try:
+                verdict = yield from self._release_protocol(lock, best_effort, successor)
+            except BaseException:
+                if successor is not None:
+                    self._registry.hand_over(lock.unique_identifier, successor, None)
+                lock._state.forget(Status.RELEASED)
+                self._unregister(lock)
+                self._emit(Kind.RELEASE_INTERRUPTED, lock)
+                yield Settle(release_again(self._release_settings, lock, versions, self._clock, lock.lease_duration))
+                raise
         self._apply_release(lock, verdict, verdict.handed_over)
 
     def _begin_close(self) -> bool:
@@ -335,8 +404,8 @@ class ClientCore(Generic[L]):
                                     successor.attempt if successor is not None else None)
         if successor is not None and not self._registry.hand_over(lock.unique_identifier, successor, result.handed) \
                 and result.handed is not None:
-            yield from free_handed(self._release_settings, (lock.partition_key, lock.sort_key), result.handed,
-                                   self._clock)
+            yield Settle(free_handed(self._release_settings, (lock.partition_key, lock.sort_key), result.handed,
+                                     self._clock))
         verdict = release_verdict(result, best_effort, self._schema, lock.unique_identifier)
         return dataclasses.replace(verdict, handed_over=result.handed is not None,
                                    duration=self._clock.monotonic() - started)
@@ -388,14 +457,72 @@ class ClientCore(Generic[L]):
             return outcome
         return handed
 
-    def _abandon_wait(self, waiter: Any) -> Protocol[None]:
-        """An acquisition stops waiting with an exception: free the row of a lock handed over
-        to it meanwhile, which nobody would hold."""
-        handed = self._registry.leave(waiter.attempt.unique_identifier, waiter)
-        if handed is not None:
-            attempt = waiter.attempt
-            yield from free_handed(self._release_settings, (attempt.partition_key, attempt.sort_key), handed,
-                                   self._clock)
+    def _queue(self, partition_key: PartitionKey, sort_key: str, arguments: AcquireArguments, holder: Any,
+               reentrant: bool, make_waiter: Callable[[AcquireAttempt], Any]) -> Tuple[Optional[L], Any]:
+        """The first step of an acquisition: the lock this very holder already holds (reentrant),
+        or a new waiter, queued for the key in this client."""
+        attempt = self._attempt(partition_key, sort_key, arguments)
+        if reentrant:
+            held = self._reenter(attempt.unique_identifier, holder)
+            if held is not None:
+                return held, None
+        waiter = make_waiter(attempt)
+        self._registry.add_waiter(attempt.unique_identifier, waiter)
+        return None, waiter
+
+    def _acquisition(self, waiter: Any, holder: Any, timeout_is_error: bool, app_callback: Any,
+                     raise_context_exception: bool, make_lock: Callable[..., L]) -> Protocol[Optional[L]]:
+        """An acquisition from its first write to the lock handed to the caller, for both
+        clients: wait (``waiter`` is this acquisition's place in the client's queue for the
+        key), adopt the row written, settle the older lock object it replaced, and refuse the
+        lock if the client was closed meanwhile.
+
+        Interrupted anywhere (cancelled, Ctrl-C, ``cancel``), or refused at the end, the caller
+        is not handed the lock, so nobody may keep or renew it: a row written for it (or handed
+        to it by a release) is freed apart from the caller (``Settle``), where a second
+        interruption cannot stop it.
+        """
+        attempt = waiter.attempt
+        unique_identifier = attempt.unique_identifier
+        try:
+            outcome = yield from acquire(attempt, self._clock, self._shutdown.is_set)
+        except BaseException:
+            handed = self._registry.leave(unique_identifier, waiter)
+            if handed is not None:
+                yield Settle(free_handed(self._release_settings, (attempt.partition_key, attempt.sort_key), handed,
+                                         self._clock))
+            raise
+        adopted = self._finish_wait(waiter, outcome, attempt, timeout_is_error, app_callback,
+                                    raise_context_exception, make_lock, holder)
+        if adopted is None:
+            return None
+        return (yield from self._installing(*adopted))
+
+    def _installing(self, lock: L, previous: Optional[L]) -> Protocol[L]:
+        """The last step of an acquisition, after :meth:`_adopt`: settle the older lock object
+        it replaced, and refuse the lock if the client was closed meanwhile."""
+        settled = previous is None
+        try:
+            if previous is not None:
+                yield Hold(previous)      # a release or heartbeat of it under way finishes first
+                self._settle_replaced(previous)
+                settled = True
+                yield Drop(previous)
+            if self._shutdown.is_set():
+                raise DynamoDBLockError(DynamoDBLockError.CLIENT_SHUTDOWN, 'The lock client has been closed')
+        except BaseException:
+            yield Settle(self._give_up(lock, None if settled else previous))
+            raise
+        return lock
+
+    def _give_up(self, lock: Any, previous: Any) -> Protocol[None]:
+        """An acquisition whose caller is not handed ``lock``: settle the older lock object it
+        replaced (if not done yet), and release the lock, best effort."""
+        if previous is not None:
+            yield Hold(previous)
+            self._settle_replaced(previous)
+            yield Drop(previous)
+        yield from self._releasing(lock, True)
 
     # -- conversions -------------------------------------------------------------------
 

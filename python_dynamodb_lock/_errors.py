@@ -51,7 +51,7 @@ class DynamoDBLockError(Exception):
     added for code that must act on the failure without parsing ``message``:
 
     * ``reason`` -- a :class:`Reason` value, or None where the code says it all
-      (``CLIENT_SHUTDOWN``, ``ACQUIRE_TIMEOUT``, ``LOCK_NOT_OWNED``);
+      (``CLIENT_SHUTDOWN``, ``ACQUIRE_TIMEOUT``, ``ACQUIRE_CANCELLED``, ``LOCK_NOT_OWNED``);
     * ``holder`` -- for ``LOCK_STOLEN`` and ``ACQUIRE_TIMEOUT``, the lock found in the way
       (a :class:`BaseDynamoDBLock`, with ``owner_name`` and ``fencing_token``), when known.
 
@@ -64,6 +64,8 @@ class DynamoDBLockError(Exception):
     LOCK_STOLEN = 'LOCK_STOLEN'
     LOCK_IN_DANGER = 'LOCK_IN_DANGER'
     UNKNOWN = 'UNKNOWN'
+    #: Not published: the threaded ``acquire_lock(cancel=event)`` ended because ``event`` was set.
+    ACQUIRE_CANCELLED = 'ACQUIRE_CANCELLED'
 
     def __init__(self, code: str = 'UNKNOWN', message: str = 'Unknown error', *,
                  reason: Optional[str] = None, holder: Optional[Any] = None) -> None:

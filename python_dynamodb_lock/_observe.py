@@ -78,6 +78,8 @@ _LINES: Dict[Kind, Tuple[int, str, Tuple[str, ...]]] = {
         ('key', 'error', 'lease')),
     Kind.RELEASE_FAILED: (DEBUG, 'Strict release of %s failed: %s',
         ('key', 'error')),
+    Kind.RELEASE_INTERRUPTED: (INFO, 'The release of %s was interrupted; it is forgotten here and its row is '
+        'freed in the background', ('key',)),
     Kind.RELEASE_SKIPPED: (DEBUG, 'Not releasing %s: its status is %s',
         ('key', 'status')),
     Kind.RELEASE_NOT_OWNED: (WARNING, 'Not releasing %s: that lock object was acquired through another lock client',

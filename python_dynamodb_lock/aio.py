@@ -50,10 +50,10 @@ from typing import (
 
 from . import _config
 from ._aio_store import AsyncStore
-from ._base import ClientCore, Done
+from ._base import ClientCore, Done, Steps
 from ._clock import Clock
-from ._core.acquire import acquire, read_row
-from ._core.effects import Call, Protocol, Sleep, Submit
+from ._core.acquire import read_row
+from ._core.effects import Call, Hold, Pending, Protocol, Settle, Sleep, Submit
 from ._core.guard import single_action
 from ._core.heartbeat import background_loop, check_locks, renew_batch, renew_one
 from ._core.scan import next_page
@@ -357,9 +357,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         self._check_process()
         if not isinstance(lock, AsyncDynamoDBLock):
             raise TypeError(f'release_lock takes an AsyncDynamoDBLock, not {type(lock).__name__}')
-        async with lock._mutex:
-            if not self._release_nested(lock, best_effort):
-                await self._run(self._release_flow(lock, best_effort))
+        await self._run(self._releasing(lock, best_effort))
 
     async def close(self, release_locks: bool = False) -> None:
         """Stop the background tasks, promptly; a second call is a no-op. Held locks are released
@@ -372,6 +370,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         await asyncio.gather(*self._heartbeat_tasks, return_exceptions=True)
         for lock in self._locks_to_release_at_close(release_locks):
             await self.release_lock(lock, best_effort=True)
+        await self.wait_settled()    # the undo work ends at once now (one last look at each row)
         self._end_close()
 
     async def get_lock(self, partition_key: PartitionKey,
@@ -504,27 +503,52 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
     async def _run(self, protocol: Protocol[T], wake: Optional[asyncio.Event] = None) -> T:
         """Run a protocol to its end on the loop; ``wake`` cuts its sleeps short. An exception
         raised while performing an effect (cancellation included) is thrown into the protocol."""
-        wake = wake if wake is not None else self._shutdown
+        steps = Steps(wake if wake is not None else self._shutdown)
         step = self._advance(protocol, None)
         while not isinstance(step, Done):
-            outcome = await self._perform(step, wake)
-            step = self._advance(protocol, *outcome)
+            value, steps.thrown = await self._perform(step, steps)
+            step = self._advance(protocol, value, steps.thrown)
         result: T = step.value
         return result
 
-    async def _perform(self, effect: Any, wake: asyncio.Event) -> Tuple[Any, Optional[BaseException]]:
+    async def _perform(self, effect: Any, steps: Steps) -> Tuple[Any, Optional[BaseException]]:
         try:
             if isinstance(effect, Call):
-                answer = await self._store.send(effect.request)
-                return answer, None
+                # A cancelled call ends here: a request not yet sent is never sent, one already
+                # on the wire may still land (and is then undone, Pending answering None).
+                return await self._store.send(effect.request), None
             if isinstance(effect, Sleep):
-                woken = await self._clock.sleep_async(effect.seconds, wake)
-                return self._woken(wake, woken), None
+                woken = await self._clock.sleep_async(effect.seconds, steps.wake)
+                return self._woken(steps.wake, woken), None
             if isinstance(effect, Submit):
                 return self._submit_heartbeats(effect.locks), None
+            if isinstance(effect, Hold):
+                await effect.lock._mutex.acquire()
+                return None, None
+            if isinstance(effect, Settle):
+                settling = self._loop.create_task(self._settle(effect.protocol))
+                self._settling.add(settling)
+                settling.add_done_callback(self._settling.discard)
+                await asyncio.shield(settling)    # cancelled again: it goes on in the background
+                return None, None
+            if isinstance(effect, Pending):
+                return None, None     # a cancelled call's answer can never be known
             raise TypeError(f'unknown effect {effect!r}')
         except BaseException as exc:
             return None, exc
+
+    async def _settle(self, protocol: Protocol[None]) -> None:
+        try:
+            await self._run(protocol)
+        except Exception:
+            logger.exception('Settling an interrupted call in lock client %s failed', self._owner_name)
+
+    async def wait_settled(self, timeout: Optional[float] = None) -> bool:
+        """Wait until the undo of every interrupted call of this client is done (see
+        "Interruptions" in the documentation): True when it is, False after ``timeout`` seconds."""
+        if self._settling:
+            await asyncio.wait(set(self._settling), timeout=timeout)
+        return not self._settling
 
     def _finish(self, protocol: Protocol[T]) -> T:
         """Run a protocol that needs no I/O (it only emits events)."""
@@ -551,31 +575,12 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
     async def _acquire(self, partition_key: PartitionKey, sort_key: str, arguments: _config.AcquireArguments,
                        app_callback: Optional[AsyncAppCallback], raise_context_exception: bool,
                        timeout_is_error: bool, reentrant: bool = False) -> Optional[AsyncDynamoDBLock]:
-        attempt = self._attempt(partition_key, sort_key, arguments)
         holder = asyncio.current_task()
-        if reentrant:
-            held = self._reenter(attempt.unique_identifier, holder)
-            if held is not None:
-                return held
-        waiter = _AsyncWaiter(attempt)
-        self._registry.add_waiter(attempt.unique_identifier, waiter)
-        try:
-            outcome = await self._run(acquire(attempt, self._clock, self._shutdown.is_set), waiter)
-        except BaseException:
-            await asyncio.shield(self._run(self._abandon_wait(waiter)))
-            raise
-        adopted = self._finish_wait(waiter, outcome, attempt, timeout_is_error, app_callback,
-                                    raise_context_exception, self._new_lock, holder)
-        if adopted is None:
-            return None
-        lock, previous = adopted
-        if previous is not None:
-            async with previous._mutex:   # a release or heartbeat of it under way finishes first
-                self._settle_replaced(previous)
-        if self._shutdown.is_set():
-            await self.release_lock(lock, best_effort=True)
-            raise DynamoDBLockError(DynamoDBLockError.CLIENT_SHUTDOWN, 'The lock client has been closed')
-        return lock
+        held, waiter = self._queue(partition_key, sort_key, arguments, holder, reentrant, _AsyncWaiter)
+        if held is not None:
+            return held
+        return await self._run(self._acquisition(waiter, holder, timeout_is_error, app_callback,
+                                                 raise_context_exception, self._new_lock), waiter)
 
     def _dispatch_callback(self, callback: Callable[..., Any], lock: Any, code: str) -> None:
         """Coroutine functions run as tasks on the loop; plain functions on the executor."""

@@ -27,10 +27,10 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List
 from botocore.exceptions import BotoCoreError, ClientError
 
 from . import _config
-from ._base import ClientCore, Done, unique_identifier_of
+from ._base import ClientCore, Done, Steps, cancelled_error, unique_identifier_of
 from ._clock import Clock, SystemClock
-from ._core.acquire import acquire, read_row
-from ._core.effects import Call, Protocol, Sleep, Submit
+from ._core.acquire import read_row
+from ._core.effects import Call, Hold, Pending, Protocol, Settle, Sleep, Submit
 from ._core.guard import single_action
 from ._core.heartbeat import background_loop, check_locks, renew_batch, renew_one
 from ._core.scan import next_page
@@ -254,6 +254,7 @@ class DynamoDBLock(HeldLock):
         )
         # Serialises the calls to DynamoDB about this lock (a release and a heartbeat).
         self.thread_lock = threading.RLock()
+        self._mutex = self.thread_lock
 
     def release(self, best_effort: bool = True) -> None:
         """Release this lock: see :meth:`DynamoDBLockClient.release_lock`."""
@@ -338,6 +339,27 @@ class _Waiter(WaiterState, threading.Event):
     def __init__(self, attempt: Any) -> None:
         threading.Event.__init__(self)
         self.init_waiter(attempt)
+
+
+#: Real seconds between two looks at an acquisition's ``cancel`` event (threading.Event has no
+#: way to be told when it is set).
+_CANCEL_POLL = 0.05
+
+
+def _relay(cancel: threading.Event, events: Sequence[threading.Event]) -> threading.Event:
+    """Set ``events`` as soon as ``cancel`` is set, until the returned event is set (a daemon
+    thread that looks at ``cancel`` every ``_CANCEL_POLL`` seconds)."""
+    done = threading.Event()
+
+    def relay() -> None:
+        while not done.is_set():
+            if cancel.wait(_CANCEL_POLL):
+                for event in events:
+                    event.set()
+                return
+
+    threading.Thread(target=relay, name='DynamoDBLockClient-cancel', daemon=True).start()
+    return done
 
 
 def _for_table_arguments(table_name: Any, kwargs: Mapping[str, Any]) -> None:
@@ -506,6 +528,10 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
             max_workers=self._DEFAULT_APP_CALLBACK_THREADPOOL_SIZE,
             thread_name_prefix='DynamoDBLockClient-callback',
         )
+        # Calls of acquisitions that can be cancelled (acquire_lock(cancel=...)) are sent here,
+        # so that the caller can stop waiting for an answer; threads start only when used.
+        self._call_executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=settings.heartbeat_workers, thread_name_prefix='DynamoDBLockClient-call')
         self._heartbeat_executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=settings.heartbeat_workers,
             thread_name_prefix='DynamoDBLockClient-heartbeat',
@@ -540,6 +566,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         raise_context_exception: bool = False,
         *,
         reentrant: bool = False,
+        cancel: Optional[threading.Event] = None,
     ) -> DynamoDBLock:
         """Acquire the lock on ``(partition_key, sort_key)``, waiting for it if it is held.
 
@@ -563,17 +590,32 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
             is released when the last hold is released. Other threads of this client still wait,
             as with ``threading.RLock``. Nothing is written for a reentrant acquisition (its
             ``additional_attributes`` and ``app_callback`` are not used).
+        :param cancel: a ``threading.Event`` that another thread may set to give up: the wait,
+            or a call to DynamoDB in flight, ends within about 50 ms with ``ACQUIRE_CANCELLED``,
+            and nothing is held. A write that was in flight is undone in the background once
+            its answer arrives (see "Interruptions" in the documentation).
+
+        Interrupted by ``KeyboardInterrupt`` (Ctrl-C), the call raises it within about half a
+        second, whatever DynamoDB does; a write that was in flight may still land, so it is
+        freed, and watched for one lease, in the background (:meth:`wait_settled` waits for that).
+
         :raises TypeError, ValueError: for bad arguments, before anything is written.
         :raises DynamoDBLockError: ``ACQUIRE_TIMEOUT`` when ``retry_timeout`` is spent,
-            ``CLIENT_SHUTDOWN`` after :meth:`close`, ``UNKNOWN`` for any other failure (the
-            cause is chained), including a missing table.
+            ``ACQUIRE_CANCELLED`` when ``cancel`` was set, ``CLIENT_SHUTDOWN`` after
+            :meth:`close`, ``UNKNOWN`` for any other failure (the cause is chained), including a
+            missing table.
         """
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
                                               additional_attributes, app_callback)
         _config.require_bool('reentrant', reentrant)
+        if cancel is not None:
+            if not callable(getattr(cancel, 'wait', None)) or not callable(getattr(cancel, 'is_set', None)):
+                raise TypeError(f'cancel must be a threading.Event, not {type(cancel).__name__}')
+            if cancel.is_set():
+                raise cancelled_error()
         lock = self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True,
-                             reentrant)
+                             reentrant, cancel)
         assert lock is not None   # a timeout raises here: timeout_is_error=True
         return lock
 
@@ -617,9 +659,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         self._check_process()
         if not isinstance(lock, DynamoDBLock):
             raise TypeError(f'release_lock takes a DynamoDBLock, not {type(lock).__name__}')
-        with lock.thread_lock:
-            if not self._release_nested(lock, best_effort):
-                self._run(self._release_flow(lock, best_effort))
+        self._run(self._releasing(lock, best_effort))
 
     def close(self, release_locks: bool = False) -> None:
         """Stop the background threads, promptly; safe to call twice and from any thread.
@@ -636,6 +676,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
             if thread.is_alive() and thread is not threading.current_thread():
                 thread.join()
         self._heartbeat_executor.shutdown(wait=False, cancel_futures=True)
+        self._call_executor.shutdown(wait=False)
         for lock in self._locks_to_release_at_close(release_locks):
             self.release_lock(lock, best_effort=True)
         self._end_close()
@@ -814,32 +855,96 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
 
     # -- the driver ----------------------------------------------------------------------
 
-    def _run(self, protocol: Protocol[T], wake: Optional[threading.Event] = None) -> T:
-        """Run a protocol to its end in this thread; ``wake`` cuts its sleeps short.
+    def _run(self, protocol: Protocol[T], wake: Optional[threading.Event] = None,
+             cancel: Optional[threading.Event] = None, pending: Any = None) -> T:
+        """Run a protocol to its end in this thread; ``wake`` cuts its sleeps short, ``cancel``
+        ends it (see ``acquire_lock``); ``pending``: the future of the call a settling protocol
+        settles.
 
         An exception raised while performing an effect (an interrupt, a bug in a hook) is thrown
         into the protocol, which accounts for what was in flight before it lets it through.
         """
-        wake = wake if wake is not None else self._shutdown
-        step = self._advance(protocol, None)
-        while not isinstance(step, Done):
-            step = self._advance(protocol, *self._perform(step, wake))
+        steps = Steps(wake if wake is not None else self._shutdown, cancel, pending)
+        relay_done = None
+        if cancel is not None:
+            steps.kick = threading.Event()
+            relay_done = _relay(cancel, (steps.wake, steps.kick))
+        try:
+            step = self._advance(protocol, None)
+            while not isinstance(step, Done):
+                value, steps.thrown = self._perform(step, steps)
+                step = self._advance(protocol, value, steps.thrown)
+        finally:
+            if relay_done is not None:
+                relay_done.set()
         result: T = step.value
         return result
 
-    def _perform(self, effect: Any, wake: threading.Event) -> Tuple[Any, Optional[BaseException]]:
+    def _perform(self, effect: Any, steps: Steps) -> Tuple[Any, Optional[BaseException]]:
         """Perform one effect: (its result, None), or (None, what it raised)."""
         try:
             if isinstance(effect, Call):
-                return self._store.send(effect.request), None
+                if steps.cancel is None:
+                    return self._store.send(effect.request), None
+                return self._send_cancellably(effect.request, steps), None
             if isinstance(effect, Sleep):
-                woken = self._clock.sleep(effect.seconds, wake)
-                return self._woken(wake, woken), None
+                woken = self._clock.sleep(effect.seconds, steps.wake)
+                if steps.cancel is not None and steps.cancel.is_set():
+                    raise cancelled_error()
+                return self._woken(steps.wake, woken), None
             if isinstance(effect, Submit):
                 return self._submit_heartbeats(effect.locks), None
+            if isinstance(effect, Hold):
+                effect.lock._mutex.acquire()
+                return None, None
+            if isinstance(effect, Settle):
+                self._settle(effect.protocol, steps)
+                return None, None
+            if isinstance(effect, Pending):
+                return (steps.pending.result() if steps.pending is not None else None), None
             raise TypeError(f'unknown effect {effect!r}')
         except BaseException as exc:
             return None, exc
+
+    def _send_cancellably(self, request: Any, steps: Steps) -> Any:
+        """Send on a worker thread and wait for the answer or the cancel event, whichever comes
+        first; a cancelled call's future is kept (``steps.inflight``) for the undo to wait on."""
+        steps.kick.clear()
+        future = self._call_executor.submit(self._store.send, request)
+        future.add_done_callback(lambda _: steps.kick.set())
+        steps.kick.wait()
+        if future.done():
+            return future.result()
+        steps.inflight = future
+        raise cancelled_error()
+
+    def _settle(self, protocol: Protocol[None], steps: Steps) -> None:
+        """Run undo or follow-up work on a thread of its own, which no interruption of the caller
+        stops; wait for it, except that an interrupted caller (Ctrl-C, cancel) waits at most
+        ``_SETTLE_GRACE`` seconds and leaves the rest to the background."""
+        def settle() -> None:
+            try:
+                self._run(protocol, pending=steps.inflight)
+            except BaseException:
+                logger.exception('Settling an interrupted call in lock client %s failed', self._owner_name)
+            finally:
+                self._settling.discard(threading.current_thread())
+
+        thread = threading.Thread(target=settle, name='DynamoDBLockClient-settle', daemon=True)
+        self._settling.add(thread)
+        thread.start()
+        thread.join(self._SETTLE_GRACE if steps.interrupted else None)
+
+    #: Seconds an interrupted caller waits for the undo of what it left in flight.
+    _SETTLE_GRACE = 0.5
+
+    def wait_settled(self, timeout: Optional[float] = None) -> bool:
+        """Wait until the undo of every interrupted call of this client is done (see
+        "Interruptions" in the documentation): True when it is, False after ``timeout`` seconds."""
+        deadline = None if timeout is None else self._clock.monotonic() + timeout
+        for thread in list(self._settling):
+            thread.join(None if deadline is None else max(0.0, deadline - self._clock.monotonic()))
+        return not self._settling
 
     def _extend(self, lock: DynamoDBLock) -> None:
         self._check_process()
@@ -857,37 +962,18 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
 
     def _acquire(self, partition_key: PartitionKey, sort_key: str, arguments: _config.AcquireArguments,
                  app_callback: Optional[AppCallback], raise_context_exception: bool,
-                 timeout_is_error: bool, reentrant: bool = False) -> Optional[DynamoDBLock]:
-        attempt = self._attempt(partition_key, sort_key, arguments)
+                 timeout_is_error: bool, reentrant: bool = False,
+                 cancel: Optional[threading.Event] = None) -> Optional[DynamoDBLock]:
         holder = threading.current_thread()   # not get_ident(): an ident is reused by later threads
-        if reentrant:
-            held = self._reenter(attempt.unique_identifier, holder)
-            if held is not None:
-                return held
-        waiter = _Waiter(attempt)
-        self._registry.add_waiter(attempt.unique_identifier, waiter)
-        try:
-            outcome = self._run(acquire(attempt, self._clock, self._shutdown.is_set), waiter)
-        except BaseException:
-            self._run(self._abandon_wait(waiter))
-            raise
-        adopted = self._finish_wait(waiter, outcome, attempt, timeout_is_error, app_callback,
-                                    raise_context_exception, self._new_lock, holder)
-        if adopted is None:
-            return None
-        return self._install(*adopted)
+        held, waiter = self._queue(partition_key, sort_key, arguments, holder, reentrant, _Waiter)
+        if held is not None:
+            return held
+        return self._run(self._acquisition(waiter, holder, timeout_is_error, app_callback, raise_context_exception,
+                                           self._new_lock), waiter, cancel)
 
     def _install(self, lock: DynamoDBLock, previous: Optional[DynamoDBLock]) -> DynamoDBLock:
-        """The last step of an acquisition, after :meth:`_adopt`: settle the older lock object
-        it replaced, and refuse the lock if the client was closed meanwhile."""
-        if previous is not None:
-            with previous.thread_lock:   # a release or heartbeat of it under way finishes first
-                self._settle_replaced(previous)
-        if self._shutdown.is_set():
-            # close() ran while we were writing: report shutdown, and don't leave the row held.
-            self.release_lock(lock, best_effort=True)
-            raise DynamoDBLockError(DynamoDBLockError.CLIENT_SHUTDOWN, 'The lock client has been closed')
-        return lock
+        """The last step of an acquisition, after :meth:`_adopt` (see ``_installing``)."""
+        return self._run(self._installing(lock, previous))
 
     def _dispatch_callback(self, callback: Callable[..., Any], lock: Any, code: str) -> None:
         """Run ``callback(code, lock)`` on the callback executor, logging what it raises."""

@@ -24,12 +24,12 @@ from .._schema import (
     lease_expiry,
 )
 from .answers import Applied, Failed, Refused
-from .effects import Call, Emit, Protocol, Sleep
+from .effects import Call, Emit, Pending, Protocol, Settle, Sleep
 from .events import Event, Kind
 from .messages import describe_key, explain
 
-__all__ = ['AcquireAttempt', 'TimedOut', 'Written', 'acquire', 'is_abandoned', 'new_lock_item', 'read_row',
-           'token_floor', 'with_token']
+__all__ = ['AcquireAttempt', 'TimedOut', 'Written', 'acquire', 'free_if_landed', 'is_abandoned', 'new_lock_item',
+           'read_row', 'token_floor', 'undo_write', 'with_token']
 
 # How many refused writes are judged at once, without a wait, before the next poll.
 _IMMEDIATE_RETRIES = 3
@@ -192,9 +192,9 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Pro
     except GeneratorExit:
         raise
     except BaseException:
-        # Interrupted (cancelled, Ctrl-C) while the write was in flight: it may land, leaving a
-        # row that nobody holds and that blocks everybody for a lease. Free it if it did.
-        yield Call(_free_own_row(attempt, clock, new_version))
+        # Interrupted (cancelled, Ctrl-C) while the write was in flight: it may land, now or
+        # later, leaving a row that nobody holds and that blocks everybody for a lease.
+        yield Settle(undo_write(attempt, clock, new_version))
         raise
     yield Emit(Event(Kind.ACQUIRE_ATTEMPT, attempt.unique_identifier, fields={
         'outcome': type(answer).__name__.lower(), 'takeover': blocking is not None,
@@ -247,6 +247,70 @@ def _free_own_row(attempt: AcquireAttempt, clock: Any, version: str) -> Request:
     return free_row(attempt.schema, attempt.partition_key, attempt.sort_key, [version], str(uuid.uuid4()),
                     int(clock.time() + attempt.expiry_period), int(clock.time()),
                     attempt.schema.extra_names(attempt.item_template), attempt.keep_released_rows)
+
+
+# Follow-up reads of a row an interrupted write of ours may still land on: the first after this
+# many seconds, each later one twice as late, up to the longest gap.
+_FIRST_FOLLOW_UP = 0.25
+_LONGEST_FOLLOW_UP = 5.0
+
+
+def undo_write(attempt: AcquireAttempt, clock: Any, version: str) -> Protocol[None]:
+    """Settle an acquiring write (``version``) that an interruption cut short; run by the driver
+    apart from the interrupted caller (``Settle``), so that a second interruption cannot stop it.
+
+    The write's answer, when the driver could still wait for it (``Pending``), says whether it
+    landed: a refused write left nothing; a landed one is freed. When the answer can never be
+    known (the call itself was cut short, as a Ctrl-C cuts a blocking socket read), the write
+    may still be on the wire: the row is freed if it is ours, then read again at growing
+    intervals for one lease, and freed whenever a late landing shows. Past that lease a late
+    landing is an abandoned lock like any other: others take it over after its lease.
+    """
+    answer = yield Pending()
+    if isinstance(answer, Refused) and Schema.version_of(answer.item) != version:
+        return      # refused: nothing of ours landed
+    if isinstance(answer, Failed) and not answer.maybe_applied:
+        return      # refused before it was applied (throttled, invalid)
+    known = isinstance(answer, (Applied, Refused))
+    lease = attempt.schema.lease_of(attempt.item_template, attempt.default_lease)
+    watch_until = clock.monotonic() + lease
+    delay = _FIRST_FOLLOW_UP
+    while True:
+        landed = yield from free_if_landed(attempt, clock, version, assume_landed=known)
+        remaining = watch_until - clock.monotonic()
+        if landed or (known and landed is None) or remaining <= 0:
+            if landed is False:
+                yield Emit(Event(Kind.ORPHAN_UNVERIFIED, attempt.unique_identifier, fields={
+                    'what': describe_key(attempt.schema, attempt.partition_key, attempt.sort_key),
+                    'error': 'the interrupted write could not be checked', 'lease': lease}))
+            return
+        known = known and landed is None
+        shutting_down = yield Sleep(min(delay, remaining))
+        if shutting_down:
+            watch_until = clock.monotonic()   # one last look, then stop (the client is closing)
+        delay = min(delay * 2, _LONGEST_FOLLOW_UP)
+
+
+def free_if_landed(attempt: AcquireAttempt, clock: Any, version: str,
+                   assume_landed: bool = False) -> Protocol[Optional[bool]]:
+    """Free the row if it carries ``version`` (a write of ours that nobody was handed).
+
+    :returns: True when the row was ours and is now freed; None when it is not ours (yet: a
+        write still on the wire may land later); False when DynamoDB could not be asked.
+    """
+    schema = attempt.schema
+    if not assume_landed:
+        read = yield Call(get(schema, attempt.partition_key, attempt.sort_key))
+        if not isinstance(read, Applied):
+            return False
+        if Schema.version_of(read.response.get('Item')) != version:
+            return None
+    freed = yield Call(_free_own_row(attempt, clock, version))
+    if isinstance(freed, Applied):
+        return True
+    if isinstance(freed, Refused):
+        return None     # not (or no longer) ours
+    return False
 
 
 def _settle_unanswered_write(attempt: AcquireAttempt, clock: Any, new_version: str) -> Protocol[Optional[Item]]:

@@ -12,6 +12,15 @@ A protocol is a generator. It yields effects and receives their results:
 * ``yield Submit(locks)`` -> how many of ``locks`` were skipped because their previous
   heartbeat is still in flight; the driver starts their renewal in the background;
 * ``yield Unregister(lock)`` -> None; the lock is no longer held: it leaves the registry.
+* ``yield Hold(lock)`` / ``yield Drop(lock)`` -> None: take / give back the mutex that
+  serialises the calls about one held lock (``thread_lock`` or the asyncio lock's mutex);
+* ``yield Settle(protocol)`` -> None: finish ``protocol`` whatever happens to the caller. It is
+  the undo or follow-up of something an interruption cut short, and must not be cut short in
+  turn: the driver runs it apart from the caller (a task, a thread), waits for it while the
+  caller is willing, and lets it run on in the background after a second interruption;
+* ``yield Pending()`` -> inside a settling protocol: the answer of the call whose interruption
+  it settles, once that answer arrives (the driver kept waiting for it), or None when the call
+  itself was cut short and its answer can never be known.
 
 It returns its result with ``return``, and raises :class:`DynamoDBLockError` for failures the
 caller must see.
@@ -24,7 +33,7 @@ from typing import Any, Generator, Tuple, TypeVar
 from .._requests import Request
 from .events import Event
 
-__all__ = ['Call', 'Effect', 'Emit', 'Protocol', 'Sleep', 'Submit', 'Unregister']
+__all__ = ['Call', 'Drop', 'Effect', 'Emit', 'Hold', 'Pending', 'Protocol', 'Settle', 'Sleep', 'Submit', 'Unregister']
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +64,26 @@ class Unregister:
     lock: Any
 
 
-Effect = Any   # Call | Sleep | Emit | Submit
+@dataclasses.dataclass(frozen=True)
+class Hold:
+    lock: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Drop:
+    lock: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Settle:
+    protocol: Any   # a Protocol[None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Pending:
+    """Ask for the answer of the interrupted call being settled (see the module docstring)."""
+
+
+Effect = Any   # Call | Sleep | Emit | Submit | Unregister | Hold | Drop | Settle | Pending
 T = TypeVar('T')
 Protocol = Generator[Effect, Any, T]

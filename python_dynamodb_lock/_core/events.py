@@ -34,6 +34,7 @@ class Kind(enum.Enum):
     RELEASE_FAILED = 'release_failed'
     RELEASE_SKIPPED = 'release_skipped'
     RELEASE_NOT_OWNED = 'release_not_owned'
+    RELEASE_INTERRUPTED = 'release_interrupted'
     # heartbeats
     RENEWED = 'renewed'
     RENEWAL_LANDED_UNANSWERED = 'renewal_landed_unanswered'

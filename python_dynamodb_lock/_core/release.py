@@ -14,15 +14,15 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 from .._errors import DynamoDBLockError, Reason
 from .._requests import acquire_over, free_row, get
 from .._schema import COL_RECORD_VERSION_NUMBER, Schema
-from .acquire import AcquireAttempt, Written, new_lock_item, token_floor, with_token
+from .acquire import AcquireAttempt, Written, new_lock_item, token_floor, undo_write, with_token
 from .answers import Applied, Failed, Refused
-from .effects import Call, Protocol
+from .effects import Call, Protocol, Settle, Sleep
 from .events import Kind
 from .messages import explain
 from .state import LockState, Loss, Status, loss_from_row
 
 __all__ = ['ReleaseOutcome', 'ReleaseResult', 'ReleaseSettings', 'ReleaseVerdict', 'free_handed', 'precheck_release',
-           'release', 'release_verdict']
+           'release', 'release_again', 'release_verdict']
 
 
 class ReleaseOutcome(enum.Enum):
@@ -118,20 +118,18 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any,
 
     try:
         answer = yield write(state.our_versions())
+        if isinstance(answer, Refused):
+            row_version = Schema.version_of(answer.item)
+            if state.is_unconfirmed(row_version):
+                # An old renewal of ours that landed unconfirmed, beyond the condition's list.
+                answer = yield write([str(row_version)])
     except GeneratorExit:
         raise
     except BaseException:
         state.note_release_maybe_applied()    # interrupted in flight: the write may land
         if successor is not None:             # and the row it hands over would be nobody's
-            yield Call(free_row(schema, lock.partition_key, lock.sort_key, [ours], str(uuid.uuid4()),
-                                int(clock.time() + settings.expiry_period), int(clock.time()),
-                                item, settings.keep_released_rows))
+            yield Settle(undo_write(successor, clock, ours))
         raise
-    if isinstance(answer, Refused):
-        row_version = Schema.version_of(answer.item)
-        if state.is_unconfirmed(row_version):
-            # An old renewal of ours that landed unconfirmed, beyond the condition's list.
-            answer = yield write([str(row_version)])
     if isinstance(answer, Applied):
         return released(answer.response.get('Attributes'))
     if isinstance(answer, Refused):
@@ -160,6 +158,36 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any,
     if not state.lease_running(clock.monotonic()):
         return ReleaseResult(ReleaseOutcome.STOLEN, dict(current))
     return ReleaseResult(ReleaseOutcome.RELEASED)
+
+
+def release_again(settings: ReleaseSettings, lock: Any, versions: Sequence[str], clock: Any,
+                  lease: float) -> Protocol[None]:
+    """Finish a release that an interruption cut short, apart from the caller (``Settle``).
+
+    The lock has already been forgotten (nobody renews it; the caller was told nothing). Its
+    row must stop carrying any of ``versions``: the release is sent again, conditioned on them,
+    until an answer says the row is freed or no longer ours (the interrupted write may have got
+    there first), retried at growing intervals for one lease when DynamoDB fails.
+    """
+    schema = settings.schema
+    deadline = clock.monotonic() + lease
+    delay = _FIRST_RETRY
+    while True:
+        answer = yield Call(free_row(schema, lock.partition_key, lock.sort_key, versions, str(uuid.uuid4()),
+                                     int(clock.time() + settings.expiry_period), int(clock.time()),
+                                     lock.additional_attributes, settings.keep_released_rows))
+        remaining = deadline - clock.monotonic()
+        if not isinstance(answer, Failed) or remaining <= 0:
+            return
+        if (yield Sleep(min(delay, remaining))):
+            deadline = clock.monotonic()    # the client is closing: one last try
+        delay = min(delay * 2, _LONGEST_RETRY)
+
+
+# Retries of a release finished in the background: the first after this many seconds, each
+# later one twice as late, up to the longest gap.
+_FIRST_RETRY = 0.25
+_LONGEST_RETRY = 5.0
 
 
 def free_handed(settings: ReleaseSettings, lock_key: Any, handed: Written, clock: Any) -> Protocol[None]:
