@@ -529,7 +529,8 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
                 settling = self._loop.create_task(self._settle(effect.protocol))
                 self._settling.add(settling)
                 settling.add_done_callback(self._settling.discard)
-                await asyncio.shield(settling)    # cancelled again: it goes on in the background
+                if not effect.follow_up:
+                    await asyncio.shield(settling)    # cancelled again: it goes on in the background
                 return None, None
             if isinstance(effect, Pending):
                 return None, None     # a cancelled call's answer can never be known

@@ -898,7 +898,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
                 effect.lock._mutex.acquire()
                 return None, None
             if isinstance(effect, Settle):
-                self._settle(effect.protocol, steps)
+                self._settle(effect.protocol, steps, effect.follow_up)
                 return None, None
             if isinstance(effect, Pending):
                 return (steps.pending.result() if steps.pending is not None else None), None
@@ -918,10 +918,10 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         steps.inflight = future
         raise cancelled_error()
 
-    def _settle(self, protocol: Protocol[None], steps: Steps) -> None:
+    def _settle(self, protocol: Protocol[None], steps: Steps, follow_up: bool) -> None:
         """Run undo or follow-up work on a thread of its own, which no interruption of the caller
-        stops; wait for it, except that an interrupted caller (Ctrl-C, cancel) waits at most
-        ``_SETTLE_GRACE`` seconds and leaves the rest to the background."""
+        stops; wait for it (not for a ``follow_up``), except that an interrupted caller (Ctrl-C,
+        cancel) waits at most ``_SETTLE_GRACE`` seconds and leaves the rest to the background."""
         def settle() -> None:
             try:
                 self._run(protocol, pending=steps.inflight)
@@ -933,7 +933,8 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         thread = threading.Thread(target=settle, name='DynamoDBLockClient-settle', daemon=True)
         self._settling.add(thread)
         thread.start()
-        thread.join(self._SETTLE_GRACE if steps.interrupted else None)
+        if not follow_up:
+            thread.join(self._SETTLE_GRACE if steps.interrupted else None)
 
     #: Seconds an interrupted caller waits for the undo of what it left in flight.
     _SETTLE_GRACE = 0.5

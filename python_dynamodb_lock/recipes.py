@@ -36,7 +36,7 @@ from typing import (
 )
 
 from . import _config
-from ._base import Done
+from ._base import Done, Steps
 from ._core.acquire import TimedOut, Written, acquire
 from ._core.answers import Applied, Refused
 from ._core.effects import Call, Protocol, Sleep
@@ -160,6 +160,7 @@ def _acquire_first(
             datetime.timedelta(seconds=timeout), additional_attributes, app_callback)
         attempts.append(client._attempt(partition_key, sort_key, arguments))
     live: Dict[int, Protocol[Any]] = {}
+    steps = Steps(wake)
     deadlines: Dict[int, float] = {}
     won: Optional[Tuple[int, Written]] = None
 
@@ -179,13 +180,11 @@ def _acquire_first(
             if isinstance(step, Sleep):
                 deadlines[index] = clock.monotonic() + step.seconds
                 return
-            if isinstance(step, Call):
-                result, error = client._perform(step, wake)
-                if peek is not None and error is None:
-                    peek(result)
-                step = client._advance(protocol, result, error)
-            else:
-                step = client._advance(protocol, None, TypeError(f'unexpected effect {step!r}'))
+            # Calls, and the undo an interrupted write asks for (Settle, Pending), as the client does.
+            result, error = client._perform(step, steps)
+            if peek is not None and error is None and isinstance(step, Call):
+                peek(result)
+            step = client._advance(protocol, result, error)
 
     try:
         for index, attempt in enumerate(attempts):

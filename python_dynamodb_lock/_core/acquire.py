@@ -261,9 +261,9 @@ def undo_write(attempt: AcquireAttempt, clock: Any, version: str) -> Protocol[No
 
     The write's answer, when the driver could still wait for it (``Pending``), says whether it
     landed: a refused write left nothing; a landed one is freed. When the answer can never be
-    known (the call itself was cut short, as a Ctrl-C cuts a blocking socket read), the write
-    may still be on the wire: the row is freed if it is ours, then read again at growing
-    intervals for one lease, and freed whenever a late landing shows. Past that lease a late
+    known (the call itself was cut short, as a cancellation or a Ctrl-C cuts it), the row is
+    freed if it is ours now, and then watched in the background for one lease (``follow_up``):
+    the write may still be on the wire, and a late landing is freed too. Past that lease a late
     landing is an abandoned lock like any other: others take it over after its lease.
     """
     answer = yield Pending()
@@ -272,23 +272,33 @@ def undo_write(attempt: AcquireAttempt, clock: Any, version: str) -> Protocol[No
     if isinstance(answer, Failed) and not answer.maybe_applied:
         return      # refused before it was applied (throttled, invalid)
     known = isinstance(answer, (Applied, Refused))
+    landed = yield from free_if_landed(attempt, clock, version, assume_landed=known)
+    if landed or (known and landed is None):
+        return
+    yield Settle(_watch_for_late_landing(attempt, clock, version, known), follow_up=True)
+
+
+def _watch_for_late_landing(attempt: AcquireAttempt, clock: Any, version: str, known: bool) -> Protocol[None]:
+    """Read the row at growing intervals for one lease, and free it whenever it carries
+    ``version`` (an interrupted write of ours that landed late, or whose undo failed)."""
     lease = attempt.schema.lease_of(attempt.item_template, attempt.default_lease)
     watch_until = clock.monotonic() + lease
     delay = _FIRST_FOLLOW_UP
+    landed: Optional[bool] = None
     while True:
-        landed = yield from free_if_landed(attempt, clock, version, assume_landed=known)
         remaining = watch_until - clock.monotonic()
-        if landed or (known and landed is None) or remaining <= 0:
+        if remaining <= 0:
             if landed is False:
                 yield Emit(Event(Kind.ORPHAN_UNVERIFIED, attempt.unique_identifier, fields={
                     'what': describe_key(attempt.schema, attempt.partition_key, attempt.sort_key),
                     'error': 'the interrupted write could not be checked', 'lease': lease}))
             return
-        known = known and landed is None
-        shutting_down = yield Sleep(min(delay, remaining))
-        if shutting_down:
-            watch_until = clock.monotonic()   # one last look, then stop (the client is closing)
+        if (yield Sleep(min(delay, remaining))):
+            watch_until = clock.monotonic()   # the client is closing: one last look, then stop
         delay = min(delay * 2, _LONGEST_FOLLOW_UP)
+        landed = yield from free_if_landed(attempt, clock, version, assume_landed=known)
+        if landed or (known and landed is None):
+            return
 
 
 def free_if_landed(attempt: AcquireAttempt, clock: Any, version: str,

@@ -18,6 +18,7 @@ A protocol is a generator. It yields effects and receives their results:
   the undo or follow-up of something an interruption cut short, and must not be cut short in
   turn: the driver runs it apart from the caller (a task, a thread), waits for it while the
   caller is willing, and lets it run on in the background after a second interruption;
+  ``Settle(protocol, follow_up=True)``: nobody waits for it at all (a watch for a late answer);
 * ``yield Pending()`` -> inside a settling protocol: the answer of the call whose interruption
   it settles, once that answer arrives (the driver kept waiting for it), or None when the call
   itself was cut short and its answer can never be known.
@@ -77,6 +78,7 @@ class Drop:
 @dataclasses.dataclass(frozen=True)
 class Settle:
     protocol: Any   # a Protocol[None]
+    follow_up: bool = False   # True: nobody waits for it (it watches for late answers)
 
 
 @dataclasses.dataclass(frozen=True)
