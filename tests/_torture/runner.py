@@ -10,7 +10,8 @@ Sizes come from the environment so that CI runs a few minutes and a soak runs fo
 
 * ``PDL_STRESS_SCALE``: multiplies the default size of every stress test of the suite (the
   tortures here, the semaphore torture of test_recipes.py): default 1, CI-sized (each torture
-  takes under a minute on two cores); 10 runs about ten times as long, 0.2 a quick check;
+  takes under a minute on two cores); 10 runs about ten times as long, 0.2 is a quick check
+  (the semaphore torture never shrinks below its default);
 * ``PDL_TORTURE_ACQUISITIONS``: total successful acquisitions per torture run (replaces the
   scaled default);
 * ``PDL_SOAK=1``: 100 000 acquisitions unless ``PDL_TORTURE_ACQUISITIONS`` says otherwise;
