@@ -38,9 +38,10 @@ setup(
         # testing code that uses locks: moto in-process and the moto server as engines.
         'testing': ['pytest>=7', 'moto[dynamodb]>=5.0', *MOTO_SERVER],
         # moto[dynamodb] adds py-partiql-parser, for the batched heartbeats on moto in-process.
-        # prometheus_client: for the test of examples/prometheus_metrics.py.
+        # prometheus_client: for the test of examples/prometheus_metrics.py. pytest-xdist: tox runs
+        # the suite on every core (-n auto).
         'test': ['pytest>=7', 'moto[dynamodb]>=5.0', *MOTO_SERVER, 'hypothesis>=6.100', AIOBOTOCORE,
-                 'prometheus_client>=0.17'],
+                 'prometheus_client>=0.17', 'pytest-xdist>=3.5'],
         'docs': ['sphinx>=7'],
         'lint': ['ruff>=0.5'],
         # AsyncDynamoDBLockClient (python_dynamodb_lock.aio) runs on aiobotocore; pip picks the

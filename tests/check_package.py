@@ -12,12 +12,16 @@ Usage (``tox -e package`` runs it, in an env with ``build`` and ``twine``)::
 4. Unpacks the sdist into ``WORK_DIR/sdist``, removes its ``python_dynamodb_lock/`` (so the tests
    can only import the installed wheel) and runs its unit-level tests there
    (``-m 'not local and not slow'``), with ``$PDL_DIST_DIR`` and ``$PDL_SOURCE_DIR`` set so that
-   ``tests/test_packaging.py`` also checks what the wheel and the sdist hold.
+   ``tests/test_packaging.py`` also checks what the wheel and the sdist hold. They run on
+   pytest-xdist workers (``-n $PDL_TEST_WORKERS``, default ``auto``: one per core) when the
+   ``test`` extra brought pytest-xdist, in one process otherwise.
 
 Exits non-zero at the first step that fails.
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import pathlib
 import shutil
@@ -41,6 +45,14 @@ def run(command: list[str], **kwargs: Any) -> None:
               file=sys.stderr)
         sys.exit(result.returncode)
     print(f'(took {time.monotonic() - started:.1f} s)', flush=True)
+
+
+def parallel_options() -> list[str]:
+    """``-n WORKERS`` when pytest-xdist is installed here (the ``test`` extra has it), else nothing."""
+    importlib.invalidate_caches()    # pytest-xdist was installed after this process started
+    if importlib.util.find_spec('xdist') is None:
+        return []
+    return ['-n', os.environ.get('PDL_TEST_WORKERS', '').strip() or 'auto']
 
 
 def only(paths: list[pathlib.Path], what: str) -> pathlib.Path:
@@ -75,7 +87,8 @@ def main(argv: list[str]) -> int:
     tree = only([path for path in unpacked_dir.iterdir() if path.is_dir()], 'folder in the sdist')
     shutil.rmtree(tree / PACKAGE)
     env = {**os.environ, 'PDL_DIST_DIR': str(dist_dir), 'PDL_SOURCE_DIR': str(SOURCE_DIR)}
-    run([sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', '-m', UNIT_LEVEL], cwd=tree, env=env)
+    run([sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', *parallel_options(), '-m', UNIT_LEVEL],
+        cwd=tree, env=env)
     print(f'\ncheck_package: {sdist.name} and {wheel.name} are complete; the sdist\'s unit-level '
           'tests pass against the wheel', flush=True)
     return 0

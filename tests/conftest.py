@@ -23,10 +23,18 @@ Fixtures:
   writes (moto in-process is not atomic under threads). Tests using it are marked ``local``.
 * ``clients`` / ``local_clients``: a :class:`helpers.LockClients` of the test's kind on that table.
 
-A missing engine skips the tests that need it, except when ``CI`` is set (``CI=true``): there
-it fails them, so a broken CI set-up cannot pass by skipping.
+A missing engine skips the tests that need it, except when ``CI`` is set (``CI=true``) or
+``PDL_REQUIRE_ENGINES`` is (tox's full-suite envs set it): there it fails them, so a broken
+set-up cannot pass by skipping.
 
-Environment: ``DYNAMODB_LOCAL_DIR`` (where DynamoDB Local is), ``JAVA_HOME``, ``CI``.
+Parallel runs (pytest-xdist, ``-n auto``, as tox runs the full suite): every worker is its own
+process, so the session fixtures above start one DynamoDB Local and one moto server per worker,
+each on a free port, and every table has a unique name; nothing is shared between workers. The
+workers take the tests marked ``slow`` first, so that a long test does not start last and keep
+one worker busy while the others are idle.
+
+Environment: ``DYNAMODB_LOCAL_DIR`` (where DynamoDB Local is), ``JAVA_HOME``, ``CI``,
+``PDL_REQUIRE_ENGINES``; the stress tests' sizes are in ``tests/_torture/runner.py``.
 Select with markers, for example ``-m 'not local'`` to run without Java, or with ``-k``:
 ``-k asyncio`` runs the asyncio half of the behavioural tests.
 """
@@ -35,7 +43,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
-from typing import Any, Iterator, NoReturn
+from typing import Any, Iterator, NoReturn, Optional
 
 import pytest
 
@@ -79,29 +87,48 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that uses DynamoDB Local directly as ``local``."""
+    """Mark every test that uses DynamoDB Local directly as ``local``; in an xdist worker, put
+    the tests marked ``slow`` first (every worker collects, and so sorts, the same way)."""
     for item in items:
         if {'local_engine', 'dynamodb_local'} & set(getattr(item, 'fixturenames', ())):
             item.add_marker(pytest.mark.local)
+    if os.environ.get('PYTEST_XDIST_WORKER'):
+        items.sort(key=lambda item: item.get_closest_marker('slow') is None)   # stable: False first
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     lib_dir = find_dynamodb_local()
-    where = str(lib_dir) if lib_dir is not None else 'not found (tests marked local will skip)'
-    return f'DynamoDB Local: {where}; CI={os.environ.get("CI", "")!r}'
+    where = (str(lib_dir) if lib_dir is not None
+             else 'not found (tests marked local will skip, or fail with CI or PDL_REQUIRE_ENGINES set)')
+    return (f'DynamoDB Local: {where}; CI={os.environ.get("CI", "")!r}; '
+            f'PDL_REQUIRE_ENGINES={os.environ.get("PDL_REQUIRE_ENGINES", "")!r}')
 
 
-# --- missing engines: skip locally, fail on CI ----------------------------------------------
+# --- missing engines: skip locally, fail on CI and in tox's full suite ----------------------
 
 def running_on_ci() -> bool:
     """True when ``$CI`` is ``true``/``1``/``yes`` (any case), as CI services set it."""
-    return os.environ.get('CI', '').strip().lower() in ('true', '1', 'yes')
+    return _set('CI')
+
+
+def _set(name: str) -> bool:
+    return os.environ.get(name, '').strip().lower() in ('true', '1', 'yes')
+
+
+def engines_required_by() -> Optional[str]:
+    """``'CI'`` on CI, else ``'PDL_REQUIRE_ENGINES'`` when that is ``true``/``1``/``yes`` (tox's
+    full-suite envs), else None: then a missing engine skips."""
+    if running_on_ci():
+        return 'CI'
+    return 'PDL_REQUIRE_ENGINES' if _set('PDL_REQUIRE_ENGINES') else None
 
 
 def skip_or_fail(reason: str) -> NoReturn:
-    """Skip the current test because an engine is missing; on CI, fail it instead."""
-    if running_on_ci():
-        pytest.fail(f'{reason}\n(CI is set, so a missing engine is a failure, not a skip.)',
+    """Skip the current test because an engine is missing; on CI, or with
+    ``PDL_REQUIRE_ENGINES`` set (tox's full-suite envs), fail it instead."""
+    required_by = engines_required_by()
+    if required_by is not None:
+        pytest.fail(f'{reason}\n({required_by} is set, so a missing engine is a failure, not a skip.)',
                     pytrace=False)
     pytest.skip(reason)
 

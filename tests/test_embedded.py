@@ -230,6 +230,7 @@ def test_missing_dynamodb_local_fails_on_ci(ci_value: str, tmp_path: pathlib.Pat
 def test_missing_dynamodb_local_skips_off_ci(ci_value: str | None, tmp_path: pathlib.Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv('DYNAMODB_LOCAL_DIR', str(tmp_path / 'missing'))
+    monkeypatch.delenv('PDL_REQUIRE_ENGINES', raising=False)     # tox's full-suite envs set it
     if ci_value is None:
         monkeypatch.delenv('CI', raising=False)
     else:
@@ -242,6 +243,14 @@ def test_skip_or_fail_fails_on_ci_for_any_engine(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv('CI', 'true')
     with pytest.raises(pytest.fail.Exception, match='moto is missing'):
         skip_or_fail('moto is missing')
+
+
+def test_skip_or_fail_fails_when_tox_requires_the_engines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tox's full-suite envs set PDL_REQUIRE_ENGINES: without Java, `tox` fails instead of passing."""
+    monkeypatch.delenv('CI', raising=False)
+    monkeypatch.setenv('PDL_REQUIRE_ENGINES', '1')
+    with pytest.raises(pytest.fail.Exception, match='PDL_REQUIRE_ENGINES is set'):
+        skip_or_fail('Java is missing')
 
 
 def test_start_dynamodb_local_without_the_jar_says_how_to_install(tmp_path: pathlib.Path) -> None:

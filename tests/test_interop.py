@@ -9,6 +9,7 @@ client, which carries no fencing token, is detected.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -36,15 +37,40 @@ seconds = timedelta
 
 
 def published_folder(version: str) -> pathlib.Path:
+    """The published release ``version``, installed once under ``.published/`` (pip --target).
+
+    Several pytest processes (xdist workers, or two runs in one checkout) may ask at once: the
+    check and the install happen under an exclusive lock on ``.published/.lock``, so one of them
+    installs and the others wait for it and find the copy complete.
+    """
     folder = ROOT / '.published' / version
-    if not (folder / 'python_dynamodb_lock' / 'python_dynamodb_lock.py').exists():
-        shutil.rmtree(folder, ignore_errors=True)     # a half-installed copy: pip would not replace it
-        result = subprocess.run([sys.executable, '-m', 'pip', 'install', '--quiet', '--disable-pip-version-check',
-                                 '--no-deps', '--target', str(folder), PUBLISHED[version]],
-                                capture_output=True, text=True, timeout=300)
-        if result.returncode != 0:
-            skip_or_fail(f'could not install {PUBLISHED[version]}: {result.stderr[-500:]}')
+    with installing_lock(ROOT / '.published' / '.lock'):
+        if not (folder / 'python_dynamodb_lock' / 'python_dynamodb_lock.py').exists():
+            shutil.rmtree(folder, ignore_errors=True)     # a half-installed copy: pip would not replace it
+            result = subprocess.run([sys.executable, '-m', 'pip', 'install', '--quiet', '--disable-pip-version-check',
+                                     '--no-deps', '--target', str(folder), PUBLISHED[version]],
+                                    capture_output=True, text=True, timeout=300)
+            if result.returncode != 0:
+                skip_or_fail(f'could not install {PUBLISHED[version]}: {result.stderr[-500:]}')
     return folder
+
+
+@contextlib.contextmanager
+def installing_lock(path: pathlib.Path) -> Iterator[None]:
+    """An exclusive lock between processes on ``path`` (flock); no lock where there is no fcntl
+    (Windows): there, let one process install the copies first (for example a run of this file alone)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, 'a') as handle:
+        try:
+            import fcntl
+        except ImportError:
+            yield
+            return
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 class Published:

@@ -10,6 +10,8 @@
 """
 from __future__ import annotations
 
+import configparser
+import importlib.util
 import os
 import pathlib
 import re
@@ -242,3 +244,59 @@ def test_every_subpackage_is_a_regular_package_that_setuptools_finds() -> None:
     missing = sorted(str(folder.relative_to(source)) for folder in folders
                      if not (folder / '__init__.py').is_file())
     assert missing == []
+
+
+# --------------------------------------------------------------------------------------------
+# tox's default envlist (README's test command): the full suite on the Python that runs tox
+# --------------------------------------------------------------------------------------------
+
+def tox_ini() -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(PROJECT_DIR / 'tox.ini', encoding='utf-8')
+    return parser
+
+
+def test_tox_runs_the_full_suite_on_its_own_python_and_never_skips_a_missing_one() -> None:
+    """A plain `tox` must not pass by skipping: its test env defaults to `py` (the Python running
+    tox), and a Python it cannot find fails the run."""
+    ini = tox_ini()
+    envlist = [name.strip() for name in ini['tox']['envlist'].split(',')]
+    assert envlist[0] == '{env:PDL_TOX_TEST_ENVS:py}', envlist
+    assert ini['tox']['skip_missing_interpreters'].strip() == 'false'
+    commands = ini['testenv']['commands']
+    full_suite = [line.strip() for line in commands.splitlines() if line.strip().startswith('!unit:')]
+    assert full_suite == ['!unit: python -m pytest -n {env:PDL_TEST_WORKERS:auto} {posargs}'], commands
+    assert 'PDL_REQUIRE_ENGINES = 1' in ini['testenv']['set_env']
+
+
+def test_ci_pins_the_oldest_and_newest_pythons_it_makes_visible() -> None:
+    ci_script = PROJECT_DIR / '.ci' / 'run'
+    if not ci_script.is_file():
+        pytest.skip('no .ci/run here (an unpacked sdist)')
+    text = ci_script.read_text(encoding='utf-8')
+    pinned = re.search(r'^export PDL_TOX_TEST_ENVS=(\S+)$', text, re.M)
+    visible = re.search(r'^REQUIRED_PYTHONS=\(([^)]*)\)$', text, re.M)
+    assert pinned and visible, 'no PDL_TOX_TEST_ENVS export or REQUIRED_PYTHONS in .ci/run'
+    envs = pinned.group(1).split(',')
+    assert envs == ['py313', 'py39-unit']
+    made_visible = {'py' + version.replace('.', '') for version in visible.group(1).split()}
+    assert {env.split('-')[0] for env in envs} == made_visible
+
+
+def test_tox_without_the_pinned_pythons_runs_the_full_suite_on_the_running_python(tmp_path: pathlib.Path) -> None:
+    """As on a machine with one Python: PATH holds no python3.13 or python3.9."""
+    if importlib.util.find_spec('tox') is None:
+        pytest.skip('tox is not installed in this environment')
+    bare_bin = tmp_path / 'bin'
+    bare_bin.mkdir()
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith(('PDL_', 'TOX', 'PYENV', 'VIRTUAL_ENV'))}
+    env['PATH'] = str(bare_bin)
+    tox = [sys.executable, '-m', 'tox', '-c', str(PROJECT_DIR / 'tox.ini'), '--workdir', str(tmp_path / 'tox')]
+    listed = subprocess.run([*tox, '-l'], env=env, capture_output=True, text=True, timeout=120, check=True)
+    assert listed.stdout.split() == ['py', 'lint', 'type', 'docs', 'demo', 'package'], listed.stdout
+    shown = subprocess.run([*tox, 'config', '-e', 'py', '-k', 'base_python', 'commands', 'set_env'],
+                           env=env, capture_output=True, text=True, timeout=120, check=True).stdout
+    assert f'base_python = {sys.executable}\n' in shown, shown
+    assert 'commands = python -m pytest -n auto\n' in shown, shown
+    assert 'PDL_REQUIRE_ENGINES=1' in shown, shown

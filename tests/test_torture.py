@@ -29,7 +29,8 @@ The same torture with faults injected is in ``test_faults.py``. :func:`test_guar
 runs it with guarded writes: most holds increment their key's counter only through the lock
 (``lock.update_item`` / ``lock.transact_write_items``), under injected faults, lost answers
 and transaction conflicts included. Size: ``PDL_TORTURE_ACQUISITIONS``
-(default 3000), or ``PDL_SOAK=1`` for 100 000; ``PDL_TORTURE_PROCESSES`` / ``PDL_TORTURE_THREADS``.
+(default 3000 and 800, times ``PDL_STRESS_SCALE``), or ``PDL_SOAK=1`` for 100 000;
+``PDL_TORTURE_PROCESSES`` / ``PDL_TORTURE_THREADS``.
 """
 from __future__ import annotations
 

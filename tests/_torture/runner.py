@@ -8,7 +8,12 @@ plain asserts.
 
 Sizes come from the environment so that CI runs a few minutes and a soak runs for hours:
 
-* ``PDL_TORTURE_ACQUISITIONS``: total successful acquisitions per torture run;
+* ``PDL_STRESS_SCALE``: multiplies the default size of every stress test of the suite (the
+  tortures here, the semaphore torture of test_recipes.py): default 1, CI-sized (each torture
+  takes under a minute on two cores); 10 runs about ten times as long, 0.2 is a quick check
+  (the semaphore torture never shrinks below its default);
+* ``PDL_TORTURE_ACQUISITIONS``: total successful acquisitions per torture run (replaces the
+  scaled default);
 * ``PDL_SOAK=1``: 100 000 acquisitions unless ``PDL_TORTURE_ACQUISITIONS`` says otherwise;
 * ``PDL_TORTURE_PROCESSES`` / ``PDL_TORTURE_THREADS``: workers and threads per worker.
 """
@@ -32,7 +37,8 @@ from _torture.support import close_pipes, scan_table
 from _torture.worker import child_env, worker_command
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient, DynamoDBLockError
 
-__all__ = ['TortureConfig', 'TortureResult', 'WorkerProcess', 'env_int', 'run_torture', 'torture_size']
+__all__ = ['TortureConfig', 'TortureResult', 'WorkerProcess', 'env_int', 'run_torture', 'stress_size',
+           'torture_size']
 
 SOAK_ACQUISITIONS = 100_000
 
@@ -42,10 +48,20 @@ def env_int(name: str, default: int) -> int:
     return int(value) if value else default
 
 
+def stress_size(default: int) -> int:
+    """``default`` times ``PDL_STRESS_SCALE`` (a positive number, default 1), at least 1."""
+    value = os.environ.get('PDL_STRESS_SCALE', '').strip()
+    scale = float(value) if value else 1.0
+    if not scale > 0:
+        raise ValueError(f'PDL_STRESS_SCALE must be a positive number, not {value!r}')
+    return max(1, round(default * scale))
+
+
 def torture_size(default: int) -> int:
-    """Acquisitions for one torture run: ``PDL_TORTURE_ACQUISITIONS``, else a soak, else ``default``."""
+    """Acquisitions for one torture run: ``PDL_TORTURE_ACQUISITIONS``, else a soak, else
+    ``default`` scaled by ``PDL_STRESS_SCALE``."""
     soak = os.environ.get('PDL_SOAK', '').strip().lower() in ('1', 'true', 'yes')
-    return env_int('PDL_TORTURE_ACQUISITIONS', SOAK_ACQUISITIONS if soak else default)
+    return env_int('PDL_TORTURE_ACQUISITIONS', SOAK_ACQUISITIONS if soak else stress_size(default))
 
 
 def summed(counts: Iterable[Mapping[str, int]]) -> Dict[str, int]:
