@@ -120,9 +120,11 @@ class AsyncDynamoDBLock(HeldLock):
         # Serialises the calls to DynamoDB about this lock (a release and a heartbeat).
         self._mutex = asyncio.Lock()
 
-    async def release(self, best_effort: bool = True) -> None:
-        """Release this lock: see :meth:`AsyncDynamoDBLockClient.release_lock`."""
-        await self.lock_client.release_lock(self, best_effort)
+    def release(self, best_effort: bool = True) -> 'asyncio.Future[None]':
+        """Release this lock (``await lock.release()``): see
+        :meth:`AsyncDynamoDBLockClient.release_lock`; a cancelled caller does not stop it."""
+        releasing: 'asyncio.Future[None]' = self.lock_client.release_lock(self, best_effort)
+        return releasing
 
     async def extend(self) -> None:
         """Renew this lock now; see the threaded lock's
@@ -351,13 +353,22 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         return await self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
                                    reentrant)
 
-    async def release_lock(self, lock: AsyncDynamoDBLock, best_effort: bool = True) -> None:
+    def release_lock(self, lock: AsyncDynamoDBLock, best_effort: bool = True) -> 'asyncio.Future[None]':
         """Release ``lock``; see :meth:`DynamoDBLockClient.release_lock
-        <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.release_lock>`."""
+        <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.release_lock>`.
+
+        ``await`` it. The release starts at once, as a task of its own: cancelling the awaiting
+        task (``asyncio.wait_for`` timing out, say), even before the release has begun, does not
+        stop it, so a lock whose release was asked for is never left held and renewed.
+        """
         self._check_process()
         if not isinstance(lock, AsyncDynamoDBLock):
             raise TypeError(f'release_lock takes an AsyncDynamoDBLock, not {type(lock).__name__}')
-        await self._run(self._releasing(lock, best_effort))
+        releasing = self._loop.create_task(self._run(self._releasing(lock, best_effort)))
+        self._settling.add(releasing)
+        releasing.add_done_callback(self._settling.discard)
+        releasing.add_done_callback(_retrieve)
+        return asyncio.shield(releasing)
 
     async def close(self, release_locks: bool = False) -> None:
         """Stop the background tasks, promptly; a second call is a no-op. Held locks are released
@@ -651,6 +662,13 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
             async with lock._mutex:
                 if self._owns(lock):
                     await self._run(renew_one(self._heartbeat_settings, lock, self._clock))
+
+
+def _retrieve(task: 'asyncio.Task[Any]') -> None:
+    """Retrieve a release's outcome even when its caller was cancelled and never sees it (a
+    best-effort release has logged its trouble; asyncio would warn about an error nobody read)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _is_async_dynamodb_client(client: Any) -> bool:

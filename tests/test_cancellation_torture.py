@@ -1,0 +1,148 @@
+"""Cancellation torture: many asyncio tasks, cancelled at random points, on DynamoDB Local.
+
+Two asyncio lock clients share one table. Hundreds of tasks take random keys of ten; each
+acquires under a random ``asyncio.wait_for`` timeout (or is cancelled by another task at a
+random moment), holds the lock for a random time doing guarded writes, and releases it, any of
+which may be cut short. Once every task has ended and the clients' undo work has settled, the
+run must show:
+
+* no orphan row: every lock row is free (released, or gone);
+* no lock kept or renewed that no caller holds: both clients hold nothing;
+* no false ``LOCK_STOLEN``: nobody took a lock over from a live holder, so none is reported;
+* no overlap: two tasks never held one key at once;
+* nothing unretrieved: the loop reported no exception that nobody retrieved.
+
+With ``delayed`` answers, every write's answer arrives late (it landed; a botocore hook holds
+the answer back), so cancellations often hit a write that landed and whose answer is not in:
+the undo must find and free those rows. The size scales with ``PDL_STRESS_SCALE``.
+"""
+from __future__ import annotations
+
+import asyncio
+import datetime
+import os
+import random
+from typing import Any, Dict, List, Optional, Set
+
+import pytest
+
+from helpers import ASYNCIO, CallbackRecorder, FaultInjector
+from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockError
+from python_dynamodb_lock.testing import LockTable
+
+pytestmark = [pytest.mark.local, pytest.mark.slow]
+
+seconds = datetime.timedelta
+KEYS = [f'key-{n}' for n in range(10)]
+SCALE = float(os.environ.get('PDL_STRESS_SCALE', '1'))
+TASKS = max(40, int(200 * SCALE))
+ROUNDS = 3
+
+
+@pytest.fixture
+def client_kind() -> str:
+    return ASYNCIO
+
+
+class Ledger:
+    """Who holds which key, as the tasks themselves saw it."""
+
+    def __init__(self) -> None:
+        self.holding: Dict[str, Set[int]] = {key: set() for key in KEYS}
+        self.overlaps: List[str] = []
+        self.acquired = 0
+        self.cut_short = 0
+
+    def enter(self, key: str, task: int) -> None:
+        if self.holding[key]:
+            self.overlaps.append(f'{key}: task {task} while {sorted(self.holding[key])}')
+        self.holding[key].add(task)
+        self.acquired += 1
+
+    def leave(self, key: str, task: int) -> None:
+        self.holding[key].discard(task)
+
+
+async def one_task(number: int, clients: List[Any], ledger: Ledger, data: LockTable, rng: random.Random,
+                   callbacks: CallbackRecorder) -> None:
+    for _ in range(ROUNDS):
+        client = rng.choice(clients)
+        key = rng.choice(KEYS)
+        try:
+            lock = await asyncio.wait_for(client.acquire_lock(key, retry_timeout=seconds(seconds=2),
+                                                              app_callback=callbacks),
+                                          rng.choice([0.002, 0.02, 0.1, 0.5, 5.0, 5.0]))
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            ledger.cut_short += 1
+            continue
+        except DynamoDBLockError as error:
+            assert error.code == DynamoDBLockError.ACQUIRE_TIMEOUT, error
+            continue
+        # Only the caller that got the lock is in the ledger; it leaves it before its release
+        # starts (a release may be cut short, and the key then is free for others).
+        ledger.enter(key, number)
+        try:
+            if rng.random() < 0.5:
+                await asyncio.wait_for(lock.update_item(
+                    TableName=data.table_name, Key={'lock_key': f'counter-{key}', 'sort_key': '-'},
+                    UpdateExpression='ADD #n :one', ExpressionAttributeNames={'#n': 'n'},
+                    ExpressionAttributeValues={':one': 1}), rng.choice([0.005, 1.0]))
+            await asyncio.sleep(rng.random() * 0.02)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            ledger.cut_short += 1
+        finally:
+            ledger.leave(key, number)
+        try:
+            await asyncio.wait_for(lock.release(), rng.choice([0.001, 0.01, 1.0]))
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            ledger.cut_short += 1
+
+
+async def canceller(tasks: List['asyncio.Task[None]'], rng: random.Random) -> None:
+    """Cancel random tasks at random moments, from outside."""
+    while any(not task.done() for task in tasks):
+        await asyncio.sleep(rng.random() * 0.01)
+        task = rng.choice(tasks)
+        if not task.done() and rng.random() < 0.2:
+            task.cancel()
+
+
+@pytest.mark.parametrize('delayed', [False, True], ids=['prompt-answers', 'delayed-answers'])
+def test_random_cancellations_leave_nothing_held(local_engine: LockTable, delayed: bool) -> None:
+    data = local_engine
+    rng = random.Random(17 + delayed)
+    unretrieved: List[Dict[str, Any]] = []
+    callbacks = CallbackRecorder()
+
+    async def main() -> Ledger:
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: unretrieved.append(context))
+        ledger = Ledger()
+        settings = dict(lease_duration=seconds(seconds=10), heartbeat_period=seconds(seconds=1),
+                        safe_period=seconds(seconds=5))
+        with FaultInjector(local_engine.resource) as faults:
+            if delayed:
+                faults.add_latency('UpdateItem', 0.01, times=None, after_sending=True)
+            async with local_engine.async_lock_client(owner_name='first', **settings) as first, \
+                    local_engine.async_lock_client(owner_name='second', **settings) as second:
+                clients = [first, second]
+                tasks = [asyncio.ensure_future(one_task(n, clients, ledger, data, rng, callbacks))
+                         for n in range(TASKS)]
+                cancelling = asyncio.ensure_future(canceller(tasks, rng))
+                await asyncio.gather(*tasks, return_exceptions=True)
+                await cancelling
+                for client in clients:
+                    assert await client.wait_settled(60)
+                    assert client.held_locks() == [], f'{client} still holds {client.held_locks()}'
+        return ledger
+
+    ledger = asyncio.run(main())
+    held_rows: List[Optional[Dict[str, Any]]] = []
+    for key in KEYS:
+        row = data.read_item(key)
+        if row is not None and row.get('released_at') is None:
+            held_rows.append(row)
+    assert held_rows == [], f'orphan rows: {held_rows}'
+    assert ledger.overlaps == []
+    assert DynamoDBLockError.LOCK_STOLEN not in callbacks.codes
+    assert unretrieved == []
+    assert ledger.acquired > TASKS // 10 and ledger.cut_short > TASKS // 10, (ledger.acquired, ledger.cut_short)
