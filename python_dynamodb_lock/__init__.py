@@ -2,13 +2,15 @@
 
 The classes live in :mod:`python_dynamodb_lock.python_dynamodb_lock` (the import path of the
 published package) and are re-exported here, with the recipes of :mod:`python_dynamodb_lock.recipes`
-(:class:`LeaderElection`, :class:`Semaphore`).
+(:class:`LeaderElection`, :class:`Semaphore`, :class:`LossReason`). :class:`HeldLock` is the type of
+a lock held by either client (``DynamoDBLock`` and ``AsyncDynamoDBLock`` are both one).
 """
 from ._version import __version__
 from ._errors import Reason
 from ._observe import LockEvent
+from ._locks import HeldLock
 from .python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
-from .recipes import LeaderElection, Permit, Semaphore
+from .recipes import LeaderElection, LossReason, Permit, Semaphore
 
-__all__ = ['BaseDynamoDBLock', 'DynamoDBLock', 'DynamoDBLockClient', 'DynamoDBLockError', 'LeaderElection', 'LockEvent',
-           'Permit', 'Reason', 'Semaphore', '__version__']
+__all__ = ['BaseDynamoDBLock', 'DynamoDBLock', 'DynamoDBLockClient', 'DynamoDBLockError', 'HeldLock', 'LeaderElection',
+           'LockEvent', 'LossReason', 'Permit', 'Reason', 'Semaphore', '__version__']

@@ -71,13 +71,8 @@ from ._tables import (
     needs_ttl_update,
     table_request,
 )
-from .python_dynamodb_lock import (
-    BaseDynamoDBLock,
-    DynamoDBLockClient,
-    HeldLock,
-    _for_table_arguments,
-    _suppress_after_block,
-)
+from ._locks import BaseDynamoDBLock, HeldLock, check_for_table_arguments, suppress_after_block
+from ._locks import Defaults as _Defaults
 
 if TYPE_CHECKING:  # the types-aiobotocore types (pip install 'types-aiobotocore[dynamodb]'); nothing at run time
     from types_aiobotocore_dynamodb import DynamoDBClient
@@ -88,7 +83,6 @@ logger = logging.getLogger('python_dynamodb_lock.python_dynamodb_lock')
 
 T = TypeVar('T')
 AsyncAppCallback = Callable[[str, 'AsyncDynamoDBLock'], Any]
-_Defaults = DynamoDBLockClient
 
 
 class AsyncDynamoDBLock(HeldLock):
@@ -164,7 +158,7 @@ class AsyncDynamoDBLock(HeldLock):
         # Shielded: a task cancelled inside the block still releases; cancelled again meanwhile,
         # the release completes in the background.
         await asyncio.shield(self.release(best_effort=True))
-        return _suppress_after_block(self, exc_type, exc_value, traceback)
+        return suppress_after_block(self, exc_type, exc_value, traceback)
 
 
 class _AsyncWaiter(WaiterState, asyncio.Event):
@@ -497,7 +491,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         if not _is_async_dynamodb_client(dynamodb_client):
             raise TypeError('for_table takes an aiobotocore DynamoDB client '
                             f'(session.create_client("dynamodb")), not {type(dynamodb_client).__name__}')
-        _for_table_arguments(table_name, kwargs)
+        check_for_table_arguments(table_name, kwargs)
         try:
             description = (await dynamodb_client.describe_table(TableName=table_name))['Table']
         except (ClientError, BotoCoreError) as exc:

@@ -27,14 +27,14 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List
 from botocore.exceptions import BotoCoreError, ClientError
 
 from . import _config
-from ._base import ClientCore, Done, Steps, cancelled_error, unique_identifier_of
+from ._base import ClientCore, Done, Steps, cancelled_error
+from ._locks import BaseDynamoDBLock, Defaults, HeldLock, check_for_table_arguments, suppress_after_block
 from ._clock import Clock, SystemClock
 from ._core.acquire import read_row
 from ._core.effects import Call, Hold, Pending, Protocol, Settle, Sleep, Submit
 from ._core.guard import single_action
 from ._core.heartbeat import background_loop, check_locks, renew_batch, renew_one
 from ._core.scan import next_page
-from ._core.state import LockState, Status
 from ._errors import DynamoDBLockError
 from ._observe import MetricsHook
 from ._registry import WaiterState
@@ -55,174 +55,6 @@ DynamoDBLockError.__module__ = __name__
 
 AppCallback = Callable[[str, 'DynamoDBLock'], Any]
 T = TypeVar('T')
-
-
-class BaseDynamoDBLock:
-    """A lock as it is stored in the table, typically one held by somebody else.
-
-    It is a description only: it cannot be released or renewed.
-    """
-
-    def __init__(
-        self,
-        partition_key: PartitionKey,
-        sort_key: str,
-        owner_name: str,
-        lease_duration: float,
-        record_version_number: str,
-        expiry_time: int,
-        additional_attributes: Optional[Mapping[str, Any]],
-        *,
-        fencing_token: Optional[int] = None,
-    ) -> None:
-        self.partition_key = partition_key
-        self.sort_key = sort_key
-        self.owner_name = owner_name
-        self.lease_duration = float(lease_duration)
-        self.record_version_number = record_version_number
-        self.expiry_time = int(expiry_time)
-        self.additional_attributes: Dict[str, Any] = dict(additional_attributes or {})
-        self.unique_identifier = unique_identifier_of(partition_key, sort_key)
-        #: The acquisition's fencing token: it grows with every acquisition of the key and stays
-        #: the same while the lock is held (None for a lock written by a published 0.9.x client).
-        self.fencing_token = fencing_token
-
-    def __str__(self) -> str:
-        token = '' if self.fencing_token is None else f', fencing_token={self.fencing_token}'
-        return (
-            f'{self.__class__.__name__}({self.unique_identifier}, owner={self.owner_name}, '
-            f'version={self.record_version_number}, lease={self.lease_duration}s, '
-            f'expiry_time={self.expiry_time}{token})'
-        )
-
-    __repr__ = __str__
-
-
-class HeldLock(BaseDynamoDBLock):
-    """What a lock held by this process offers, whichever client holds it.
-
-    :class:`DynamoDBLock` (threaded) and ``AsyncDynamoDBLock`` (asyncio) add how it is released.
-    ``status``, ``record_version_number``, ``expiry_time`` and ``last_updated_time`` read the
-    lock's state, which only its client changes.
-    """
-
-    PENDING = Status.PENDING
-    LOCKED = Status.LOCKED
-    RELEASED = Status.RELEASED
-    IN_DANGER = Status.IN_DANGER
-    INVALID = Status.INVALID
-
-    _state: LockState
-
-    def __init__(
-        self,
-        partition_key: PartitionKey,
-        sort_key: str,
-        owner_name: str,
-        lease_duration: float,
-        record_version_number: str,
-        expiry_time: int,
-        additional_attributes: Optional[Mapping[str, Any]],
-        app_callback: Optional[Callable[..., Any]],
-        lock_client: Any,
-        raise_context_exception: bool = False,
-        *,
-        clock: Any,
-        guard: Any = None,
-    ) -> None:
-        self._clock = clock
-        self._state = LockState(record_version_number, expiry_time, clock.monotonic(), lease_duration, guard)
-        super().__init__(
-            partition_key, sort_key, owner_name, lease_duration,
-            record_version_number, expiry_time, additional_attributes, fencing_token=None,
-        )
-        self.app_callback = app_callback
-        self.lock_client = lock_client
-        self.raise_context_exception = raise_context_exception
-        self._holds = 1          # acquisitions of this lock not yet released (reentrant ones add)
-        self._holder: Any = None  # the thread (or task) that acquired it, for reentrancy
-        #: When this acquisition took the key over from a holder presumed dead: that holder's
-        #: lock as it was in the table (its owner, version and fencing token), so that the
-        #: application can recover what it left half done. None otherwise.
-        self.took_over_from: Optional[BaseDynamoDBLock] = None
-
-    # The published attributes, kept by the lock's state.
-
-    @property
-    def record_version_number(self) -> str:
-        return self._state.version
-
-    @record_version_number.setter
-    def record_version_number(self, value: str) -> None:
-        self._state.version = value
-
-    @property
-    def expiry_time(self) -> int:
-        return self._state.expiry_time
-
-    @expiry_time.setter
-    def expiry_time(self, value: int) -> None:
-        self._state.expiry_time = int(value)
-
-    @property
-    def fencing_token(self) -> Optional[int]:
-        """This acquisition's fencing token (see the Safety and fencing page): larger than the
-        token of every earlier acquisition of the key, the same for as long as this lock is
-        held. None until acquired, or on an engine that did not return it."""
-        return self._state.fencing_token
-
-    @fencing_token.setter
-    def fencing_token(self, value: Optional[int]) -> None:
-        self._state.fencing_token = value
-
-    @property
-    def last_updated_time(self) -> float:
-        """Monotonic seconds at which the last confirmed write of this lock was sent."""
-        return self._state.last_confirmed
-
-    @last_updated_time.setter
-    def last_updated_time(self, value: float) -> None:
-        self._state.last_confirmed = value
-
-    @property
-    def status(self) -> str:
-        """``PENDING``, ``LOCKED``, ``IN_DANGER``, ``RELEASED`` or ``INVALID``, as of now.
-
-        A held lock whose last confirmed renewal is older than the client's ``safe_period`` reads
-        ``IN_DANGER`` at once, even before the heartbeat checker has noticed (after a pause of
-        the process, say), and so does one past its lease.
-        """
-        return self._state.status_at(self._clock.monotonic(), getattr(self.lock_client, '_safe_period_s', None))
-
-    @status.setter
-    def status(self, value: str) -> None:
-        self._state.status = value
-
-    def lease_remaining(self) -> float:
-        """Seconds until another client may take this lock over if no renewal succeeds.
-
-        Counted from when the last confirmed renewal (or the acquisition) was sent, on this
-        process's monotonic clock. Negative once the lease has run out; 0.0 once the lock was
-        released or lost.
-        """
-        return self._state.lease_remaining(self._clock.monotonic())
-
-    @property
-    def loss_reason(self) -> Optional[str]:
-        """Why this lock was lost (a :class:`~python_dynamodb_lock._errors.Reason`:
-        ``TAKEN_OVER`` or ``ROW_GONE``), or None while it was not lost."""
-        loss = self._state.loss
-        return loss.reason if loss and self._state.status == Status.INVALID else None
-
-    @property
-    def lost_to(self) -> Optional[BaseDynamoDBLock]:
-        """The lock found in its place when this lock was lost (None if the row was gone)."""
-        loss = self._state.loss
-        client = self.lock_client
-        if not loss or not loss.row or not isinstance(client, ClientCore):
-            return None
-        described: Optional[BaseDynamoDBLock] = client._describe_row(loss.row)
-        return described
 
 
 class DynamoDBLock(HeldLock):
@@ -330,7 +162,7 @@ class DynamoDBLock(HeldLock):
         other ``BaseException`` subclasses that are not ``Exception`` always propagate.
         """
         self.release(best_effort=True)
-        return _suppress_after_block(self, exc_type, exc_value, traceback)
+        return suppress_after_block(self, exc_type, exc_value, traceback)
 
 
 class _Waiter(WaiterState, threading.Event):
@@ -362,29 +194,7 @@ def _relay(cancel: threading.Event, events: Sequence[threading.Event]) -> thread
     return done
 
 
-def _for_table_arguments(table_name: Any, kwargs: Mapping[str, Any]) -> None:
-    """Check ``for_table``'s own arguments before any call."""
-    fixed = sorted({'partition_key_name', 'sort_key_name', 'partition_key_type'} & set(kwargs))
-    if fixed:
-        raise TypeError(f'for_table reads {", ".join(fixed)} from the table; do not pass them')
-    if not isinstance(table_name, str) or not table_name:
-        raise TypeError(f'table_name must be a non-empty str, not {table_name!r}')
-
-
-def _suppress_after_block(lock: HeldLock, exc_type: Optional[Type[BaseException]],
-                          exc_value: Optional[BaseException], traceback: Optional[TracebackType]) -> bool:
-    """Whether a lock's ``with`` block swallows the exception it raised (the published default)."""
-    if exc_value is None or lock.raise_context_exception or not isinstance(exc_value, Exception):
-        return False
-    logger.warning(
-        'Suppressed an exception raised while holding %s (raise_context_exception=False)',
-        lock.unique_identifier,
-        exc_info=exc_value,
-    )
-    return True
-
-
-class DynamoDBLockClient(ClientCore[DynamoDBLock]):
+class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
     """Hands out distributed locks stored in one DynamoDB table, and keeps them alive.
 
     Create one client at start-up and :meth:`close` it at shut-down. The constructor starts
@@ -418,7 +228,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
     :param keep_released_rows: ``True`` (the default) keeps a released lock's row, marked
         released, so that its fencing token keeps growing (see the Safety and fencing page);
         ``False`` deletes it, as the published package did.
-    :param metrics: a callable that gets a :class:`~python_dynamodb_lock._observe.LockEvent`
+    :param metrics: a callable that gets a :class:`~python_dynamodb_lock.LockEvent`
         for every acquire attempt, acquisition, wait, renewal, danger, loss and release, with
         timings; it runs on the thread where the event happens and must be quick. None (the
         default) costs nothing.
@@ -444,20 +254,6 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         warnings.
     """
 
-    _DEFAULT_TABLE_NAME = 'DynamoDBLockTable'
-    _DEFAULT_PARTITION_KEY_NAME = 'lock_key'
-    _DEFAULT_SORT_KEY_NAME = 'sort_key'
-    _DEFAULT_TTL_ATTRIBUTE_NAME = 'expiry_time'
-    _DEFAULT_HEARTBEAT_PERIOD = datetime.timedelta(seconds=5)
-    _DEFAULT_SAFE_PERIOD = datetime.timedelta(seconds=20)
-    _DEFAULT_LEASE_DURATION = datetime.timedelta(seconds=30)
-    _DEFAULT_EXPIRY_PERIOD = datetime.timedelta(hours=1)
-    _DEFAULT_HEARTBEAT_TPS = -1
-    _DEFAULT_APP_CALLBACK_THREADPOOL_SIZE = 5
-    _DEFAULT_READ_CAPACITY = 5
-    _DEFAULT_WRITE_CAPACITY = 5
-    _DEFAULT_SORT_KEY_VALUE = '-'
-
     _COL_OWNER_NAME = COL_OWNER_NAME
     _COL_LEASE_DURATION = COL_LEASE_DURATION
     _COL_RECORD_VERSION_NUMBER = COL_RECORD_VERSION_NUMBER
@@ -467,16 +263,16 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
     def __init__(
         self,
         dynamodb_resource: DynamoDBServiceResource,
-        table_name: str = _DEFAULT_TABLE_NAME,
-        partition_key_name: str = _DEFAULT_PARTITION_KEY_NAME,
-        sort_key_name: Optional[str] = _DEFAULT_SORT_KEY_NAME,
-        ttl_attribute_name: str = _DEFAULT_TTL_ATTRIBUTE_NAME,
+        table_name: str = Defaults._DEFAULT_TABLE_NAME,
+        partition_key_name: str = Defaults._DEFAULT_PARTITION_KEY_NAME,
+        sort_key_name: Optional[str] = Defaults._DEFAULT_SORT_KEY_NAME,
+        ttl_attribute_name: str = Defaults._DEFAULT_TTL_ATTRIBUTE_NAME,
         owner_name: Optional[str] = None,
-        heartbeat_period: datetime.timedelta = _DEFAULT_HEARTBEAT_PERIOD,
-        safe_period: datetime.timedelta = _DEFAULT_SAFE_PERIOD,
-        lease_duration: datetime.timedelta = _DEFAULT_LEASE_DURATION,
-        expiry_period: datetime.timedelta = _DEFAULT_EXPIRY_PERIOD,
-        heartbeat_tps: float = _DEFAULT_HEARTBEAT_TPS,
+        heartbeat_period: datetime.timedelta = Defaults._DEFAULT_HEARTBEAT_PERIOD,
+        safe_period: datetime.timedelta = Defaults._DEFAULT_SAFE_PERIOD,
+        lease_duration: datetime.timedelta = Defaults._DEFAULT_LEASE_DURATION,
+        expiry_period: datetime.timedelta = Defaults._DEFAULT_EXPIRY_PERIOD,
+        heartbeat_tps: float = Defaults._DEFAULT_HEARTBEAT_TPS,
         app_callback_executor: Optional[concurrent.futures.Executor] = None,
         *,
         clock: Optional[Clock] = None,
@@ -525,7 +321,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         self._closed = False
         self._owns_app_callback_executor = app_callback_executor is None
         self._app_callback_executor = app_callback_executor or concurrent.futures.ThreadPoolExecutor(
-            max_workers=self._DEFAULT_APP_CALLBACK_THREADPOOL_SIZE,
+            max_workers=Defaults._DEFAULT_APP_CALLBACK_THREADPOOL_SIZE,
             thread_name_prefix='DynamoDBLockClient-callback',
         )
         # Calls of acquisitions that can be cancelled (acquire_lock(cancel=...)) are sent here,
@@ -558,7 +354,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
     def acquire_lock(
         self,
         partition_key: PartitionKey,
-        sort_key: str = _DEFAULT_SORT_KEY_VALUE,
+        sort_key: str = Defaults._DEFAULT_SORT_KEY_VALUE,
         retry_period: Optional[datetime.timedelta] = None,
         retry_timeout: Optional[datetime.timedelta] = None,
         additional_attributes: Optional[Mapping[str, Any]] = None,
@@ -622,7 +418,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
     def try_acquire_lock(
         self,
         partition_key: PartitionKey,
-        sort_key: str = _DEFAULT_SORT_KEY_VALUE,
+        sort_key: str = Defaults._DEFAULT_SORT_KEY_VALUE,
         additional_attributes: Optional[Mapping[str, Any]] = None,
         app_callback: Optional[AppCallback] = None,
         raise_context_exception: bool = False,
@@ -682,7 +478,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
         self._end_close()
 
     def get_lock(self, partition_key: PartitionKey,
-                 sort_key: str = _DEFAULT_SORT_KEY_VALUE) -> Optional[BaseDynamoDBLock]:
+                 sort_key: str = Defaults._DEFAULT_SORT_KEY_VALUE) -> Optional[BaseDynamoDBLock]:
         """Who holds ``(partition_key, sort_key)`` right now: a consistent read.
 
         :returns: a :class:`BaseDynamoDBLock` describing the row (it cannot be used to release
@@ -771,12 +567,12 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
     def create_dynamodb_table(
         cls,
         dynamodb_client: DynamoDBClient,
-        table_name: str = _DEFAULT_TABLE_NAME,
-        partition_key_name: str = _DEFAULT_PARTITION_KEY_NAME,
-        sort_key_name: Optional[str] = _DEFAULT_SORT_KEY_NAME,
-        ttl_attribute_name: str = _DEFAULT_TTL_ATTRIBUTE_NAME,
-        read_capacity: int = _DEFAULT_READ_CAPACITY,
-        write_capacity: int = _DEFAULT_WRITE_CAPACITY,
+        table_name: str = Defaults._DEFAULT_TABLE_NAME,
+        partition_key_name: str = Defaults._DEFAULT_PARTITION_KEY_NAME,
+        sort_key_name: Optional[str] = Defaults._DEFAULT_SORT_KEY_NAME,
+        ttl_attribute_name: str = Defaults._DEFAULT_TTL_ATTRIBUTE_NAME,
+        read_capacity: int = Defaults._DEFAULT_READ_CAPACITY,
+        write_capacity: int = Defaults._DEFAULT_WRITE_CAPACITY,
         *,
         billing_mode: str = 'PROVISIONED',
         exist_ok: bool = False,
@@ -825,7 +621,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
             locks (``reason`` ``WRONG_KEY_SCHEMA``: a sort key that is not a string, a key named
             like one of the lock's own attributes).
         """
-        _for_table_arguments(table_name, kwargs)
+        check_for_table_arguments(table_name, kwargs)
         low_level_client = getattr(getattr(dynamodb_resource, 'meta', None), 'client', None)
         if low_level_client is None:
             raise TypeError('for_table takes a boto3 DynamoDB resource (boto3.resource("dynamodb")), '

@@ -9,7 +9,7 @@ from botocore and the rules for "was it applied?" are written once:
   row). ``retried`` is True when botocore made more than one attempt: an earlier attempt of this
   very write may have been applied, its answer lost, and ``item`` written after it.
 * :class:`Failed` -- any other failure. ``maybe_applied`` says whether DynamoDB may have applied
-  the write all the same (a lost answer); ``reason`` is a :class:`~python_dynamodb_lock._errors.Reason`.
+  the write all the same (a lost answer); ``reason`` is a :class:`~python_dynamodb_lock.Reason`.
 """
 from __future__ import annotations
 

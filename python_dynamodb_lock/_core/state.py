@@ -47,7 +47,7 @@ def null_guard() -> ContextManager[Any]:
 
 @dataclasses.dataclass(frozen=True)
 class Loss:
-    """Why a lock was lost: a :class:`~python_dynamodb_lock._errors.Reason` and the row found
+    """Why a lock was lost: a :class:`~python_dynamodb_lock.Reason` and the row found
     instead (None when the row was gone)."""
 
     reason: str

@@ -1,0 +1,239 @@
+"""What both lock clients share and is not I/O: the lock classes, the published defaults, and
+two small helpers of their public methods.
+
+Published at :mod:`python_dynamodb_lock.python_dynamodb_lock` (the import path of the published
+package) and, for :class:`HeldLock`, at the package root; :mod:`python_dynamodb_lock.aio` imports
+them from here, not from the threaded client's module.
+"""
+from __future__ import annotations
+
+import datetime
+import logging
+from types import TracebackType
+from typing import Any, Callable, Dict, Mapping, Optional, Type
+
+from ._base import ClientCore, unique_identifier_of
+from ._core.state import LockState, Status
+from ._schema import PartitionKey
+
+__all__ = ['BaseDynamoDBLock', 'Defaults', 'HeldLock', 'check_for_table_arguments', 'suppress_after_block']
+
+# The published module's logger: every log line of both clients goes here.
+logger = logging.getLogger('python_dynamodb_lock.python_dynamodb_lock')
+
+_PUBLISHED_MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
+
+
+class Defaults:
+    """The published defaults of ``DynamoDBLockClient`` (its class attributes), for both clients."""
+
+    _DEFAULT_TABLE_NAME = 'DynamoDBLockTable'
+    _DEFAULT_PARTITION_KEY_NAME = 'lock_key'
+    _DEFAULT_SORT_KEY_NAME = 'sort_key'
+    _DEFAULT_TTL_ATTRIBUTE_NAME = 'expiry_time'
+    _DEFAULT_HEARTBEAT_PERIOD = datetime.timedelta(seconds=5)
+    _DEFAULT_SAFE_PERIOD = datetime.timedelta(seconds=20)
+    _DEFAULT_LEASE_DURATION = datetime.timedelta(seconds=30)
+    _DEFAULT_EXPIRY_PERIOD = datetime.timedelta(hours=1)
+    _DEFAULT_HEARTBEAT_TPS = -1
+    _DEFAULT_APP_CALLBACK_THREADPOOL_SIZE = 5
+    _DEFAULT_READ_CAPACITY = 5
+    _DEFAULT_WRITE_CAPACITY = 5
+    _DEFAULT_SORT_KEY_VALUE = '-'
+
+
+
+class BaseDynamoDBLock:
+    """A lock as it is stored in the table, typically one held by somebody else.
+
+    It is a description only: it cannot be released or renewed.
+    """
+
+    def __init__(
+        self,
+        partition_key: PartitionKey,
+        sort_key: str,
+        owner_name: str,
+        lease_duration: float,
+        record_version_number: str,
+        expiry_time: int,
+        additional_attributes: Optional[Mapping[str, Any]],
+        *,
+        fencing_token: Optional[int] = None,
+    ) -> None:
+        self.partition_key = partition_key
+        self.sort_key = sort_key
+        self.owner_name = owner_name
+        self.lease_duration = float(lease_duration)
+        self.record_version_number = record_version_number
+        self.expiry_time = int(expiry_time)
+        self.additional_attributes: Dict[str, Any] = dict(additional_attributes or {})
+        self.unique_identifier = unique_identifier_of(partition_key, sort_key)
+        #: The acquisition's fencing token: it grows with every acquisition of the key and stays
+        #: the same while the lock is held (None for a lock written by a published 0.9.x client).
+        self.fencing_token = fencing_token
+
+    def __str__(self) -> str:
+        token = '' if self.fencing_token is None else f', fencing_token={self.fencing_token}'
+        return (
+            f'{self.__class__.__name__}({self.unique_identifier}, owner={self.owner_name}, '
+            f'version={self.record_version_number}, lease={self.lease_duration}s, '
+            f'expiry_time={self.expiry_time}{token})'
+        )
+
+    __repr__ = __str__
+
+
+class HeldLock(BaseDynamoDBLock):
+    """What a lock held by this process offers, whichever client holds it.
+
+    :class:`DynamoDBLock` (threaded) and ``AsyncDynamoDBLock`` (asyncio) add how it is released.
+    ``status``, ``record_version_number``, ``expiry_time`` and ``last_updated_time`` read the
+    lock's state, which only its client changes.
+    """
+
+    PENDING = Status.PENDING
+    LOCKED = Status.LOCKED
+    RELEASED = Status.RELEASED
+    IN_DANGER = Status.IN_DANGER
+    INVALID = Status.INVALID
+
+    _state: LockState
+
+    def __init__(
+        self,
+        partition_key: PartitionKey,
+        sort_key: str,
+        owner_name: str,
+        lease_duration: float,
+        record_version_number: str,
+        expiry_time: int,
+        additional_attributes: Optional[Mapping[str, Any]],
+        app_callback: Optional[Callable[..., Any]],
+        lock_client: Any,
+        raise_context_exception: bool = False,
+        *,
+        clock: Any,
+        guard: Any = None,
+    ) -> None:
+        self._clock = clock
+        self._state = LockState(record_version_number, expiry_time, clock.monotonic(), lease_duration, guard)
+        super().__init__(
+            partition_key, sort_key, owner_name, lease_duration,
+            record_version_number, expiry_time, additional_attributes, fencing_token=None,
+        )
+        self.app_callback = app_callback
+        self.lock_client = lock_client
+        self.raise_context_exception = raise_context_exception
+        self._holds = 1          # acquisitions of this lock not yet released (reentrant ones add)
+        self._holder: Any = None  # the thread (or task) that acquired it, for reentrancy
+        #: When this acquisition took the key over from a holder presumed dead: that holder's
+        #: lock as it was in the table (its owner, version and fencing token), so that the
+        #: application can recover what it left half done. None otherwise.
+        self.took_over_from: Optional[BaseDynamoDBLock] = None
+
+    # The published attributes, kept by the lock's state.
+
+    @property
+    def record_version_number(self) -> str:
+        return self._state.version
+
+    @record_version_number.setter
+    def record_version_number(self, value: str) -> None:
+        self._state.version = value
+
+    @property
+    def expiry_time(self) -> int:
+        return self._state.expiry_time
+
+    @expiry_time.setter
+    def expiry_time(self, value: int) -> None:
+        self._state.expiry_time = int(value)
+
+    @property
+    def fencing_token(self) -> Optional[int]:
+        """This acquisition's fencing token (see the Safety and fencing page): larger than the
+        token of every earlier acquisition of the key, the same for as long as this lock is
+        held. None until acquired, or on an engine that did not return it."""
+        return self._state.fencing_token
+
+    @fencing_token.setter
+    def fencing_token(self, value: Optional[int]) -> None:
+        self._state.fencing_token = value
+
+    @property
+    def last_updated_time(self) -> float:
+        """Monotonic seconds at which the last confirmed write of this lock was sent."""
+        return self._state.last_confirmed
+
+    @last_updated_time.setter
+    def last_updated_time(self, value: float) -> None:
+        self._state.last_confirmed = value
+
+    @property
+    def status(self) -> str:
+        """``PENDING``, ``LOCKED``, ``IN_DANGER``, ``RELEASED`` or ``INVALID``, as of now.
+
+        A held lock whose last confirmed renewal is older than the client's ``safe_period`` reads
+        ``IN_DANGER`` at once, even before the heartbeat checker has noticed (after a pause of
+        the process, say), and so does one past its lease.
+        """
+        return self._state.status_at(self._clock.monotonic(), getattr(self.lock_client, '_safe_period_s', None))
+
+    @status.setter
+    def status(self, value: str) -> None:
+        self._state.status = value
+
+    def lease_remaining(self) -> float:
+        """Seconds until another client may take this lock over if no renewal succeeds.
+
+        Counted from when the last confirmed renewal (or the acquisition) was sent, on this
+        process's monotonic clock. Negative once the lease has run out; 0.0 once the lock was
+        released or lost.
+        """
+        return self._state.lease_remaining(self._clock.monotonic())
+
+    @property
+    def loss_reason(self) -> Optional[str]:
+        """Why this lock was lost (a :class:`~python_dynamodb_lock.Reason`:
+        ``TAKEN_OVER`` or ``ROW_GONE``), or None while it was not lost."""
+        loss = self._state.loss
+        return loss.reason if loss and self._state.status == Status.INVALID else None
+
+    @property
+    def lost_to(self) -> Optional[BaseDynamoDBLock]:
+        """The lock found in its place when this lock was lost (None if the row was gone)."""
+        loss = self._state.loss
+        client = self.lock_client
+        if not loss or not loss.row or not isinstance(client, ClientCore):
+            return None
+        described: Optional[BaseDynamoDBLock] = client._describe_row(loss.row)
+        return described
+
+
+def check_for_table_arguments(table_name: Any, kwargs: Mapping[str, Any]) -> None:
+    """Check ``for_table``'s own arguments before any call."""
+    fixed = sorted({'partition_key_name', 'sort_key_name', 'partition_key_type'} & set(kwargs))
+    if fixed:
+        raise TypeError(f'for_table reads {", ".join(fixed)} from the table; do not pass them')
+    if not isinstance(table_name, str) or not table_name:
+        raise TypeError(f'table_name must be a non-empty str, not {table_name!r}')
+
+
+def suppress_after_block(lock: HeldLock, exc_type: Optional[Type[BaseException]],
+                          exc_value: Optional[BaseException], traceback: Optional[TracebackType]) -> bool:
+    """Whether a lock's ``with`` block swallows the exception it raised (the published default)."""
+    if exc_value is None or lock.raise_context_exception or not isinstance(exc_value, Exception):
+        return False
+    logger.warning(
+        'Suppressed an exception raised while holding %s (raise_context_exception=False)',
+        lock.unique_identifier,
+        exc_info=exc_value,
+    )
+    return True
+
+
+
+# Pickles and reprs name the published module, as they did.
+BaseDynamoDBLock.__module__ = _PUBLISHED_MODULE
+HeldLock.__module__ = 'python_dynamodb_lock'
