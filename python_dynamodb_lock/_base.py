@@ -21,7 +21,8 @@ from ._config import AcquireArguments, Settings, make_settings
 from ._core.acquire import AcquireAttempt, TimedOut, Written, acquire
 from ._core.effects import Drop, Emit, Hold, Protocol, Settle, Unregister
 from ._core.events import Event, Kind
-from ._core.heartbeat import Batching, HeartbeatSettings, check_round, extend, heartbeat_round
+from ._core.heartbeat import (Batching, HeartbeatSettings, check_round, extend, heartbeat_round, renew_batch,
+                              renew_one)
 from ._core.messages import describe_key
 from ._core.guard import check_actions, guarded_write
 from ._core.scan import force_release
@@ -436,6 +437,44 @@ class ClientCore(Generic[L]):
     def _heartbeat_round(self) -> Protocol[None]:
         return heartbeat_round(self._heartbeat_settings, self._registry.held(), self._batching, self._clock,
                                self._shutdown.is_set)
+
+    def _renewing(self, locks: Sequence[Any]) -> Protocol[None]:
+        """Renew a group of locks: in one batch when batching, else one by one.
+
+        A lock whose mutex is busy (a release of it is under way) is not waited for while the
+        others' are held: it gets a heartbeat of its own afterwards. A lock no longer held by
+        this client is skipped.
+        """
+        one_by_one: List[Any] = list(locks)
+        if self._batching.enabled:
+            free = []
+            for lock in locks:
+                if (yield Hold(lock, wait=False)):
+                    free.append(lock)
+            one_by_one = [lock for lock in locks if lock not in free]
+            try:
+                owned = [lock for lock in free if self._owns(lock)]
+                one_by_one += yield from renew_batch(self._heartbeat_settings, owned, self._batching, self._clock)
+            finally:
+                for lock in free:
+                    yield Drop(lock)
+        for lock in one_by_one:
+            yield Hold(lock)
+            try:
+                if self._owns(lock):
+                    yield from renew_one(self._heartbeat_settings, lock, self._clock)
+            finally:
+                yield Drop(lock)
+
+    def _heartbeat_groups(self, locks: Optional[Any], lock_type: type) -> List[List[Any]]:
+        """``send_heartbeats``' locks (all held ones by default), checked, in the groups that
+        are renewed together."""
+        chosen = self._registry.held() if locks is None else list(locks)
+        for lock in chosen:
+            if not isinstance(lock, lock_type):
+                raise TypeError(f'send_heartbeats takes {lock_type.__name__} objects, not {type(lock).__name__}')
+        size = self._batching.batch_size if self._batching.enabled else 1
+        return [chosen[start:start + size] for start in range(0, len(chosen), size)]
 
     def _checker_round(self) -> Protocol[None]:
         return check_round(self._heartbeat_settings, self._registry.held(), self._clock)

@@ -55,7 +55,7 @@ from ._clock import Clock
 from ._core.acquire import read_row
 from ._core.effects import Call, Hold, Pending, Protocol, Settle, Sleep, Submit
 from ._core.guard import single_action
-from ._core.heartbeat import background_loop, check_locks, renew_batch, renew_one
+from ._core.heartbeat import background_loop, check_locks
 from ._core.scan import next_page
 from ._core.state import null_guard
 from ._errors import DynamoDBLockError, Reason
@@ -413,12 +413,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
     async def send_heartbeats(self, locks: Optional[Iterable[AsyncDynamoDBLock]] = None) -> None:
         """Renew held locks now: all of them, or those given; see the threaded client."""
         self._check_process()
-        chosen = self._registry.held() if locks is None else list(locks)
-        for lock in chosen:
-            if not isinstance(lock, AsyncDynamoDBLock):
-                raise TypeError(f'send_heartbeats takes AsyncDynamoDBLock objects, not {type(lock).__name__}')
-        size = self._batching.batch_size if self._batching.enabled else 1
-        await asyncio.gather(*(self._renew(chosen[start:start + size]) for start in range(0, len(chosen), size)))
+        await asyncio.gather(*(self._renew(group) for group in self._heartbeat_groups(locks, AsyncDynamoDBLock)))
 
     def check_locks(self) -> None:
         """Flag held locks not renewed for ``safe_period`` as ``IN_DANGER`` now (with callbacks)."""
@@ -528,8 +523,9 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
             if isinstance(effect, Submit):
                 return self._submit_heartbeats(effect.locks), None
             if isinstance(effect, Hold):
-                await effect.lock._mutex.acquire()
-                return None, None
+                if not effect.wait and effect.lock._mutex.locked():
+                    return False, None
+                return await effect.lock._mutex.acquire(), None
             if isinstance(effect, Settle):
                 settling = self._loop.create_task(self._settle(effect.protocol))
                 self._settling.add(settling)
@@ -639,23 +635,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
             self._done_with(locks, failure)
 
     async def _renew(self, locks: Sequence[AsyncDynamoDBLock]) -> None:
-        """Renew a group: the locks free now in one batch (when batching), the busy ones
-        (a release under way) one by one after it."""
-        free = [lock for lock in locks if not lock._mutex.locked()] if self._batching.enabled else []
-        later = [lock for lock in locks if lock not in free]
-        if free:
-            for lock in free:
-                await lock._mutex.acquire()   # free: granted without waiting
-            try:
-                owned = [lock for lock in free if self._owns(lock)]
-                later += await self._run(renew_batch(self._heartbeat_settings, owned, self._batching, self._clock))
-            finally:
-                for lock in free:
-                    lock._mutex.release()
-        for lock in later:
-            async with lock._mutex:
-                if self._owns(lock):
-                    await self._run(renew_one(self._heartbeat_settings, lock, self._clock))
+        await self._run(self._renewing(locks))
 
 
 def _retrieve(task: 'asyncio.Task[Any]') -> None:

@@ -33,7 +33,7 @@ from ._clock import Clock, SystemClock
 from ._core.acquire import read_row
 from ._core.effects import Call, Hold, Pending, Protocol, Settle, Sleep, Submit
 from ._core.guard import single_action
-from ._core.heartbeat import background_loop, check_locks, renew_batch, renew_one
+from ._core.heartbeat import background_loop, check_locks
 from ._core.scan import next_page
 from ._errors import DynamoDBLockError
 from ._observe import MetricsHook
@@ -538,13 +538,8 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         locks are kept alive; call it well within every ``heartbeat_period``.
         """
         self._check_process()
-        chosen = self._registry.held() if locks is None else list(locks)
-        for lock in chosen:
-            if not isinstance(lock, DynamoDBLock):
-                raise TypeError(f'send_heartbeats takes DynamoDBLock objects, not {type(lock).__name__}')
-        size = self._batching.batch_size if self._batching.enabled else 1
-        for start in range(0, len(chosen), size):
-            self._renew(chosen[start:start + size])
+        for group in self._heartbeat_groups(locks, DynamoDBLock):
+            self._renew(group)
 
     def check_locks(self) -> None:
         """Flag held locks not renewed for ``safe_period`` as ``IN_DANGER`` now, calling their
@@ -691,8 +686,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
             if isinstance(effect, Submit):
                 return self._submit_heartbeats(effect.locks), None
             if isinstance(effect, Hold):
-                effect.lock._mutex.acquire()
-                return None, None
+                return effect.lock._mutex.acquire(blocking=effect.wait), None
             if isinstance(effect, Settle):
                 self._settle(effect.protocol, steps, effect.follow_up)
                 return None, None
@@ -807,25 +801,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
             self._done_with(locks)
 
     def _renew(self, locks: Sequence[DynamoDBLock]) -> None:
-        """Renew a group of locks: in one batch when batching, else one by one.
-
-        A lock whose ``thread_lock`` is busy (a release of it is under way) is not waited for
-        while holding the others: it gets a heartbeat of its own afterwards.
-        """
-        one_by_one: List[DynamoDBLock] = list(locks)
-        if self._batching.enabled:
-            held = [lock for lock in locks if lock.thread_lock.acquire(blocking=False)]
-            one_by_one = [lock for lock in locks if lock not in held]
-            try:
-                owned = [lock for lock in held if self._owns(lock)]
-                one_by_one += self._run(renew_batch(self._heartbeat_settings, owned, self._batching, self._clock))
-            finally:
-                for lock in held:
-                    lock.thread_lock.release()
-        for lock in one_by_one:
-            with lock.thread_lock:
-                if self._owns(lock):
-                    self._run(renew_one(self._heartbeat_settings, lock, self._clock))
+        self._run(self._renewing(locks))
 
 
 # ``from python_dynamodb_lock.python_dynamodb_lock import *``: the published module had no

@@ -12,8 +12,9 @@ A protocol is a generator. It yields effects and receives their results:
 * ``yield Submit(locks)`` -> how many of ``locks`` were skipped because their previous
   heartbeat is still in flight; the driver starts their renewal in the background;
 * ``yield Unregister(lock)`` -> None; the lock is no longer held: it leaves the registry.
-* ``yield Hold(lock)`` / ``yield Drop(lock)`` -> None: take / give back the mutex that
+* ``yield Hold(lock)`` / ``yield Drop(lock)`` -> True / None: take / give back the mutex that
   serialises the calls about one held lock (``thread_lock`` or the asyncio lock's mutex);
+  ``Hold(lock, wait=False)`` takes it only if it is free now, and says whether it did;
 * ``yield Settle(protocol)`` -> None: finish ``protocol`` whatever happens to the caller. It is
   the undo or follow-up of something an interruption cut short, and must not be cut short in
   turn: the driver runs it apart from the caller (a task, a thread), waits for it while the
@@ -68,6 +69,7 @@ class Unregister:
 @dataclasses.dataclass(frozen=True)
 class Hold:
     lock: Any
+    wait: bool = True   # False: take the mutex only if it is free now; the result says whether
 
 
 @dataclasses.dataclass(frozen=True)
