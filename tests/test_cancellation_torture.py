@@ -22,6 +22,8 @@ import asyncio
 import datetime
 import os
 import random
+import threading
+import time
 from typing import Any, Dict, List, Optional, Set
 
 import pytest
@@ -146,3 +148,132 @@ def test_random_cancellations_leave_nothing_held(local_engine: LockTable, delaye
     assert DynamoDBLockError.LOCK_STOLEN not in callbacks.codes
     assert unretrieved == []
     assert ledger.acquired > TASKS // 10 and ledger.cut_short > TASKS // 10, (ledger.acquired, ledger.cut_short)
+
+
+class _Interrupt:
+    """botocore hooks that raise ``KeyboardInterrupt`` in a caller thread (never in the client's
+    own threads: a real Ctrl-C reaches the main thread only), at random, before a request is sent
+    or after its write landed (the answer is then lost, as when Ctrl-C cuts a socket read)."""
+
+    def __init__(self, rng: random.Random, rate: float) -> None:
+        self.rng = rng
+        self.rate = rate
+        self.raised = 0
+        self.guard = threading.Lock()
+
+    def _maybe(self) -> None:
+        if not threading.current_thread().name.startswith('caller-'):
+            return
+        with self.guard:
+            hit = self.rng.random() < self.rate
+            self.raised += hit
+        if hit:
+            raise KeyboardInterrupt
+
+    def before(self, **kwargs: Any) -> None:
+        self._maybe()
+
+    def after(self, **kwargs: Any) -> None:
+        self._maybe()
+
+
+@pytest.mark.threaded_only
+def test_random_cancel_events_and_ctrl_c_leave_nothing_held(local_engine: LockTable) -> None:
+    """The threaded twin: caller threads acquire with ``cancel=`` events that another thread sets
+    at random, or without one while ``KeyboardInterrupt`` is injected into their calls (before
+    sending, or after the write landed); they hold, write under the lock and release, any of
+    which may be cut short. Afterwards: nothing held, no orphan row, no false ``LOCK_STOLEN``,
+    no overlap."""
+    data = local_engine
+    rng = random.Random(1717)
+    callbacks = CallbackRecorder()
+    ledger = Ledger()
+    ledger_guard = threading.Lock()
+    interrupt = _Interrupt(random.Random(99), rate=0.08)
+    settings = dict(lease_duration=seconds(seconds=10), heartbeat_period=seconds(seconds=1),
+                    safe_period=seconds(seconds=5))
+    clients = [local_engine.lock_client(owner_name=name, **settings) for name in ('first', 'second')]
+    events = local_engine.resource.meta.client.meta.events
+    events.register('before-call.dynamodb.*', interrupt.before)
+    events.register('after-call.dynamodb.*', interrupt.after)
+    cancels: List[threading.Event] = []
+    cancels_guard = threading.Lock()
+    threads_count = max(16, int(40 * SCALE))
+
+    def caller(number: int) -> None:
+        local = random.Random(number)
+        for _ in range(ROUNDS):
+            client = local.choice(clients)
+            key = local.choice(KEYS)
+            cancel = threading.Event() if local.random() < 0.5 else None
+            if cancel is not None:
+                with cancels_guard:
+                    cancels.append(cancel)
+            try:
+                lock = client.acquire_lock(key, retry_timeout=seconds(seconds=2), app_callback=callbacks,
+                                           cancel=cancel)
+            except KeyboardInterrupt:
+                with ledger_guard:
+                    ledger.cut_short += 1
+                continue
+            except DynamoDBLockError as error:
+                assert error.code in (DynamoDBLockError.ACQUIRE_TIMEOUT, DynamoDBLockError.ACQUIRE_CANCELLED), error
+                with ledger_guard:
+                    ledger.cut_short += error.code == DynamoDBLockError.ACQUIRE_CANCELLED
+                continue
+            with ledger_guard:
+                ledger.enter(key, number)
+            try:
+                if local.random() < 0.5:
+                    lock.update_item(
+                        TableName=data.table_name, Key={'lock_key': f'counter-{key}', 'sort_key': '-'},
+                        UpdateExpression='ADD #n :one', ExpressionAttributeNames={'#n': 'n'},
+                        ExpressionAttributeValues={':one': 1})
+                time.sleep(local.random() * 0.02)
+            except KeyboardInterrupt:
+                pass
+            finally:
+                with ledger_guard:
+                    ledger.leave(key, number)
+            for _attempt in range(3):     # a release cut short by Ctrl-C is finished in the background
+                try:
+                    lock.release()
+                    break
+                except KeyboardInterrupt:
+                    with ledger_guard:
+                        ledger.cut_short += 1
+
+    def canceller(done: threading.Event) -> None:
+        while not done.is_set():
+            time.sleep(rng.random() * 0.02)
+            with cancels_guard:
+                pending = [event for event in cancels if not event.is_set()]
+            if pending and rng.random() < 0.3:
+                rng.choice(pending).set()
+
+    done = threading.Event()
+    cancelling = threading.Thread(target=canceller, args=(done,), daemon=True)
+    cancelling.start()
+    threads = [threading.Thread(target=caller, args=(n,), name=f'caller-{n}') for n in range(threads_count)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(300)
+            assert not thread.is_alive()
+    finally:
+        done.set()
+        events.unregister('before-call.dynamodb.*', interrupt.before)
+        events.unregister('after-call.dynamodb.*', interrupt.after)
+    for client in clients:
+        assert client.wait_settled(60)
+        assert client.held_locks() == [], f'{client} still holds {client.held_locks()}'
+    for client in clients:
+        client.close()
+    held_rows = [row for row in (data.read_item(key) for key in KEYS)
+                 if row is not None and row.get('released_at') is None]
+    assert held_rows == [], f'orphan rows: {held_rows}'
+    assert ledger.overlaps == []
+    assert DynamoDBLockError.LOCK_STOLEN not in callbacks.codes
+    assert interrupt.raised > 0 and ledger.acquired > 0 and ledger.cut_short > 0, (
+        interrupt.raised, ledger.acquired, ledger.cut_short)
