@@ -317,8 +317,11 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         arguments raise at the call, before anything is awaited.
         ``reentrant`` is per task: the lock this very task already holds is returned with one
         more hold; other tasks of this client still wait.
-        Cancelling the awaiting task leaves no held row behind: a write that was in flight is
-        undone (its row released) if it landed.
+        Cancelling the awaiting task (anywhere: waiting, writing, or settling an older lock object
+        of the key) hands it nothing and leaves nothing held: a write that was in flight is undone
+        by a task of its own, which a second cancellation does not stop; a landed row is freed
+        before the cancellation goes on, and a write that may still be on the wire is watched for
+        one lease and freed if it lands late (:meth:`wait_settled` waits for that).
         """
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
