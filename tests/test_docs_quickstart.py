@@ -28,8 +28,9 @@ pytestmark = pytest.mark.skipif(
 
 def plugin_options() -> List[str]:
     """``-p`` for the plugin unless pytest loads it by itself (the package is installed)."""
-    installed = any(entry.value == 'python_dynamodb_lock.testing.pytest_plugin'
-                    for entry in importlib.metadata.entry_points(group='pytest11'))
+    entries = importlib.metadata.entry_points()
+    group = entries.select(group='pytest11') if hasattr(entries, 'select') else entries.get('pytest11', [])  # 3.9
+    installed = any(entry.value == 'python_dynamodb_lock.testing.pytest_plugin' for entry in group)
     return [] if installed else ['-p', 'python_dynamodb_lock.testing.pytest_plugin']
 
 
