@@ -35,7 +35,6 @@ README = PROJECT_DIR / 'README.rst'
 DEFAULT_TABLE = 'DynamoDBLockTable'
 #: The text of the library's warning about boto3's default timeouts (botocore waits a minute to
 #: connect and a minute to read); the library's part of issue 18 removes it for those defaults.
-BOTO3_DEFAULTS_WARNING = 'the boto3 client can wait'
 
 
 def literal_blocks(text: str) -> List[str]:
@@ -192,12 +191,7 @@ def test_readme_examples_run_and_log_no_warning(readme_engine: EmbeddedEngine, t
     failures = [f"{result['block']}\n{result['error']}" for result in results if result['error']]
     assert not failures, '\n\n'.join(failures)
     warned = [(result['block'], result['warnings']) for result in results if result['warnings']]
-    others = [(block, lines) for block, lines in warned
-              if any(BOTO3_DEFAULTS_WARNING not in line for line in lines)]
-    assert not others, others
-    if warned:   # only the library's warning about boto3's own default timeouts is left
-        pytest.xfail('the library still warns about boto3 default timeouts in the examples written for '
-                     f'AWS ({len(warned)} blocks); that is the library-messages part of issue 18')
+    assert not warned, warned
 
 
 def test_readme_local_engine_example_sets_explicit_retries_and_short_timeouts() -> None:
