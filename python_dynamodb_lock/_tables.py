@@ -1,11 +1,13 @@
 """Creating the lock table: what to ask for, and how an existing table is judged.
 
-:func:`table_request` and :func:`judge_existing_table` are pure; :func:`create_table_sync`
-runs them on a boto3 client (the asyncio client has its own runner).
+:func:`table_request` and :func:`judge_existing_table` are pure; :func:`creating_table` and
+:func:`describing_table` are the steps of ``create_dynamodb_table`` and ``for_table``, written
+once as generators of :class:`AdminCall`; :func:`run_admin` runs them on a boto3 client and
+:func:`run_admin_async` on an aiobotocore one.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Generator, Mapping, NamedTuple, Optional, Tuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -18,8 +20,9 @@ from ._schema import Schema
 #: The TTL attribute of the published layout.
 DEFAULT_TTL_ATTRIBUTE_NAME = 'expiry_time'
 
-__all__ = ['create_table_sync', 'describe_failed', 'describe_key_schema', 'for_table_arguments', 'judge_existing_table',
-           'lock_table_shape', 'needs_ttl_update', 'require_low_level_client', 'table_request']
+__all__ = ['AdminCall', 'creating_table', 'describe_failed', 'describe_key_schema', 'describing_table',
+           'for_table_arguments', 'judge_existing_table', 'lock_table_shape', 'needs_ttl_update',
+           'require_low_level_client', 'run_admin', 'run_admin_async', 'table_request']
 
 
 #: DynamoDB's key attribute types, as the lock table's partition key may have them.
@@ -204,29 +207,97 @@ def require_low_level_client(dynamodb_client: Any, kind: str = 'boto3.client("dy
                         f'not {type(dynamodb_client).__name__}')
 
 
-def create_table_sync(dynamodb_client: Any, table_name: Any, partition_key_name: Any, sort_key_name: Any,
-                      ttl_attribute_name: Any, read_capacity: Any, write_capacity: Any, billing_mode: Any,
-                      exist_ok: bool, partition_key_type: Any = 'S') -> Dict[str, Any]:
-    require_low_level_client(dynamodb_client)
+class AdminCall(NamedTuple):
+    """One call of table administration: a client method (or ``wait:<waiter>``) and its
+    arguments. The steps below yield them; each client's runner makes the call and sends the
+    response back, or throws what it raised (the steps decide what an error means)."""
+
+    method: str
+    params: Dict[str, Any]
+
+
+AdminSteps = Generator[AdminCall, Any, Any]
+
+
+def creating_table(table_name: Any, partition_key_name: Any, sort_key_name: Any, ttl_attribute_name: Any,
+                   read_capacity: Any, write_capacity: Any, billing_mode: Any, exist_ok: bool,
+                   partition_key_type: Any = 'S') -> AdminSteps:
+    """Create the lock table (or accept an existing one that fits, with ``exist_ok``), wait until
+    it is ACTIVE, turn TTL on, and return its description. Arguments are checked first (TypeError,
+    ValueError); DynamoDB's failures become :func:`creation_failed` errors."""
     params = table_request(table_name, partition_key_name, sort_key_name, ttl_attribute_name, read_capacity,
                            write_capacity, billing_mode, partition_key_type)
+    named = {'TableName': table_name}
     try:
         try:
-            dynamodb_client.create_table(**params)
+            yield AdminCall('create_table', params)
             logger.info('Creating lock table %s', table_name)
         except ClientError as exc:
             if error_code(exc) != 'ResourceInUseException':
                 raise
-            judge_existing_table(dynamodb_client.describe_table(TableName=table_name)['Table'], params, exist_ok)
-        dynamodb_client.get_waiter('table_exists').wait(TableName=table_name)
-        ttl = dynamodb_client.describe_time_to_live(TableName=table_name).get('TimeToLiveDescription', {})
+            judge_existing_table((yield AdminCall('describe_table', named))['Table'], params, exist_ok)
+        yield AdminCall('wait:table_exists', named)
+        ttl = (yield AdminCall('describe_time_to_live', named)).get('TimeToLiveDescription', {})
         if needs_ttl_update(ttl, ttl_attribute_name):
-            dynamodb_client.update_time_to_live(
-                TableName=table_name,
-                TimeToLiveSpecification={'Enabled': True, 'AttributeName': ttl_attribute_name},
-            )
-            dynamodb_client.get_waiter('table_exists').wait(TableName=table_name)
-        description: Dict[str, Any] = dynamodb_client.describe_table(TableName=table_name)['Table']
-        return description
+            yield AdminCall('update_time_to_live', {**named, 'TimeToLiveSpecification': {
+                'Enabled': True, 'AttributeName': ttl_attribute_name}})
+            yield AdminCall('wait:table_exists', named)
+        return dict((yield AdminCall('describe_table', named))['Table'])
     except (ClientError, BotoCoreError) as exc:
         raise creation_failed(table_name, exc) from exc
+
+
+def describing_table(table_name: str, kwargs: Dict[str, Any]) -> AdminSteps:
+    """``for_table``: read the table's key schema and TTL setting, and return the constructor's
+    arguments for it (see :func:`for_table_arguments`)."""
+    named = {'TableName': table_name}
+    try:
+        description = (yield AdminCall('describe_table', named))['Table']
+    except (ClientError, BotoCoreError) as exc:
+        raise describe_failed(table_name, exc) from exc
+    ttl, ttl_error = None, None
+    try:
+        ttl = (yield AdminCall('describe_time_to_live', named)).get('TimeToLiveDescription', {})
+    except (ClientError, BotoCoreError) as exc:
+        ttl_error = exc
+    return for_table_arguments(table_name, description, ttl, ttl_error, kwargs)
+
+
+def _next_call(steps: AdminSteps, result: Any, thrown: Optional[BaseException]) -> Tuple[bool, Any]:
+    """Advance ``steps``: (True, its result) when it has finished, else (False, its next call)."""
+    try:
+        return False, (steps.throw(thrown) if thrown is not None else steps.send(result))
+    except StopIteration as finished:
+        return True, finished.value
+
+
+def _bound(client: Any, call: AdminCall) -> Any:
+    if call.method.startswith('wait:'):
+        return client.get_waiter(call.method[len('wait:'):]).wait
+    return getattr(client, call.method)
+
+
+def run_admin(client: Any, steps: AdminSteps) -> Any:
+    """Run administration steps on a boto3 client."""
+    result, thrown = None, None
+    while True:
+        done, value = _next_call(steps, result, thrown)
+        if done:
+            return value
+        try:
+            result, thrown = _bound(client, value)(**value.params), None
+        except Exception as exc:   # thrown into the steps, which judge it
+            result, thrown = None, exc
+
+
+async def run_admin_async(client: Any, steps: AdminSteps) -> Any:
+    """Run administration steps on an aiobotocore client."""
+    result, thrown = None, None
+    while True:
+        done, value = _next_call(steps, result, thrown)
+        if done:
+            return value
+        try:
+            result, thrown = await _bound(client, value)(**value.params), None
+        except Exception as exc:   # thrown into the steps, which judge it
+            result, thrown = None, exc

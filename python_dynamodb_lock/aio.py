@@ -63,14 +63,7 @@ from ._observe import MetricsHook
 from ._registry import WaiterState
 from ._requests import scan
 from ._schema import PartitionKey
-from ._tables import (
-    creation_failed,
-    describe_failed,
-    for_table_arguments,
-    judge_existing_table,
-    needs_ttl_update,
-    table_request,
-)
+from ._tables import creating_table, describing_table, run_admin_async
 from ._locks import BaseDynamoDBLock, HeldLock, check_for_table_arguments, suppress_after_block
 from ._locks import Defaults as _Defaults
 
@@ -448,34 +441,13 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         partition_key_type: str = 'S',
     ) -> Dict[str, Any]:
         """Create the lock table with an aiobotocore client; see the threaded client's."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
         if not _is_async_dynamodb_client(dynamodb_client):
             raise TypeError('create_dynamodb_table takes an aiobotocore DynamoDB client '
                             f'(session.create_client("dynamodb")), not {type(dynamodb_client).__name__}')
-        params = table_request(table_name, partition_key_name, sort_key_name, ttl_attribute_name, read_capacity,
-                               write_capacity, billing_mode, partition_key_type)
-        try:
-            try:
-                await dynamodb_client.create_table(**params)
-                logger.info('Creating lock table %s', table_name)
-            except ClientError as exc:
-                if exc.response.get('Error', {}).get('Code') != 'ResourceInUseException':
-                    raise
-                existing = await dynamodb_client.describe_table(TableName=table_name)
-                judge_existing_table(existing['Table'], params, exist_ok)
-            await dynamodb_client.get_waiter('table_exists').wait(TableName=table_name)
-            ttl = (await dynamodb_client.describe_time_to_live(TableName=table_name)).get('TimeToLiveDescription', {})
-            if needs_ttl_update(ttl, ttl_attribute_name):
-                await dynamodb_client.update_time_to_live(
-                    TableName=table_name,
-                    TimeToLiveSpecification={'Enabled': True, 'AttributeName': ttl_attribute_name},
-                )
-                await dynamodb_client.get_waiter('table_exists').wait(TableName=table_name)
-            description = (await dynamodb_client.describe_table(TableName=table_name))['Table']
-            return dict(description)
-        except (ClientError, BotoCoreError) as exc:
-            raise creation_failed(table_name, exc) from exc
+        description: Dict[str, Any] = await run_admin_async(dynamodb_client, creating_table(
+            table_name, partition_key_name, sort_key_name, ttl_attribute_name, read_capacity, write_capacity,
+            billing_mode, exist_ok, partition_key_type))
+        return description
 
     @classmethod
     async def for_table(cls, dynamodb_client: DynamoDBClient, table_name: str,
@@ -484,22 +456,11 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         table (``DescribeTable``, ``DescribeTimeToLive``); see the threaded client's
         :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.for_table`. Await
         it inside a running event loop."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
         if not _is_async_dynamodb_client(dynamodb_client):
             raise TypeError('for_table takes an aiobotocore DynamoDB client '
                             f'(session.create_client("dynamodb")), not {type(dynamodb_client).__name__}')
         check_for_table_arguments(table_name, kwargs)
-        try:
-            description = (await dynamodb_client.describe_table(TableName=table_name))['Table']
-        except (ClientError, BotoCoreError) as exc:
-            raise describe_failed(table_name, exc) from exc
-        ttl, ttl_error = None, None
-        try:
-            ttl = (await dynamodb_client.describe_time_to_live(TableName=table_name)).get('TimeToLiveDescription', {})
-        except (ClientError, BotoCoreError) as exc:
-            ttl_error = exc
-        return cls(dynamodb_client, **for_table_arguments(table_name, description, ttl, ttl_error, kwargs))
+        return cls(dynamodb_client, **(await run_admin_async(dynamodb_client, describing_table(table_name, kwargs))))
 
     # -- the driver ----------------------------------------------------------------------
 

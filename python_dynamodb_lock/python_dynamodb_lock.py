@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
                     Type, TypeVar)
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 from . import _config
 from ._base import ClientCore, Done, Steps, cancelled_error
@@ -41,7 +41,7 @@ from ._registry import WaiterState
 from ._requests import scan
 from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, Item, PartitionKey
 from ._store import Store
-from ._tables import create_table_sync, describe_failed, for_table_arguments
+from ._tables import creating_table, describing_table, require_low_level_client, run_admin
 
 if TYPE_CHECKING:  # the boto3-stubs types (pip install 'boto3-stubs[dynamodb]'); nothing at run time
     from mypy_boto3_dynamodb import DynamoDBClient, DynamoDBServiceResource
@@ -592,8 +592,11 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
             which (``TABLE_EXISTS``, ``WRONG_KEY_SCHEMA``, ...).
         :raises TypeError, ValueError: for bad arguments.
         """
-        return create_table_sync(dynamodb_client, table_name, partition_key_name, sort_key_name, ttl_attribute_name,
-                                 read_capacity, write_capacity, billing_mode, exist_ok, partition_key_type)
+        require_low_level_client(dynamodb_client)
+        description: Dict[str, Any] = run_admin(dynamodb_client, creating_table(
+            table_name, partition_key_name, sort_key_name, ttl_attribute_name, read_capacity, write_capacity,
+            billing_mode, exist_ok, partition_key_type))
+        return description
 
     @classmethod
     def for_table(cls, dynamodb_resource: DynamoDBServiceResource, table_name: str,
@@ -621,16 +624,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         if low_level_client is None:
             raise TypeError('for_table takes a boto3 DynamoDB resource (boto3.resource("dynamodb")), '
                             f'not {type(dynamodb_resource).__name__}')
-        try:
-            description = low_level_client.describe_table(TableName=table_name)['Table']
-        except (ClientError, BotoCoreError) as exc:
-            raise describe_failed(table_name, exc) from exc
-        ttl, ttl_error = None, None
-        try:
-            ttl = low_level_client.describe_time_to_live(TableName=table_name).get('TimeToLiveDescription', {})
-        except (ClientError, BotoCoreError) as exc:
-            ttl_error = exc
-        return cls(dynamodb_resource, **for_table_arguments(table_name, description, ttl, ttl_error, kwargs))
+        return cls(dynamodb_resource, **run_admin(low_level_client, describing_table(table_name, kwargs)))
 
     # -- the published private helpers ---------------------------------------------------
 
