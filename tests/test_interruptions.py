@@ -19,39 +19,23 @@ import sys
 import textwrap
 import threading
 import time
-from typing import Any, Awaitable, Dict, List, TypeVar
+from typing import Any, Dict, List
 
 import pytest
 
 from chaos_proxy import ChaosProxy
 from helpers import ASYNCIO, CallbackRecorder, FaultInjector, ManualClock
+from test_aio import REAL_TIMEOUT, eventually, run
 from python_dynamodb_lock.aio import AsyncDynamoDBLockClient
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockError
 from python_dynamodb_lock.testing import LockTable, is_acquire, is_release
 
 seconds = datetime.timedelta
-T = TypeVar('T')
-REAL_TIMEOUT = 30.0
 
 
 @pytest.fixture
 def client_kind() -> str:
     return ASYNCIO
-
-
-def run(coroutine: Awaitable[T]) -> T:
-    async def guarded() -> T:
-        return await asyncio.wait_for(coroutine, REAL_TIMEOUT)
-
-    return asyncio.run(guarded())
-
-
-async def eventually(predicate: Any, what: str) -> None:
-    deadline = time.monotonic() + REAL_TIMEOUT
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f'gave up waiting for {what}')
-        await asyncio.sleep(0.001)
 
 
 def assert_free(table: LockTable, key: str) -> None:
