@@ -656,9 +656,19 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
             relay_done = _relay(cancel, (steps.wake, steps.kick))
         try:
             step = self._advance(protocol, None)
-            while not isinstance(step, Done):
-                value, steps.thrown = self._perform(step, steps)
-                step = self._advance(protocol, value, steps.thrown)
+            while True:
+                try:
+                    while not isinstance(step, Done):
+                        value, steps.thrown = self._perform(step, steps)
+                        step = self._advance(protocol, value, steps.thrown)
+                    break
+                except BaseException as exc:
+                    if protocol.gi_frame is None:   # type: ignore[attr-defined]  # it came from the protocol
+                        raise
+                    # A Ctrl-C that landed in this loop rather than in a call: the protocol still
+                    # accounts for it (a mutex it holds is given back, a write in flight undone).
+                    steps.thrown = exc
+                    step = self._advance(protocol, None, exc)
         finally:
             if relay_done is not None:
                 relay_done.set()
