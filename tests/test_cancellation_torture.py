@@ -19,16 +19,19 @@ the undo must find and free those rows. The size scales with ``PDL_STRESS_SCALE`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import os
 import random
 import threading
 import time
-from typing import Any, Dict, List, Optional, Set
+from typing import Any, AsyncIterator, Dict, List, Optional, Set
 
 import pytest
 
+from chaos_proxy import ChaosProxy
 from helpers import ASYNCIO, CallbackRecorder, FaultInjector
+from python_dynamodb_lock.aio import AsyncDynamoDBLockClient
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockError
 from python_dynamodb_lock.testing import LockTable
 
@@ -109,23 +112,51 @@ async def canceller(tasks: List['asyncio.Task[None]'], rng: random.Random) -> No
             task.cancel()
 
 
-@pytest.mark.parametrize('delayed', [False, True], ids=['prompt-answers', 'delayed-answers'])
-def test_random_cancellations_leave_nothing_held(local_engine: LockTable, delayed: bool) -> None:
+@contextlib.asynccontextmanager
+async def proxied_client(table: LockTable, proxy: ChaosProxy, **settings: Any) -> AsyncIterator[Any]:
+    """An asyncio lock client whose requests go through ``proxy``."""
+    from aiobotocore.session import get_session
+    from botocore.config import Config
+
+    config = Config(connect_timeout=2, read_timeout=5, retries={'mode': 'standard', 'max_attempts': 2})
+    async with get_session().create_client(
+            'dynamodb', endpoint_url=proxy.endpoint_url, region_name='us-east-1', aws_access_key_id='x',
+            aws_secret_access_key='x', config=config) as dynamodb:
+        client = AsyncDynamoDBLockClient(dynamodb, table_name=table.table_name, **settings)
+        try:
+            yield client
+        finally:
+            await client.close()
+
+
+@pytest.mark.parametrize('answers', ['prompt', 'delayed', 'proxy'],
+                         ids=['prompt-answers', 'delayed-answers', 'requests-delayed-by-a-proxy'])
+def test_random_cancellations_leave_nothing_held(local_engine: LockTable, answers: str) -> None:
+    """``delayed``: every write lands and its answer is held back by a botocore hook. ``proxy``:
+    every request waits on the wire (a TCP proxy forwards it 10 ms late), so a cancelled write
+    often lands after its undo has looked: the undo's watch must find it."""
     data = local_engine
-    rng = random.Random(17 + delayed)
+    rng = random.Random(17 + len(answers))
     unretrieved: List[Dict[str, Any]] = []
     callbacks = CallbackRecorder()
+    assert local_engine.endpoint_url is not None
 
     async def main() -> Ledger:
         asyncio.get_running_loop().set_exception_handler(lambda loop, context: unretrieved.append(context))
         ledger = Ledger()
-        settings = dict(lease_duration=seconds(seconds=10), heartbeat_period=seconds(seconds=1),
-                        safe_period=seconds(seconds=5))
-        with FaultInjector(local_engine.resource) as faults:
-            if delayed:
+        settings: Dict[str, Any] = dict(lease_duration=seconds(seconds=10), heartbeat_period=seconds(seconds=1),
+                                        safe_period=seconds(seconds=5))
+        with FaultInjector(local_engine.resource) as faults, \
+                ChaosProxy(int(local_engine.endpoint_url.rsplit(':', 1)[1])) as proxy:
+            if answers == 'delayed':
                 faults.add_latency('UpdateItem', 0.01, times=None, after_sending=True)
-            async with local_engine.async_lock_client(owner_name='first', **settings) as first, \
-                    local_engine.async_lock_client(owner_name='second', **settings) as second:
+            if answers == 'proxy':
+                proxy.add_latency(0.01)
+                clients_of = [proxied_client(data, proxy, owner_name=name, **settings) for name in ('first', 'second')]
+            else:
+                clients_of = [local_engine.async_lock_client(owner_name=name, **settings)
+                              for name in ('first', 'second')]
+            async with clients_of[0] as first, clients_of[1] as second:
                 clients = [first, second]
                 tasks = [asyncio.ensure_future(one_task(n, clients, ledger, data, rng, callbacks))
                          for n in range(TASKS)]
