@@ -37,8 +37,7 @@ import botocore.config
 
 from python_dynamodb_lock._embedded import DUMMY_ACCESS_KEY_ID, DUMMY_REGION, DUMMY_SECRET_ACCESS_KEY
 from python_dynamodb_lock.aio import AsyncDynamoDBLock, AsyncDynamoDBLockClient
-from python_dynamodb_lock.testing import link_clients
-from python_dynamodb_lock.testing._clock import REAL_TIMEOUT
+from python_dynamodb_lock.testing import REAL_TIMEOUT, link_clients
 from python_dynamodb_lock.testing._engines import _aiobotocore_session
 
 __all__ = ['BlockingAsyncClient', 'BlockingAsyncLock', 'EventLoopThread', 'TaskHandle']
@@ -255,14 +254,16 @@ class BlockingAsyncClient:
         self._wrapped_callbacks: Dict[Any, Any] = {}
         self._guard = threading.Lock()
         self._detached: List['asyncio.Task[Any]'] = []
+        self.dynamodb: Any = None
 
         async def create() -> AsyncDynamoDBLockClient:
             dynamodb = await runner.async_client_for(dynamodb_resource)
+            self.dynamodb = dynamodb     # the aiobotocore client the asyncio client was given
             return AsyncDynamoDBLockClient(dynamodb, **kwargs)
 
         # A fresh context: the client's background tasks must not inherit the caller's clock mode.
         self._client: AsyncDynamoDBLockClient = runner.run(create(), context=contextvars.Context())
-        self._clock = self._client._clock
+        self._clock = kwargs.get('clock')   # the test's clock (None: the client's real one, which has no acting_for)
 
     # -- plumbing --------------------------------------------------------------------------
 
