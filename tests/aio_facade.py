@@ -278,7 +278,7 @@ class BlockingAsyncClient:
 
     @property
     def _shutdown(self) -> _LoopEvent:
-        return _LoopEvent(self._runner, self._client._shutdown)
+        return _LoopEvent(self._runner, self._client._shutdown)  # private: mirrors the threaded client
 
     def _call(self, make: Callable[[], Awaitable[T]]) -> T:
         """Run ``make()`` on the loop in a task named after the calling thread, and wait."""
@@ -325,6 +325,7 @@ class BlockingAsyncClient:
 
     def background_tasks(self) -> List[TaskHandle]:
         """The heartbeat sender and checker tasks, and any close started from the loop thread."""
+        # private: needs a public view of the asyncio client's background tasks
         return [TaskHandle(task) for task in [*self._client._background, *self._detached]]
 
     # -- the threaded client's API ---------------------------------------------------------
