@@ -17,8 +17,8 @@ import sys
 import time
 from datetime import timedelta
 
-from python_dynamodb_lock._embedded import default_client_config, dummy_boto3_session
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient, DynamoDBLockError
+from python_dynamodb_lock.testing import default_client_config, dummy_boto3_session
 
 
 def emit(event: str, **fields: object) -> None:

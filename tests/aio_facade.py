@@ -37,8 +37,7 @@ import botocore.config
 
 from python_dynamodb_lock._embedded import DUMMY_ACCESS_KEY_ID, DUMMY_REGION, DUMMY_SECRET_ACCESS_KEY
 from python_dynamodb_lock.aio import AsyncDynamoDBLock, AsyncDynamoDBLockClient
-from python_dynamodb_lock.testing import link_clients
-from python_dynamodb_lock.testing._clock import REAL_TIMEOUT
+from python_dynamodb_lock.testing import REAL_TIMEOUT, link_clients
 from python_dynamodb_lock.testing._engines import _aiobotocore_session
 
 __all__ = ['BlockingAsyncClient', 'BlockingAsyncLock', 'EventLoopThread', 'TaskHandle']
@@ -255,14 +254,16 @@ class BlockingAsyncClient:
         self._wrapped_callbacks: Dict[Any, Any] = {}
         self._guard = threading.Lock()
         self._detached: List['asyncio.Task[Any]'] = []
+        self.dynamodb: Any = None
 
         async def create() -> AsyncDynamoDBLockClient:
             dynamodb = await runner.async_client_for(dynamodb_resource)
+            self.dynamodb = dynamodb     # the aiobotocore client the asyncio client was given
             return AsyncDynamoDBLockClient(dynamodb, **kwargs)
 
         # A fresh context: the client's background tasks must not inherit the caller's clock mode.
         self._client: AsyncDynamoDBLockClient = runner.run(create(), context=contextvars.Context())
-        self._clock = self._client._clock
+        self._clock = kwargs.get('clock')   # the test's clock (None: the client's real one, which has no acting_for)
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -277,7 +278,7 @@ class BlockingAsyncClient:
 
     @property
     def _shutdown(self) -> _LoopEvent:
-        return _LoopEvent(self._runner, self._client._shutdown)
+        return _LoopEvent(self._runner, self._client._shutdown)  # private: mirrors the threaded client
 
     def _call(self, make: Callable[[], Awaitable[T]]) -> T:
         """Run ``make()`` on the loop in a task named after the calling thread, and wait."""
@@ -324,6 +325,7 @@ class BlockingAsyncClient:
 
     def background_tasks(self) -> List[TaskHandle]:
         """The heartbeat sender and checker tasks, and any close started from the loop thread."""
+        # private: needs a public view of the asyncio client's background tasks
         return [TaskHandle(task) for task in [*self._client._background, *self._detached]]
 
     # -- the threaded client's API ---------------------------------------------------------

@@ -57,8 +57,7 @@ from python_dynamodb_lock._embedded import (
     start_dynamodb_local,
     start_moto_server,
 )
-from python_dynamodb_lock.testing import LockTable, lock_table, moto_lock_table
-from python_dynamodb_lock.testing._engines import unique_table_name
+from python_dynamodb_lock.testing import LockTable, lock_table, moto_lock_table, unique_table_name
 
 pytest_plugins = ('pytester',)
 

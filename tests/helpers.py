@@ -34,9 +34,9 @@ try:  # Imported before any boto3 session is made here, so moto can patch the se
 except ImportError:  # pragma: no cover - moto is a test requirement
     pass
 
-from python_dynamodb_lock._embedded import default_client_config, dummy_boto3_session
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient
 from python_dynamodb_lock.testing import (
+    REAL_TIMEOUT,
     CallbackCall,
     CallbackRecorder,
     CallRecorder,
@@ -44,16 +44,15 @@ from python_dynamodb_lock.testing import (
     FaultInjector,
     ManualClock,
     RecordedCall,
+    default_client_config,
+    dummy_boto3_session,
     wait_until,
 )
-from python_dynamodb_lock.testing._clock import REAL_TIMEOUT
-from python_dynamodb_lock.testing._faults import WRITE_OPERATIONS, low_level_client
 
 __all__ = [
     'ASYNCIO',
     'REAL_TIMEOUT',
     'THREADED',
-    'WRITE_OPERATIONS',
     'BackgroundCall',
     'CallRecorder',
     'CallbackCall',
@@ -70,7 +69,6 @@ __all__ = [
     'holding_lock_mutex',
     'is_asyncio',
     'is_registered',
-    'low_level_client',
     'no_retry_backoff',
     'offline_resource',
     'rewrite_batch_answers',
@@ -168,6 +166,7 @@ def background_threads(client: Any) -> List[Any]:
     if is_asyncio(client):
         tasks: List[Any] = client.background_tasks()
         return tasks
+    # private: needs a public view of the client's threads
     return [thread for thread in (client._heartbeat_sender, client._heartbeat_checker) if thread.ident is not None]
 
 
@@ -275,8 +274,8 @@ def settle(clock: ManualClock, *clients: Any, threads: Iterable[threading.Thread
 
     def busy() -> List[str]:
         names = [worker.name for worker, actor in zip(watched, _actors(watched)) if not clock.is_idle(actor)]
-        names += [f'{client._owner_name}: heartbeat in flight' for client in clients
-                  if client._heartbeats_in_flight]
+        names += [f'{client}: heartbeat in flight' for client in clients
+                  if client._heartbeats_in_flight]  # private: needs a public "heartbeat in flight" view
         return names
 
     wait_until(lambda: not busy(), timeout, lambda: f'still busy: {busy()}')
@@ -306,7 +305,7 @@ def holding_lock_mutex(lock: Any) -> Iterator[None]:
         finally:
             lock.thread_lock.release()
         return
-    mutex = lock._mutex
+    mutex = lock._mutex  # private: needs a public twin of thread_lock on the asyncio lock
 
     async def take() -> None:
         await mutex.acquire()
@@ -331,7 +330,7 @@ def rewrite_batch_answers(client: Any, monkeypatch: Any,
     asyncio client it runs in a worker thread, ``send`` going through the event loop.
     """
     if not is_asyncio(client):
-        low_level = client._dynamodb_resource.meta.client
+        low_level = client._dynamodb_resource.meta.client  # private: published 0.9.1 attribute
         real_call = low_level.batch_execute_statement
 
         def call(Statements: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -339,7 +338,7 @@ def rewrite_batch_answers(client: Any, monkeypatch: Any,
 
         monkeypatch.setattr(low_level, 'batch_execute_statement', call)
         return
-    dynamodb = client.async_client._store.client
+    dynamodb = client.dynamodb      # the aiobotocore client the facade gave the asyncio client
     real_async_call = dynamodb.batch_execute_statement
     loop = client._runner.loop
 

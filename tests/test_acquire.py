@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from typing import Any, Dict, Iterator
+from typing import Any, Dict, Iterator, Tuple
 
 import pytest
 from botocore.exceptions import ClientError
@@ -91,13 +91,15 @@ def test_locks_with_different_sort_keys_are_independent(engine: Any, clients: Lo
 
 def test_acquire_after_release_by_the_same_and_by_another_client(engine: Any, clients: LockClients) -> None:
     client = clients.make()
-    other = clients.make(engine.new_resource())
+    other_resource = engine.new_resource()
+    other = clients.make(other_resource)
     client.acquire_lock('reuse').release()
     again = client.acquire_lock('reuse')
     again.release()
-    with CallRecorder(other._dynamodb_resource) as calls:
+    with CallRecorder(other_resource) as calls:
         theirs = other.acquire_lock('reuse')
     assert calls.operations() == ['UpdateItem']
+    # private: needs a public owner_name on the clients
     assert engine.read_item('reuse')['owner_name'] == other._owner_name
     assert theirs.status == DynamoDBLock.LOCKED
     assert theirs.fencing_token == again.fencing_token + 1     # the released row kept the count
@@ -138,7 +140,7 @@ def test_abandoned_lock_is_taken_over_after_its_lease_within_one_retry_period(
     assert dead['record_version_number'] in takeover.expression_values().values()
     assert all(call.operation == 'GetItem' for call in calls.calls[1:-1])
     row = engine.read_item('abandoned')
-    assert row['owner_name'] == client._owner_name
+    assert row['owner_name'] == client._owner_name  # private: needs a public owner_name on the clients
     assert row['record_version_number'] == lock.record_version_number
     assert row['fencing_token'] == lock.fencing_token == dead['fencing_token'] + 1
     assert lock.status == DynamoDBLock.LOCKED
@@ -330,6 +332,7 @@ def test_losing_the_race_for_a_free_lock_is_a_retry_not_an_error(engine: Any, cl
         lock = acquire_fast(client, clock, 'race', retry_period=seconds(seconds=1), retry_timeout=seconds(seconds=10))
     assert (won.hits, released.hits) == (1, 1)
     assert lock.status == DynamoDBLock.LOCKED
+    # private: needs a public owner_name on the clients
     assert engine.read_item('race')['owner_name'] == client._owner_name
     if rival_frees == 'released':              # the kept row kept the count
         assert lock.fencing_token == rival_locks[0].fencing_token + 1
@@ -368,6 +371,7 @@ def test_losing_a_takeover_race_waits_a_full_lease_for_the_winner(engine: Any, c
     takeovers = [call for call in calls.writes() if is_takeover(call.params)]
     assert len(takeovers) == 2            # the one that lost, then the one that won
     assert takeovers[1].clock_time - winner_at[0] >= 10
+    # private: needs a public owner_name on the clients
     assert engine.read_item('takeover-race')['owner_name'] == client._owner_name
     assert lock.fencing_token == 3        # one more than the winner's, whose row it took over
 
@@ -588,21 +592,23 @@ BAD_ACQUIRE_ARGUMENTS = [
 
 
 @pytest.fixture(scope='module', params=[THREADED, ASYNCIO])
-def offline_client(request: pytest.FixtureRequest) -> Iterator[DynamoDBLockClient]:
-    """A client (of each kind) whose resource points at a closed local port: any call would
-    show in a recorder."""
+def offline_client(request: pytest.FixtureRequest) -> Iterator[Tuple[DynamoDBLockClient, Any]]:
+    """A client (of each kind) and its resource, which points at a closed local port: any call
+    would show in a recorder."""
     factory = LockClients(kind=request.param)
-    yield factory.make(offline_resource(), table_name='offline')
+    resource = offline_resource()
+    yield factory.make(resource, table_name='offline'), resource
     factory.close_all()
 
 
 @pytest.mark.parametrize('overrides, error', BAD_ACQUIRE_ARGUMENTS)
-def test_bad_arguments_are_rejected_before_any_call(offline_client: DynamoDBLockClient, overrides: Dict[str, Any],
+def test_bad_arguments_are_rejected_before_any_call(offline_client: Tuple[DynamoDBLockClient, Any],
+                                                    overrides: Dict[str, Any],
                                                     error: type) -> None:
-    client = offline_client
+    client, resource = offline_client
     arguments: Dict[str, Any] = dict(partition_key='valid', sort_key='-')
     arguments.update(overrides)
-    with CallRecorder(client._dynamodb_resource) as calls:
+    with CallRecorder(resource) as calls:
         with pytest.raises(error):
             client.acquire_lock(**arguments)
         try_arguments = {name: value for name, value in arguments.items()
@@ -623,9 +629,10 @@ def test_keys_at_the_size_limits_are_accepted(engine: Any, clients: LockClients)
 
 def test_additional_attributes_with_custom_key_names_are_checked(client_kind: str) -> None:
     factory = LockClients(kind=client_kind)
-    client = factory.make(offline_resource(), table_name='offline', partition_key_name='pk', sort_key_name='sk',
+    resource = offline_resource()
+    client = factory.make(resource, table_name='offline', partition_key_name='pk', sort_key_name='sk',
                           ttl_attribute_name='ttl')
-    with CallRecorder(client._dynamodb_resource) as calls:
+    with CallRecorder(resource) as calls:
         for name in ('pk', 'sk', 'ttl'):
             with pytest.raises(ValueError):
                 client.acquire_lock('x', additional_attributes={name: 'forged'})

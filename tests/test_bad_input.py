@@ -30,7 +30,6 @@ import pytest
 
 from _torture.support import scan_table
 from helpers import ASYNCIO, THREADED, CallbackRecorder, LockClients, background_threads, wait_until
-from python_dynamodb_lock._clock import SystemClock
 from python_dynamodb_lock.aio import AsyncDynamoDBLockClient
 from python_dynamodb_lock.python_dynamodb_lock import (
     BaseDynamoDBLock,
@@ -38,6 +37,7 @@ from python_dynamodb_lock.python_dynamodb_lock import (
     DynamoDBLockClient,
     DynamoDBLockError,
 )
+from python_dynamodb_lock.testing import SystemClock
 
 pytestmark = pytest.mark.local
 

@@ -27,7 +27,6 @@ from boto3.dynamodb.types import Binary
 
 from conftest import moto_table
 from helpers import CallRecorder, offline_resource
-from python_dynamodb_lock._clock import SystemClock
 from python_dynamodb_lock._validation import (
     MAX_DURATION,
     MAX_NUMBER_MAGNITUDE,
@@ -37,7 +36,7 @@ from python_dynamodb_lock._validation import (
     require_storable,
 )
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient
-from python_dynamodb_lock.testing import LockTable
+from python_dynamodb_lock.testing import LockTable, SystemClock
 
 td = datetime.timedelta
 TOO_LONG = [
@@ -144,6 +143,7 @@ def test_durations_of_exactly_the_maximum_work(moto_engine: LockTable) -> None:
         lock = client.acquire_lock('longest', retry_period=MAX_DURATION, retry_timeout=MAX_DURATION)
         assert clock.both_loops_waited.wait(10), clock.waits
         assert all(seconds <= threading.TIMEOUT_MAX for _, seconds in clock.waits), clock.waits
+        # private: needs a public view of the client's threads
         assert client._heartbeat_sender.is_alive() and client._heartbeat_checker.is_alive()
         lock.release(best_effort=False)
         assert len(table_rows(moto_engine)) == 1         # the row is kept, marked released
@@ -153,6 +153,7 @@ def test_durations_of_exactly_the_maximum_work(moto_engine: LockTable) -> None:
         assert kept['expiry_time'] >= time.time() + MAX_DURATION.total_seconds() - 60   # TTL: expiry_period ahead
     finally:
         client.close()
+    # private: needs a public view of the client's threads
     assert not client._heartbeat_sender.is_alive() and not client._heartbeat_checker.is_alive()
 
 

@@ -37,9 +37,8 @@ import pytest
 from chaos_proxy import ChaosProxy
 from conftest import dynamodb_local_table
 from helpers import no_retry_backoff, wait_until
-from python_dynamodb_lock._embedded import EmbeddedEngine, dummy_boto3_session
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
-from python_dynamodb_lock.testing import LockTable
+from python_dynamodb_lock.testing import EmbeddedEngine, LockTable, dummy_boto3_session
 
 HEARTBEAT = 0.2
 SAFE = 1.2

@@ -21,9 +21,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 
+from python_dynamodb_lock import __version__
 from python_dynamodb_lock.__main__ import main
 from python_dynamodb_lock._cli import _until_expiry_text, check_endpoint_url, format_seconds, lock_record
-from python_dynamodb_lock._version import __version__
 from python_dynamodb_lock.python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLockClient
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -21,8 +21,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
 
-from python_dynamodb_lock import _cli, _supervise
-from python_dynamodb_lock._version import __version__
+from python_dynamodb_lock import __version__, _cli, _supervise
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CLI_DOC = REPO_ROOT / 'docs' / 'cli.rst'

@@ -55,7 +55,7 @@ def test_close_returns_without_waiting_out_a_long_heartbeat_period(engine: Any, 
 
 
 def test_close_with_the_real_clock_does_not_wait_for_the_next_round(engine: Any, clients: LockClients) -> None:
-    from python_dynamodb_lock._clock import SystemClock
+    from python_dynamodb_lock.testing import SystemClock
     client = clients.make(hand_driven=False, clock=SystemClock(), heartbeat_period=seconds(hours=1),
                           safe_period=seconds(hours=2), lease_duration=seconds(hours=4),
                           expiry_period=seconds(hours=8))
@@ -159,7 +159,7 @@ def test_close_with_release_locks_leaves_a_stolen_row_alone(engine: Any, clients
 
 def test_close_shuts_down_the_executor_it_created(engine: Any, clients: LockClients) -> None:
     client = clients.make(hand_driven=False, app_callback_executor=None)
-    executor = client._app_callback_executor
+    executor = client._app_callback_executor  # private: published 0.9.1 attribute
     assert isinstance(executor, concurrent.futures.ThreadPoolExecutor)
     client.close()
     with pytest.raises(RuntimeError):

@@ -17,13 +17,13 @@ import pytest
 
 import python_dynamodb_lock
 from helpers import CallRecorder, LockClients
-from python_dynamodb_lock._embedded import dummy_boto3_session
 from python_dynamodb_lock.python_dynamodb_lock import (
     BaseDynamoDBLock,
     DynamoDBLock,
     DynamoDBLockClient,
     DynamoDBLockError,
 )
+from python_dynamodb_lock.testing import dummy_boto3_session
 
 MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
 
@@ -142,7 +142,7 @@ def test_client_class_attributes_hold_the_published_defaults() -> None:
 def test_default_callback_executor_has_five_workers(offline_resource: Any) -> None:
     client = DynamoDBLockClient(offline_resource)
     try:
-        assert client._app_callback_executor._max_workers == 5
+        assert client._app_callback_executor._max_workers == 5  # private: published 0.9.1 attribute
     finally:
         client.close()
 
@@ -154,10 +154,10 @@ def test_default_owner_name_is_host_name_plus_random_hex(offline_resource: Any) 
     try:
         host = socket.getfqdn()
         for client in (first, second):
-            assert client._owner_name.startswith(host)
-            suffix = client._owner_name[len(host):]
+            assert client._owner_name.startswith(host)  # private: published 0.9.1 attribute
+            suffix = client._owner_name[len(host):]  # private: published 0.9.1 attribute
             assert len(suffix) == 32 and int(suffix, 16) >= 0
-        assert first._owner_name != second._owner_name
+        assert first._owner_name != second._owner_name  # private: published 0.9.1 attribute
     finally:
         first.close()
         second.close()
@@ -170,6 +170,7 @@ def test_constructor_accepts_every_argument_by_position(offline_resource: Any) -
         datetime.timedelta(minutes=5), 10, None,
     )
     try:
+        # private: published 0.9.1 attributes
         assert (client._table_name, client._partition_key_name, client._sort_key_name,
                 client._ttl_attribute_name, client._owner_name) == ('Table', 'pk', 'sk', 'ttl', 'me')
     finally:
@@ -178,6 +179,7 @@ def test_constructor_accepts_every_argument_by_position(offline_resource: Any) -
 
 def test_constructor_starts_two_daemon_threads_and_close_stops_them(offline_resource: Any) -> None:
     client = DynamoDBLockClient(offline_resource)
+    # private: needs a public view of the client's threads
     threads = [client._heartbeat_sender, client._heartbeat_checker]
     assert all(thread.is_alive() and thread.daemon for thread in threads)
     client.close()

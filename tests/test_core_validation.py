@@ -13,9 +13,8 @@ import botocore.config
 import pytest
 
 from helpers import THREADED, LockClients, is_asyncio
-from python_dynamodb_lock._clock import SystemClock
-from python_dynamodb_lock._embedded import default_client_config, dummy_boto3_session
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient
+from python_dynamodb_lock.testing import SystemClock, default_client_config, dummy_boto3_session
 
 MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
 seconds = datetime.timedelta
@@ -159,7 +158,8 @@ def test_a_client_whose_timeouts_outlast_the_safe_period_is_told_once_at_info(
 def test_fractional_periods_are_accepted(make: Any) -> None:
     client = make(heartbeat_period=seconds(seconds=0.03), safe_period=seconds(seconds=0.06),
                   lease_duration=seconds(seconds=0.1))
-    assert client._settings.lease_duration == 0.1
+    assert client._settings.lease_duration == 0.1  # private: needs a public view of the resolved settings
     if not is_asyncio(client):
+        # private: needs a public view of the resolved settings
         assert client._lease_duration_s == 0.1      # the threaded client's published private attribute
 

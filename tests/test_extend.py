@@ -11,9 +11,9 @@ import datetime
 from typing import Any
 
 import pytest
-from helpers import BackgroundCall, FaultInjector, LockClients, is_asyncio, settle
+from helpers import BackgroundCall, FaultInjector, LockClients, settle
 
-from python_dynamodb_lock._errors import Reason
+from python_dynamodb_lock import Reason
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockError
 from python_dynamodb_lock.testing import LockTable
 
@@ -21,12 +21,9 @@ seconds = datetime.timedelta
 
 
 def extend(lock: Any) -> None:
-    """``lock.extend()`` for either kind of client."""
-    facade = lock.lock_client
-    if is_asyncio(facade):
-        facade._call(lambda: lock._lock.extend())
-    else:
-        lock.extend()
+    """``lock.extend()`` for either kind of client (the asyncio facade's lock awaits the asyncio
+    lock's ``extend()`` on the event loop)."""
+    lock.extend()
 
 
 def test_extend_renews_the_lock_now(engine: LockTable, clients: LockClients) -> None:
@@ -107,7 +104,7 @@ def test_extend_through_another_client_is_refused(engine: LockTable, clients: Lo
     other = clients.make()
     lock = client.acquire_lock('mine')
     with pytest.raises(DynamoDBLockError) as refused:
-        other._extend(lock)
+        other._extend(lock)  # private: no public path extends through another client
     assert refused.value.code == DynamoDBLockError.LOCK_NOT_OWNED
 
 

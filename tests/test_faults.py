@@ -35,8 +35,8 @@ from _torture.faults import FAULT_KINDS, FaultInjector, FaultRates
 from _torture.runner import TortureConfig, env_int, run_torture, torture_size
 from _torture.support import scan_table, seconds
 from helpers import CallbackRecorder, LockClients, background_threads, wait_until
-from python_dynamodb_lock._clock import SystemClock
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
+from python_dynamodb_lock.testing import SystemClock
 
 pytestmark = pytest.mark.local
 
@@ -203,7 +203,7 @@ def test_lost_takeover_answer_still_takes_over(harness: Harness) -> None:
     assert injector.action_counts['acquire']['lost_response'] == 1
     assert lock.record_version_number != abandoned.record_version_number
     assert harness.row_version('job') == lock.record_version_number
-    assert lock.owner_name == waiter._owner_name
+    assert lock.owner_name == waiter._owner_name  # private: needs a public owner_name on the clients
 
 
 def test_lost_heartbeat_answer_is_not_a_stolen_lock(harness: Harness) -> None:

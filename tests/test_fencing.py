@@ -9,14 +9,12 @@ hook) are retried, never reported as a lost lock.
 from __future__ import annotations
 
 import datetime
-import json
 import logging
 import threading
 import uuid
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
-from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 
 from helpers import (
@@ -28,7 +26,6 @@ from helpers import (
     step,
 )
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
-from python_dynamodb_lock.testing._faults import _attach, _detach, canned_response
 
 MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
 seconds = datetime.timedelta
@@ -222,32 +219,14 @@ def test_a_guarded_write_is_checked_before_anything_is_sent(engine: Any, clients
     assert calls.calls == []
 
 
-def _transaction_conflict(times: int) -> Any:
-    """A before-call hook: the next ``times`` TransactWriteItems calls are cancelled with
-    TransactionConflict on the lock check, as DynamoDB does while a heartbeat writes the lock row
-    (DynamoDB Local never raises it, so it is injected here). Made per kind of botocore client:
-    attached to the table's boto3 resource, it reaches the asyncio lock client's aiobotocore
-    client too (``link_clients``)."""
-    remaining = [times]
-
-    def make(is_async: bool) -> Any:
-        def hook(model: Any, params: Dict[str, Any], **kwargs: Any) -> Optional[Tuple[AWSResponse, Dict[str, Any]]]:
-            if model.name != 'TransactWriteItems' or remaining[0] == 0:
-                return None
-            remaining[0] -= 1
-            count = len(json.loads(params['body'])['TransactItems'])
-            reasons = [{'Code': 'None'}] * (count - 1) + [{'Code': 'TransactionConflict',
-                                                            'Message': 'Transaction is ongoing for the item'}]
-            parsed = {'Error': {'Code': 'TransactionCanceledException', 'Message': 'injected conflict'},
-                      'CancellationReasons': reasons,
-                      'ResponseMetadata': {'HTTPStatusCode': 400, 'HTTPHeaders': {}, 'RetryAttempts': 0}}
-            http = canned_response('http://injected.invalid/', 400, 'TransactionCanceledException',
-                                   'injected conflict', is_async)
-            return http, parsed
-
-        return hook
-
-    return make, remaining
+def _transaction_conflict(request: Dict[str, Any]) -> Dict[str, Any]:
+    """The cancellation reasons of a TransactWriteItems cancelled with TransactionConflict on
+    the lock check (the last item), as DynamoDB does while a heartbeat writes the lock row
+    (DynamoDB Local never raises it, so it is injected: ``FaultInjector.fail_calls`` on the
+    table's boto3 resource reaches the asyncio lock client's aiobotocore client too)."""
+    count = len(request['TransactItems'])
+    return {'CancellationReasons': [{'Code': 'None'}] * (count - 1) + [
+        {'Code': 'TransactionConflict', 'Message': 'Transaction is ongoing for the item'}]}
 
 
 def test_transaction_conflicts_are_retried_and_never_a_lost_lock(engine: Any, clients: LockClients,
@@ -255,15 +234,13 @@ def test_transaction_conflicts_are_retried_and_never_a_lost_lock(engine: Any, cl
     client = clients.make()
     callback = CallbackRecorder()
     lock = client.acquire_lock('guard', app_callback=callback)
-    make_hook, remaining = _transaction_conflict(3)
-    hook = _attach(engine.resource, 'before-call.dynamodb', make_hook, last=True)
-    try:
+    with FaultInjector(engine.resource) as faults:
+        conflicts = faults.fail_calls('TransactWriteItems', 'TransactionCanceledException', message='injected conflict',
+                                      times=3, details=_transaction_conflict)
         # The retries back off on the client's (fake) clock: let this thread's sleeps move it.
         with CallRecorder(engine.resource) as calls, clients.clock.auto_advance_in_current_thread():
             lock.put_item(TableName=data_table, Item={'id': 'x', 'n': 1})
-    finally:
-        _detach(engine.resource, hook)
-    assert remaining == [0] and calls.operations() == ['TransactWriteItems'] * 4
+    assert conflicts.hits == 3 and calls.operations() == ['TransactWriteItems'] * 4
     tokens = [call.params['ClientRequestToken'] for call in calls.calls]
     assert len(set(tokens)) == 4                         # each a new transaction: nothing was applied
     assert data(engine, data_table)['n'] == '1'
@@ -329,7 +306,7 @@ def test_many_threads_writing_through_one_lock_lose_no_update(local_engine: Any,
 
 def test_extend_renews_now_keeps_the_token_and_says_when_it_cannot(engine: Any, clients: LockClients) -> None:
     client = clients.make()
-    lease = DynamoDBLockClient._DEFAULT_LEASE_DURATION.total_seconds()
+    lease = DynamoDBLockClient._DEFAULT_LEASE_DURATION.total_seconds()  # private: published 0.9.1 attribute
     lock = client.acquire_lock('extended')
     token, version = lock.fencing_token, lock.record_version_number
     assert lock.lease_remaining() == pytest.approx(lease)

@@ -15,8 +15,8 @@ from typing import Any, Dict, Iterator
 import pytest
 
 from helpers import wait_until
-from python_dynamodb_lock._embedded import default_client_config, dummy_boto3_session
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
+from python_dynamodb_lock.testing import default_client_config, dummy_boto3_session
 
 pytestmark = pytest.mark.skipif(not hasattr(os, 'fork'), reason='needs os.fork')
 seconds = timedelta

@@ -68,6 +68,7 @@ def test_one_call_renews_up_to_25_locks(local_engine: Any, local_clients: LockCl
         assert lock.record_version_number != old_version
         assert row['record_version_number'] == lock.record_version_number
         assert row['expiry_time'] == lock.expiry_time
+        # private: needs a public owner_name on the clients
         assert row['owner_name'] == client._owner_name      # nothing else of the row changes
 
 
@@ -142,7 +143,7 @@ def test_a_statement_with_an_unknown_outcome_is_remembered_and_the_next_heartbea
     landed = local_engine.read_item('unknown-1')['record_version_number']
     assert landed != held_version                       # applied, though reported as failed
     assert locks[1].record_version_number == held_version
-    assert locks[1]._state.unconfirmed == [landed]
+    assert locks[1]._state.unconfirmed == [landed]  # private: renewal bookkeeping, no public view by design
     assert locks[1].status == DynamoDBLock.LOCKED
     monkeypatch.undo()
     client.send_heartbeats(locks)                 # conditioned on both versions
@@ -183,6 +184,7 @@ def test_a_throttled_statement_is_sent_again_after_a_short_backoff(
     assert asked == [3, 1, 1]
     assert clock.monotonic() - started == pytest.approx(0.15)
     assert_held_and_current(local_engine, locks)
+    # private: renewal bookkeeping, no public view by design
     assert all(lock._state.unconfirmed == [] for lock in locks)
 
 
@@ -201,6 +203,7 @@ def test_a_statement_throttled_every_time_is_not_applied_and_the_lock_goes_in_da
             clock.advance(5)
             client.send_heartbeats(locks)
     assert local_engine.read_item('throttled-0')['record_version_number'] == held_version
+    # private: renewal bookkeeping, no public view by design
     assert locks[0]._state.unconfirmed == []         # a refusal: nothing to remember
     assert any('ThrottlingError' in record.getMessage() for record in caplog.records)
     run_checker_round(client, clock)
@@ -219,6 +222,7 @@ def test_closing_stops_the_retries_of_a_batch(local_engine: Any, local_clients: 
     held_version = locks[0].record_version_number
     asked: List[int] = []
     rewrite_batch_answers(client, monkeypatch, throttle_first_statement(times=1_000, asked=asked))
+    # private: what close() sets first; needs a steppable runner
     client._shutdown.set()                              # what close() sets first
     client.send_heartbeats(locks)                 # the ManualClock never moves: no sleep may block
     assert asked == [2]
@@ -304,13 +308,14 @@ def test_a_failure_settling_one_lock_does_not_leave_the_others_of_the_batch_unse
     def settle(*args: Any) -> None:
         raise RuntimeError('injected')
 
+    # private: renewal bookkeeping, no public view by design
     monkeypatch.setattr(locks[0]._state, 'settle_renewal', settle)   # a bug while settling one lock
     client.send_heartbeats(locks)
     assert any(record.exc_info and isinstance(record.exc_info[1], RuntimeError) for record in caplog.records)
     for lock in locks[1:]:
         assert local_engine.read_item(lock.partition_key)['record_version_number'] == lock.record_version_number
     written = local_engine.read_item('settle-0')['record_version_number']
-    assert locks[0]._state.unconfirmed == [written]
+    assert locks[0]._state.unconfirmed == [written]  # private: renewal bookkeeping, no public view by design
     monkeypatch.undo()
     client.send_heartbeats(locks)                 # the unsettled renewal is no theft
     assert callback.codes == []

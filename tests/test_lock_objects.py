@@ -10,8 +10,8 @@ from typing import Any, Iterator
 import pytest
 
 from helpers import CallRecorder, LockClients, is_registered
-from python_dynamodb_lock._embedded import dummy_boto3_session
 from python_dynamodb_lock.python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLock, DynamoDBLockClient
+from python_dynamodb_lock.testing import dummy_boto3_session
 
 MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
 
@@ -36,7 +36,7 @@ def offline_client() -> Iterator[DynamoDBLockClient]:
 def test_item_from_lock_has_the_exact_layout(offline_client: DynamoDBLockClient, lease: float,
                                               stored: Decimal) -> None:
     lock = BaseDynamoDBLock('p', 's', 'owner', lease, 'version', 1700000123, {'extra': 'x', 'n': Decimal(7)})
-    item = offline_client._get_item_from_lock(lock)
+    item = offline_client._get_item_from_lock(lock)  # private: published 0.9.1 attribute
     assert item == {
         'pk': 'p', 'sk': 's', 'owner_name': 'owner', 'lease_duration': stored,
         'record_version_number': 'version', 'ttl': 1700000123, 'extra': 'x', 'n': Decimal(7),
@@ -49,7 +49,7 @@ def test_item_from_lock_has_the_exact_layout(offline_client: DynamoDBLockClient,
 def test_item_from_lock_never_lets_additional_attributes_override_lock_attributes(
         offline_client: DynamoDBLockClient) -> None:
     lock = BaseDynamoDBLock('p', 's', 'owner', 30, 'version', 17, {'owner_name': 'forged', 'pk': 'other'})
-    item = offline_client._get_item_from_lock(lock)
+    item = offline_client._get_item_from_lock(lock)  # private: published 0.9.1 attribute
     assert item['owner_name'] == 'owner' and item['pk'] == 'p'
 
 
@@ -57,7 +57,7 @@ def test_item_from_lock_never_lets_additional_attributes_override_lock_attribute
 def test_lock_from_item_reads_every_attribute(offline_client: DynamoDBLockClient) -> None:
     item = {'pk': 'p', 'sk': 's', 'owner_name': 'owner', 'lease_duration': Decimal('1.1'),
             'record_version_number': 'v', 'ttl': Decimal('1700000123'), 'color': 'blue', 'count': Decimal(2)}
-    lock = offline_client._get_lock_from_item(item)
+    lock = offline_client._get_lock_from_item(item)  # private: published 0.9.1 attribute
     assert type(lock) is BaseDynamoDBLock
     assert (lock.partition_key, lock.sort_key, lock.owner_name, lock.record_version_number) == ('p', 's', 'owner', 'v')
     assert lock.lease_duration == 1.1 and isinstance(lock.lease_duration, float)
@@ -69,6 +69,7 @@ def test_lock_from_item_reads_every_attribute(offline_client: DynamoDBLockClient
 @pytest.mark.parametrize('lease', [0.1, 1.1, 30.0, 12.345])
 def test_conversion_round_trip(offline_client: DynamoDBLockClient, lease: float) -> None:
     original = BaseDynamoDBLock('p', 's', 'owner', lease, 'v', 1700000000, {'a': 'b'})
+    # private: published 0.9.1 attribute
     copy = offline_client._get_lock_from_item(offline_client._get_item_from_lock(original))
     assert vars(copy) == vars(original)
 

@@ -13,9 +13,7 @@ from typing import Any, List, Optional
 import pytest
 from helpers import BackgroundCall, FaultInjector, LockClients, ManualClock, settle
 
-from python_dynamodb_lock import _observe
-from python_dynamodb_lock._errors import Reason
-from python_dynamodb_lock._observe import LockEvent
+from python_dynamodb_lock import LockEvent, Reason, _observe
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient, HeldLock
 from python_dynamodb_lock.testing import LockTable
 
@@ -150,6 +148,7 @@ def test_a_release_that_meets_a_thief_and_a_force_release(engine: LockTable, cli
     assert operator.force_release_lock(operator.get_lock('two'))
     forced = operator_events.one('force_released')
     assert forced.key == other.unique_identifier
+    # private: needs a public owner_name on the clients
     assert forced.attributes == {'version': other.record_version_number, 'owner': client._owner_name}
 
 

@@ -370,7 +370,7 @@ class RecordingClock:
     """The real clock, noting the length of every wait the client asks of it."""
 
     def __init__(self) -> None:
-        from python_dynamodb_lock._clock import SystemClock
+        from python_dynamodb_lock.testing import SystemClock
         self._real = SystemClock()
         self.waits: List[Tuple[str, float]] = []
         self._guard = threading.Lock()
@@ -584,6 +584,7 @@ def test_acquire_lock_works_or_refuses_clearly_on_dynamodb_local(
         local_engine.delete_row(partition_key, sort_key)     # the next example starts from no row
     if is_usable_key(partition_key, 2048) and is_usable_key(sort_key, 1024):
         assert local_engine.read_item(partition_key, sort_key) is None
+    # private: needs a public view of the client's threads
     assert_alive({client._heartbeat_sender, client._heartbeat_checker})
 
 

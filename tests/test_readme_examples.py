@@ -28,7 +28,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from python_dynamodb_lock._embedded import EmbeddedEngine
+from python_dynamodb_lock.testing import EmbeddedEngine
 
 PROJECT_DIR = pathlib.Path(__file__).resolve().parent.parent
 README = PROJECT_DIR / 'README.rst'

@@ -17,8 +17,8 @@ from botocore.config import Config
 
 from helpers import FaultInjector, LockClients
 from python_dynamodb_lock import Reason
-from python_dynamodb_lock._embedded import default_client_config, dummy_boto3_session
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient, DynamoDBLockError
+from python_dynamodb_lock.testing import default_client_config, dummy_boto3_session
 
 zero = datetime.timedelta(0)
 

@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 import pytest
 from helpers import ASYNCIO, CallRecorder, FaultInjector, LockClients, offline_resource
 
-from python_dynamodb_lock._errors import Reason
+from python_dynamodb_lock import Reason
 from python_dynamodb_lock.aio import AsyncDynamoDBLockClient
 from python_dynamodb_lock.python_dynamodb_lock import (
     BaseDynamoDBLock,
@@ -28,8 +28,7 @@ from python_dynamodb_lock.python_dynamodb_lock import (
     DynamoDBLockClient,
     DynamoDBLockError,
 )
-from python_dynamodb_lock.testing import LockTable, lock_table, moto_lock_table
-from python_dynamodb_lock.testing._engines import unique_table_name
+from python_dynamodb_lock.testing import LockTable, lock_table, moto_lock_table, unique_table_name
 
 seconds = datetime.timedelta
 
@@ -154,7 +153,7 @@ def test_an_abandoned_lock_is_taken_over(table: LockTable, layout_clients: LockC
     assert lock.took_over_from.record_version_number == dead['record_version_number']
     assert same_key(lock.took_over_from.partition_key, key)
     assert lock.fencing_token == 8
-    assert table.read_item(key)['owner_name'] == client._owner_name
+    assert table.read_item(key)['owner_name'] == client._owner_name  # private: needs a public owner_name on the clients
     lock.release()
 
 
@@ -286,6 +285,7 @@ def test_the_asyncio_client_refuses_a_key_of_the_wrong_type_before_any_call() ->
                                                aws_access_key_id='x', aws_secret_access_key='x') as dynamodb:
             client = AsyncDynamoDBLockClient(dynamodb, partition_key_type='N', sort_key_name=None,
                                              background_heartbeats=False)
+            # private: replaced to prove no call is made
             client._store = NoCalls()  # type: ignore[assignment]
             with pytest.raises(TypeError, match='number partition key'):
                 await client.acquire_lock('42')
@@ -332,7 +332,7 @@ def test_for_table_reads_the_layout(table: LockTable, layout: str, client_kind: 
     client = DynamoDBLockClient.for_table(table.resource, table.table_name, owner_name='found',
                                           background_heartbeats=False)
     try:
-        schema = client._schema
+        schema = client._schema  # private: needs a public view of the discovered key schema
         assert (schema.partition_key_name, schema.sort_key_name, schema.ttl_attribute_name,
                 schema.partition_key_type) == (table.partition_key_name, table.sort_key_name,
                                                table.ttl_attribute_name, table.partition_key_type)
@@ -352,7 +352,7 @@ def test_the_asyncio_for_table_reads_the_layout(dynamodb_local: Any) -> None:
             async with table.new_async_client() as dynamodb:
                 client = await AsyncDynamoDBLockClient.for_table(dynamodb, table.table_name,
                                                                  background_heartbeats=False)
-                schema = client._schema
+                schema = client._schema  # private: needs a public view of the discovered key schema
                 assert (schema.partition_key_name, schema.sort_key_name, schema.ttl_attribute_name,
                         schema.partition_key_type) == ('id', None, 'gone_at', 'B')
                 lock = await client.acquire_lock(b'\x07')
@@ -408,7 +408,9 @@ def test_for_table_on_a_table_without_ttl_uses_the_default_and_warns(moto_tables
     create_raw_table(moto_tables.client, name, [('job', 'N', 'HASH')])
     with caplog.at_level(logging.WARNING):
         client = DynamoDBLockClient.for_table(moto_tables.resource, name, background_heartbeats=False)
+    # private: needs a public view of the discovered key schema
     assert client._schema.ttl_attribute_name == 'expiry_time'
+    # private: needs a public view of the discovered key schema
     assert (client._schema.partition_key_name, client._schema.sort_key_name) == ('job', None)
     assert any('no time-to-live' in record.getMessage() for record in caplog.records)
     lock = client.acquire_lock(12)
@@ -420,7 +422,7 @@ def test_for_table_with_another_ttl_attribute_warns(moto_tables: LockTable, capl
     with caplog.at_level(logging.WARNING):
         client = DynamoDBLockClient.for_table(moto_tables.resource, moto_tables.table_name,
                                               ttl_attribute_name='other_ttl', background_heartbeats=False)
-    assert client._schema.ttl_attribute_name == 'other_ttl'
+    assert client._schema.ttl_attribute_name == 'other_ttl'  # private: needs a public view of the discovered key schema
     assert any("time-to-live on 'expiry_time'" in record.getMessage() for record in caplog.records)
     client.close()
 
@@ -437,7 +439,8 @@ def test_for_table_goes_on_when_the_ttl_setting_cannot_be_read(moto_tables: Lock
                                               background_heartbeats=False, **arguments)
     assert refused.hits == 1
     expected = given or 'expiry_time'
-    assert client._schema.ttl_attribute_name == expected
+    assert client._schema.ttl_attribute_name == expected  # private: needs a public view of the discovered key schema
+    # private: needs a public view of the discovered key schema
     assert (client._schema.partition_key_name, client._schema.sort_key_name) == ('lock_key', 'sort_key')
     assert any(record.getMessage().startswith(f'Could not read the time-to-live setting of table '
                                               f'{moto_tables.table_name}') and repr(expected) in record.getMessage()
@@ -543,6 +546,7 @@ def test_the_command_line_on_every_layout(cli: Any, dynamodb_local: Any, options
                                                   background_heartbeats=False)
             typed_key: Any = {'S': lambda: key, 'N': lambda: Decimal(key),
                               'B': lambda: base64.b64decode(key)}[kinds['lock_key']]()
+            # private: needs a public view of the discovered key schema
             assert holder._schema.sort_key_name == sort_key_name
             lock = holder.acquire_lock(typed_key)
 

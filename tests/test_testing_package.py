@@ -22,11 +22,12 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeou
 
 from aio_facade import EventLoopThread
 from helpers import THREADED, LockClients, no_retry_backoff, wait_until
-from python_dynamodb_lock._embedded import DYNAMODB_LOCAL_INSTALL_HINT, EngineNotInstalledError
+from python_dynamodb_lock._embedded import DYNAMODB_LOCAL_INSTALL_HINT
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockError
 from python_dynamodb_lock.testing import (
     CallbackRecorder,
     CallRecorder,
+    EngineNotInstalledError,
     FaultInjector,
     LockTable,
     ManualClock,
@@ -493,7 +494,7 @@ def test_modes_follow_the_caller_into_coroutines_submitted_to_a_loop() -> None:
         assert clock.monotonic() == 30.0
         # Without a mode, a task submitted from a fresh context waits for advance().
         background = runner.submit(sleep_once(10), context=contextvars.Context())
-        wait_until(lambda: bool(clock._sleepers))
+        wait_until(lambda: clock.sleeper_count() > 0)
         assert not background.done()
         clock.advance(10)
         assert background.result(10) is False
@@ -559,6 +560,7 @@ def test_lock_table_on_the_moto_server_and_its_row_helpers(moto_server: Any) -> 
         lock = client.acquire_lock('mine')
         assert table.read_item('mine')['record_version_number'] == lock.record_version_number
         name = table.table_name
+    # private: what close() sets first; needs a steppable runner
     assert client._shutdown.is_set()                          # closed with the table
     assert name not in moto_server.client().list_tables()['TableNames']
 
@@ -577,7 +579,7 @@ def test_lock_table_async_lock_client_is_linked_and_closed(moto_server: Any) -> 
             return client
 
         client = asyncio.run(main())
-        assert client._closed
+        assert client._closed  # private: needs a public closed flag
 
 
 def test_a_lock_table_at_an_endpoint_url(moto_server: Any) -> None:

@@ -12,13 +12,18 @@ that uses locks" for examples. The pieces:
 * :func:`start_engine`, :func:`lock_table`, :func:`moto_lock_table` and :class:`LockTable`: a
   local DynamoDB (Amazon DynamoDB Local, or a serialised moto server) or moto in-process, and
   a lock table on it with lock clients of both kinds.
+* :class:`SystemClock` (the real clock, to wrap or pass explicitly) and :class:`Clock` (what
+  a ``clock=`` argument must provide); ``REAL_TIMEOUT``, the real seconds (20) the helpers wait for a thread or task.
+* :func:`dummy_boto3_session`, :func:`default_client_config` and :func:`unique_table_name`:
+  boto3 pieces for local engines, for tests that make their own clients or tables.
 * a pytest plugin (:mod:`python_dynamodb_lock.testing.pytest_plugin`), active when the
   ``testing`` extra is installed, with fixtures named ``dynamodb_lock_*``.
 """
-from .._embedded import EmbeddedEngine, EngineNotInstalledError
+from .._clock import Clock, SystemClock
+from .._embedded import EmbeddedEngine, EngineNotInstalledError, default_client_config, dummy_boto3_session
 from ._callbacks import CallbackCall, CallbackRecorder
-from ._clock import ManualClock, wait_until
-from ._engines import LockTable, lock_table, moto_lock_table, start_engine
+from ._clock import REAL_TIMEOUT, ManualClock, wait_until
+from ._engines import LockTable, lock_table, moto_lock_table, start_engine, unique_table_name
 from ._faults import (
     CallRecorder,
     Fault,
@@ -32,9 +37,11 @@ from ._faults import (
 )
 
 __all__ = [
+    'REAL_TIMEOUT',
     'CallRecorder',
     'CallbackCall',
     'CallbackRecorder',
+    'Clock',
     'EmbeddedEngine',
     'EngineNotInstalledError',
     'Fault',
@@ -42,6 +49,9 @@ __all__ = [
     'LockTable',
     'ManualClock',
     'RecordedCall',
+    'SystemClock',
+    'default_client_config',
+    'dummy_boto3_session',
     'is_acquire',
     'is_heartbeat',
     'is_release',
@@ -50,5 +60,6 @@ __all__ = [
     'lock_table',
     'moto_lock_table',
     'start_engine',
+    'unique_table_name',
     'wait_until',
 ]

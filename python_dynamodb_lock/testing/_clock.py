@@ -279,6 +279,12 @@ class ManualClock:
         wait_until(lambda: all(self.is_idle(actor) for actor in actors), timeout,
                    lambda: f'still busy: {[_name_of(actor) for actor in actors if not self.is_idle(actor)]}')
 
+    def sleeper_count(self) -> int:
+        """How many sleeps (of threads or asyncio tasks) are waiting on this clock now: for a test
+        that must let a thread or task reach its sleep before it calls :meth:`advance`."""
+        with self._cond:
+            return len(self._sleepers)
+
     def sleeps_of(self, name: str) -> List[float]:
         """The lengths of the sleeps the thread or task called ``name`` asked for, in order."""
         with self._cond:

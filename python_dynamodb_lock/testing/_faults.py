@@ -476,22 +476,34 @@ class FaultInjector:
 
     def fail_calls(self, operation: str = '*', code: str = 'ProvisionedThroughputExceededException',
                    status: int = 400, message: str = 'injected fault', times: Optional[int] = 1,
-                   when: Optional[Callable[[Dict[str, Any]], bool]] = None) -> Fault:
+                   when: Optional[Callable[[Dict[str, Any]], bool]] = None,
+                   details: Optional[Callable[[Dict[str, Any]], Dict[str, Any]]] = None) -> Fault:
         """The whole API call fails with ``status`` and error ``code``; nothing is sent and
         botocore does not retry: one fault is one failed call as the caller sees it.
 
         Default: 400 ``ProvisionedThroughputExceededException`` (throttling); a 5xx is
-        ``code='InternalServerError', status=500``.
+        ``code='InternalServerError', status=500``. ``details(params)``, if given, returns more
+        fields of the error answer, made from the decoded request: for instance the
+        ``CancellationReasons`` of a cancelled ``TransactWriteItems``, one per item::
+
+            def conflict(params):
+                items = params['TransactItems']
+                return {'CancellationReasons': [{'Code': 'None'}] * (len(items) - 1)
+                                               + [{'Code': 'TransactionConflict'}]}
+
+            faults.fail_calls('TransactWriteItems', 'TransactionCanceledException', details=conflict)
         """
         fault = Fault(f'{operation}: whole call fails with {status} {code}', times, when)
 
         def make(is_async: bool) -> Callable[..., Any]:
             def handler(params: Dict[str, Any], **kwargs: Any) -> Optional[Tuple[AWSResponse, Dict[str, Any]]]:
-                if not fault.take(_decode_body(params.get('body'))):
+                request = _decode_body(params.get('body'))
+                if not fault.take(request):
                     return None
                 http = canned_response(params.get('url', _NOWHERE), status, code, message, is_async)
                 parsed = {
                     'Error': {'Code': code, 'Message': message},
+                    **(details(request) if details is not None else {}),
                     'ResponseMetadata': {'HTTPStatusCode': status, 'HTTPHeaders': {}, 'RetryAttempts': 0},
                 }
                 return http, parsed

@@ -62,18 +62,13 @@ from botocore.config import Config  # noqa: E402
 
 from _torture.faults import FaultInjector, FaultRates  # noqa: E402
 from _torture.support import LIBRARY_LOGGER, heartbeat_threads, seconds  # noqa: E402
-from python_dynamodb_lock._embedded import (  # noqa: E402
-    DUMMY_ACCESS_KEY_ID,
-    DUMMY_REGION,
-    DUMMY_SECRET_ACCESS_KEY,
-    default_client_config,
-    dummy_boto3_session,
-)
+from python_dynamodb_lock._embedded import DUMMY_ACCESS_KEY_ID, DUMMY_REGION, DUMMY_SECRET_ACCESS_KEY  # noqa: E402
 from python_dynamodb_lock.python_dynamodb_lock import (  # noqa: E402
     DynamoDBLock,
     DynamoDBLockClient,
     DynamoDBLockError,
 )
+from python_dynamodb_lock.testing import default_client_config, dummy_boto3_session  # noqa: E402
 
 __all__ = ['child_env', 'worker_command']
 
@@ -555,7 +550,7 @@ class Contender:
                   'heartbeat-checker': alive['DynamoDBLockClient-heartbeat-checker']}
         for client, kind in zip(self.lock_clients, self.kinds):
             if kind == ASYNCIO:
-                for task in client._background:
+                for task in client._background:  # private: needs a public view of the client's background tasks
                     if not task.done():
                         counts['heartbeat-' + task.get_name().rsplit('-', 1)[-1]] += 1
         return counts
