@@ -141,6 +141,19 @@ class ClientCore(Generic[L]):
         # Undo and follow-up work of interrupted calls (threads or tasks), until it is done.
         self._settling: Set[Any] = set()
 
+    # -- read-only views (public on both clients) ---------------------------------------
+
+    @property
+    def owner_name(self) -> str:
+        """The ``owner_name`` this client writes into the rows of its locks (the constructor's,
+        or the host name and a random suffix it chose)."""
+        return self._owner_name
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has been called."""
+        return self._closed
+
     # -- stepping protocols ------------------------------------------------------------
 
     def _advance(self, protocol: Protocol[Any], value: Any, thrown: Optional[BaseException] = None) -> Any:

@@ -194,6 +194,12 @@ class HeldLock(BaseDynamoDBLock):
         return self._state.lease_remaining(self._clock.monotonic())
 
     @property
+    def holds(self) -> int:
+        """How many acquisitions of this lock are not yet released: more than 1 after reentrant
+        acquisitions (``reentrant=True``); the row is released with the last one."""
+        return self._holds
+
+    @property
     def loss_reason(self) -> Optional[str]:
         """Why this lock was lost (a :class:`~python_dynamodb_lock.Reason`:
         ``TAKEN_OVER`` or ``ROW_GONE``), or None while it was not lost."""

@@ -100,7 +100,7 @@ def test_acquire_after_release_by_the_same_and_by_another_client(engine: Any, cl
         theirs = other.acquire_lock('reuse')
     assert calls.operations() == ['UpdateItem']
     # private: needs a public owner_name on the clients
-    assert engine.read_item('reuse')['owner_name'] == other._owner_name
+    assert engine.read_item('reuse')['owner_name'] == other.owner_name
     assert theirs.status == DynamoDBLock.LOCKED
     assert theirs.fencing_token == again.fencing_token + 1     # the released row kept the count
 
@@ -140,7 +140,7 @@ def test_abandoned_lock_is_taken_over_after_its_lease_within_one_retry_period(
     assert dead['record_version_number'] in takeover.expression_values().values()
     assert all(call.operation == 'GetItem' for call in calls.calls[1:-1])
     row = engine.read_item('abandoned')
-    assert row['owner_name'] == client._owner_name  # private: needs a public owner_name on the clients
+    assert row['owner_name'] == client.owner_name
     assert row['record_version_number'] == lock.record_version_number
     assert row['fencing_token'] == lock.fencing_token == dead['fencing_token'] + 1
     assert lock.status == DynamoDBLock.LOCKED
@@ -333,7 +333,7 @@ def test_losing_the_race_for_a_free_lock_is_a_retry_not_an_error(engine: Any, cl
     assert (won.hits, released.hits) == (1, 1)
     assert lock.status == DynamoDBLock.LOCKED
     # private: needs a public owner_name on the clients
-    assert engine.read_item('race')['owner_name'] == client._owner_name
+    assert engine.read_item('race')['owner_name'] == client.owner_name
     if rival_frees == 'released':              # the kept row kept the count
         assert lock.fencing_token == rival_locks[0].fencing_token + 1
 
@@ -372,7 +372,7 @@ def test_losing_a_takeover_race_waits_a_full_lease_for_the_winner(engine: Any, c
     assert len(takeovers) == 2            # the one that lost, then the one that won
     assert takeovers[1].clock_time - winner_at[0] >= 10
     # private: needs a public owner_name on the clients
-    assert engine.read_item('takeover-race')['owner_name'] == client._owner_name
+    assert engine.read_item('takeover-race')['owner_name'] == client.owner_name
     assert lock.fencing_token == 3        # one more than the winner's, whose row it took over
 
 

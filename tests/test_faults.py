@@ -203,7 +203,7 @@ def test_lost_takeover_answer_still_takes_over(harness: Harness) -> None:
     assert injector.action_counts['acquire']['lost_response'] == 1
     assert lock.record_version_number != abandoned.record_version_number
     assert harness.row_version('job') == lock.record_version_number
-    assert lock.owner_name == waiter._owner_name  # private: needs a public owner_name on the clients
+    assert lock.owner_name == waiter.owner_name
 
 
 def test_lost_heartbeat_answer_is_not_a_stolen_lock(harness: Harness) -> None:

@@ -57,7 +57,7 @@ def test_heartbeat_renews_version_and_ttl_with_one_conditional_update(engine: An
     row = engine.read_item('renewed')
     assert row['record_version_number'] == lock.record_version_number
     assert row['expiry_time'] == lock.expiry_time
-    assert row['owner_name'] == client._owner_name  # private: needs a public owner_name on the clients
+    assert row['owner_name'] == client.owner_name
 
 
 def test_heartbeat_of_a_stolen_lock(engine: Any, clients: LockClients, caplog: pytest.LogCaptureFixture) -> None:

@@ -69,7 +69,7 @@ def test_one_call_renews_up_to_25_locks(local_engine: Any, local_clients: LockCl
         assert row['record_version_number'] == lock.record_version_number
         assert row['expiry_time'] == lock.expiry_time
         # private: needs a public owner_name on the clients
-        assert row['owner_name'] == client._owner_name      # nothing else of the row changes
+        assert row['owner_name'] == client.owner_name      # nothing else of the row changes
 
 
 def test_stolen_and_vanished_locks_in_a_batch_are_reported_and_the_rest_renewed(

@@ -149,7 +149,7 @@ def test_a_release_that_meets_a_thief_and_a_force_release(engine: LockTable, cli
     forced = operator_events.one('force_released')
     assert forced.key == other.unique_identifier
     # private: needs a public owner_name on the clients
-    assert forced.attributes == {'version': other.record_version_number, 'owner': client._owner_name}
+    assert forced.attributes == {'version': other.record_version_number, 'owner': client.owner_name}
 
 
 def test_a_release_that_hands_the_lock_to_a_waiting_thread(local_engine: LockTable, events: Events) -> None:

@@ -161,7 +161,6 @@ def counts(accesses: List[Access]) -> Dict[Tuple[str, str], int]:
 WHY_CORE = 'unit test of the pure protocol core and its request/answer layer, by design: no client to go through'
 WHY_COMPAT = 'the published 0.9.1 client has this attribute: the drop-in compatibility test checks it'
 WHY_COMPAT_USE = 'the published 0.9.1 client has this attribute (kept for drop-in compatibility)'
-WHY_OWNER = "the client's owner name: needs a read-only owner_name on both clients (asked of the lead)"
 WHY_THREADS = "the threaded client's two daemon threads: needs a public view of them (asked of the lead)"
 WHY_TASKS = "the asyncio client's background tasks: needs a public view of them (asked of the lead)"
 WHY_INFLIGHT = ('whether a heartbeat round is in flight (are the clients settled?): needs a public view '
@@ -175,7 +174,6 @@ WHY_SHUTDOWN = ('sets what close() sets first, to meet a round in the middle of 
 WHY_CLOSED = 'whether the table closed its client: needs a public closed flag on the clients (asked of the lead)'
 WHY_FACADE = 'the asyncio facade mirrors the threaded client for the shared tests, private members included'
 WHY_STATE = 'the renewal bookkeeping (unconfirmed versions) and a bug injected into it: no public view by design'
-WHY_HOLDS = 'the reentrant hold count: needs a public read-only hold count on locks (asked of the lead)'
 WHY_EXTEND = ('extending through a client that does not own the lock: no public path leads there (lock.extend() '
               'uses its own client)')
 WHY_SETTINGS = 'the resolved settings of the client: needs a public read-only view (asked of the lead)'
@@ -234,9 +232,6 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
     'install_dynamodb_local.py': {
         ('import', 'python_dynamodb_lock._embedded'): (2, WHY_INSTALL),
     },
-    'test_acquire.py': {
-        ('attr', '_owner_name'): (4, WHY_OWNER),
-    },
     'test_aio.py': {
         ('attr', '_background'): (2, WHY_TASKS),
         ('attr', '_heartbeats_in_flight'): (1, WHY_INFLIGHT),
@@ -270,9 +265,6 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('attr', '_table_name'): (1, WHY_COMPAT),
         ('attr', '_ttl_attribute_name'): (1, WHY_COMPAT),
     },
-    'test_core_admin.py': {
-        ('attr', '_owner_name'): (1, WHY_OWNER),
-    },
     'test_core_protocol.py': {
         ('import', 'python_dynamodb_lock._core.acquire'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
@@ -303,17 +295,10 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
     'test_extend.py': {
         ('attr', '_extend'): (1, WHY_EXTEND),
     },
-    'test_faults.py': {
-        ('attr', '_owner_name'): (1, WHY_OWNER),
-    },
     'test_fencing.py': {
         ('attr', '_DEFAULT_LEASE_DURATION'): (1, WHY_DEFAULT),
     },
-    'test_heartbeat.py': {
-        ('attr', '_owner_name'): (1, WHY_OWNER),
-    },
     'test_heartbeat_batch.py': {
-        ('attr', '_owner_name'): (1, WHY_OWNER),
         ('attr', '_shutdown'): (1, WHY_SHUTDOWN),
         ('attr', '_state'): (5, WHY_STATE),
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE_ANSWERS),
@@ -328,11 +313,7 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._observe'): (1, WHY_OBSERVER),
     },
     'test_metrics.py': {
-        ('attr', '_owner_name'): (1, WHY_OWNER),
         ('import', 'python_dynamodb_lock._observe'): (1, WHY_METRICS_PATCH),
-    },
-    'test_process_death.py': {
-        ('attr', '_owner_name'): (4, WHY_OWNER),
     },
     'test_properties.py': {
         ('attr', '_heartbeat_checker'): (1, WHY_THREADS),
@@ -344,17 +325,12 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('attr', '_campaign'): (2, WHY_RECIPES),
         ('attr', '_thread'): (9, WHY_RECIPES),
     },
-    'test_reentrancy.py': {
-        ('attr', '_holds'): (1, WHY_HOLDS),
-    },
     'test_table_layouts.py': {
-        ('attr', '_owner_name'): (1, WHY_OWNER),
         ('attr', '_schema'): (10, WHY_SCHEMA),
         ('attr', '_store'): (1, WHY_STORE),
         ('import', 'python_dynamodb_lock._base'): (1, WHY_IDENT),
     },
     'test_testing_package.py': {
-        ('attr', '_closed'): (1, WHY_CLOSED),
         ('attr', '_shutdown'): (1, WHY_CLOSED),
         ('import', 'python_dynamodb_lock._embedded'): (1, WHY_TESTING_SELF),
         ('import', 'python_dynamodb_lock.testing._faults'): (1, WHY_TESTING_SELF),

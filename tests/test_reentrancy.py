@@ -34,7 +34,7 @@ def test_the_holding_thread_gets_the_same_lock_again_without_a_write(engine: Loc
         inner = client.acquire_lock('job', reentrant=True)
     assert inner is outer
     assert calls.calls == []
-    assert outer._holds == 3  # private: needs a public hold count on locks
+    assert outer.holds == 3
 
     inner.release()
     again.release()

@@ -153,7 +153,7 @@ def test_an_abandoned_lock_is_taken_over(table: LockTable, layout_clients: LockC
     assert lock.took_over_from.record_version_number == dead['record_version_number']
     assert same_key(lock.took_over_from.partition_key, key)
     assert lock.fencing_token == 8
-    assert table.read_item(key)['owner_name'] == client._owner_name  # private: needs a public owner_name on the clients
+    assert table.read_item(key)['owner_name'] == client.owner_name
     lock.release()
 
 

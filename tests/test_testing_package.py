@@ -579,7 +579,7 @@ def test_lock_table_async_lock_client_is_linked_and_closed(moto_server: Any) -> 
             return client
 
         client = asyncio.run(main())
-        assert client._closed  # private: needs a public closed flag
+        assert client.closed
 
 
 def test_a_lock_table_at_an_endpoint_url(moto_server: Any) -> None:
