@@ -122,25 +122,26 @@ def _ratios(trials: Dict[str, List[JsonDict]], label: str, reference: str) -> Li
 
 
 def report(trials: Dict[str, List[JsonDict]]) -> str:
-    lines = ['implementation        | CPU ms per acquire + release: median (min-max) | in botocore | outside '
-             '| calls | vs 0.9.1 (median of rounds) | vs threaded',
-             '-' * 150]
+    header = ('implementation', 'CPU ms per cycle: median (min-max)', 'in botocore', 'outside',
+              'calls', 'vs 0.9.1 (median of rounds)', 'vs threaded')
+    rows: List[Tuple[str, ...]] = []
     for label, results in trials.items():
         if not results:
-            lines.append(f'{label:21s} | failed')
+            rows.append((label, 'failed', '', '', '', '', ''))
             continue
         cpu = [trial['cpu_ms_per_acquire_release'] for trial in results]
         inside = statistics.median(trial['split_cpu_ms_in_api_calls'] for trial in results)
         outside = statistics.median(trial['split_cpu_ms_outside_api_calls'] for trial in results)
-        calls = results[0]['calls_per_acquire_release']
         versus = _ratios(trials, label, REFERENCE) if label != REFERENCE else []
-        versus_text = f'{statistics.median(versus):.2f}x' if versus else ''
         threaded = label[:-len(' asyncio')] if label.endswith(' asyncio') else None
         threaded_ratios = _ratios(trials, label, threaded) if threaded in trials else []
-        threaded_text = f'{statistics.median(threaded_ratios):.2f}x' if threaded_ratios else ''
-        lines.append(f'{label:21s} | {statistics.median(cpu):.3f} ({min(cpu):.3f}-{max(cpu):.3f})'
-                     f'{"":20s} | {inside:.3f}       | {outside:.3f}   | {calls:g}     | {versus_text:28s} | '
-                     f'{threaded_text}')
+        rows.append((label, f'{statistics.median(cpu):.3f} ({min(cpu):.3f}-{max(cpu):.3f})', f'{inside:.3f}',
+                     f'{outside:.3f}', f'{results[0]["calls_per_acquire_release"]:g}',
+                     f'{statistics.median(versus):.2f}x' if versus else '',
+                     f'{statistics.median(threaded_ratios):.2f}x' if threaded_ratios else ''))
+    widths = [max(len(row[index]) for row in [header, *rows]) for index in range(len(header))]
+    lines = [' | '.join(cell.ljust(width) for cell, width in zip(row, widths)) for row in [header, *rows]]
+    lines.insert(1, '-+-'.join('-' * width for width in widths))
     return '\n'.join(lines)
 
 
