@@ -56,6 +56,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextvars
 import datetime
 import functools
 import json
@@ -131,7 +132,7 @@ class CallCounter:
     outcome ``sent``). With ``thread_ident`` set, only calls made by that thread are counted, so
     that background heartbeats do not pollute a per-operation count; ``only`` (a function of no
     arguments, called in the caller's context) filters the same way for what a thread ident
-    cannot tell apart: asyncio tasks on one loop (``asyncio.current_task() is main``). Works for
+    cannot tell apart: asyncio tasks on one loop (:func:`measured_here`). Works for
     boto3 clients and for aiobotocore clients alike (aiobotocore emits the same events).
     """
 
@@ -188,12 +189,15 @@ class CallCounter:
             return collections.Counter(self.outcomes)
 
 
-def current_task() -> Any:
-    """The running asyncio task, or None outside one (a hook may run in a thread)."""
-    try:
-        return asyncio.current_task()
-    except RuntimeError:
-        return None
+#: True in the tasks whose DynamoDB calls an asyncio figure counts, and in every task they create
+#: (a task starts with a copy of its creator's context): ``AsyncDynamoDBLockClient.release_lock``
+#: runs the release as a task of its own, whose calls are the release's. The client's heartbeat
+#: tasks are created before the flag is set, so their calls are not counted.
+_MEASURED: contextvars.ContextVar[bool] = contextvars.ContextVar('bench_measured', default=False)
+
+
+def measured_here() -> bool:
+    return _MEASURED.get()
 
 
 class _CannedBody:
@@ -458,12 +462,43 @@ def _client_cpu_per_acquire_release(table: str, iterations: int) -> tuple:
     Every call is answered at once by :class:`CannedDynamoDB`, so what is measured is the client's
     own work plus botocore's (building, signing and parsing each call).
     """
+    result = _threaded_cpu(table, iterations, {})
+    return result['acquire'], result['release']
+
+
+def _threaded_cpu(table: str, iterations: int, params: JsonDict) -> JsonDict:
+    """:func:`_client_cpu_per_acquire_release`, and with ``params['split']`` or
+    ``params['profile']`` the further passes of :func:`figure_cpu` on the same client."""
     resource = make_resource('http://127.0.0.1:9')
     CannedDynamoDB(resource.meta.client, 0.0)
     client = DynamoDBLockClient(resource, table_name=table)
     key = unique_prefix('cpu')
-    for _ in range(min(100, iterations)):
+    # Not closed: the published client's close() waits up to a heartbeat period; the worker
+    # process ends with os._exit.
+    _warm_up(client, key, min(100, iterations))
+    acquire, release = _cpu_cycles(client, key, iterations)
+    result: JsonDict = {'acquire': acquire, 'release': release}
+    if params.get('split'):
+        timer = _ApiCallTimer(resource.meta.client)
+        result['total'] = sum(_cpu_cycles(client, key, iterations)) * iterations
+        result['api_seconds'], result['api_calls'] = timer.seconds, timer.calls
+    if params.get('profile'):
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.runcall(_cpu_cycles, client, key, iterations)
+        result['profile'] = _profile_text(profiler, int(params['profile']))
+    return result
+
+
+def _warm_up(client: Any, key: str, cycles: int) -> None:
+    for _ in range(cycles):
         client.release_lock(client.acquire_lock(key))
+
+
+def _cpu_cycles(client: Any, key: str, iterations: int) -> tuple:
+    """``(acquire, release)``: CPU seconds per uncontended acquire and release by ``client``
+    (threaded)."""
     acquire_cpu = release_cpu = 0.0
     for _ in range(iterations):
         started = time.process_time()
@@ -473,6 +508,77 @@ def _client_cpu_per_acquire_release(table: str, iterations: int) -> tuple:
         acquire_cpu += acquired - started
         release_cpu += time.process_time() - acquired
     return acquire_cpu / iterations, release_cpu / iterations
+
+
+class _ApiCallTimer:
+    """Adds up the CPU time spent inside one botocore (or aiobotocore) client's
+    ``_make_api_call``: building, validating, signing, sending (here: answered by a hook) and
+    parsing each call, with boto3's resource-layer conversions; what a lock client spends
+    outside it is its own work (and botocore's thin method wrapper around it)."""
+
+    def __init__(self, client: Any, asynchronous: bool = False) -> None:
+        self.seconds = 0.0
+        self.calls = 0
+        original = client._make_api_call
+        if asynchronous:
+            async def timed_async(*args: Any, **kwargs: Any) -> Any:
+                started = time.process_time()
+                try:
+                    return await original(*args, **kwargs)
+                finally:
+                    self._add(started)
+            client._make_api_call = timed_async
+        else:
+            def timed(*args: Any, **kwargs: Any) -> Any:
+                started = time.process_time()
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    self._add(started)
+            client._make_api_call = timed
+
+    def _add(self, started: float) -> None:
+        self.seconds += time.process_time() - started
+        self.calls += 1
+
+
+def _cpu_result(measured: JsonDict, cycles: int) -> JsonDict:
+    """What ``cpu`` and ``cpu_async`` report, from :func:`_threaded_cpu` (or its asyncio twin)."""
+    acquire, release, total = measured['acquire'], measured['release'], measured['total']
+    result: JsonDict = {
+        'cpu_ms_per_acquire': acquire * 1000.0,
+        'cpu_ms_per_release': release * 1000.0,
+        'cpu_ms_per_acquire_release': (acquire + release) * 1000.0,
+        # The second pass (timed per API call): how the CPU of one cycle splits.
+        'split_cpu_ms_per_acquire_release': total / cycles * 1000.0,
+        'split_cpu_ms_in_api_calls': measured['api_seconds'] / cycles * 1000.0,
+        'split_cpu_ms_outside_api_calls': (total - measured['api_seconds']) / cycles * 1000.0,
+        'calls_per_acquire_release': measured['api_calls'] / cycles,
+    }
+    if measured.get('profile') is not None:
+        result['profile'] = measured['profile']
+    return result
+
+
+def _profile_text(profiler: Any, top: int) -> str:
+    """A finished cProfile, sorted by cumulative and then by own time, ``top`` rows each."""
+    import io
+    import pstats
+
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats('cumulative').print_stats(top)
+    stats.sort_stats('tottime').print_stats(top)
+    return out.getvalue()
+
+
+def figure_cpu(endpoint: str, table: str, params: JsonDict) -> JsonDict:
+    """No engine: client CPU per uncontended acquire + release, every call answered at once by
+    :class:`CannedDynamoDB` (the CPU part of ``calls`` on its own, so that trials are cheap to
+    repeat); then a second pass that also times every ``_make_api_call``, to tell the client's
+    own CPU from botocore's; with ``profile`` (a number of rows), a cProfile of a third pass."""
+    iterations = int(params.get('iterations', 1000))
+    return _cpu_result(_threaded_cpu(table, iterations, {**params, 'split': True}), iterations)
 
 
 def async_dynamodb_client(endpoint_url: str) -> Any:
@@ -493,8 +599,8 @@ def figure_calls_async(endpoint: str, table: str, params: JsonDict) -> JsonDict:
     """``calls`` for ``AsyncDynamoDBLockClient`` (this project only), on one event loop.
 
     The same loop as ``calls`` (``await client.acquire_lock(key)``, ``await
-    client.release_lock(lock)``), with the calls counted for the measuring task only (the
-    client's heartbeat tasks run on the same loop and thread); then the CPU time per acquire
+    client.release_lock(lock)``), with the calls counted for the measuring task and the release
+    tasks it starts only (the client's heartbeat tasks run on the same loop and thread); then the CPU time per acquire
     and release with every call answered at once by an async ``before-send`` hook.
     """
     return asyncio.run(_calls_async(endpoint, table, params))
@@ -508,9 +614,9 @@ async def _calls_async(endpoint: str, table: str, params: JsonDict) -> JsonDict:
     key = unique_prefix('calls-async')
     samples = _PairSamples()
     async with async_dynamodb_client(endpoint) as dynamodb:
-        measuring = asyncio.current_task()
-        counter = CallCounter(dynamodb, only=lambda: current_task() is measuring)
+        counter = CallCounter(dynamodb, only=measured_here)
         client = AsyncDynamoDBLockClient(dynamodb, table_name=table)
+        _MEASURED.set(True)     # after the client started its heartbeat tasks
         try:
             for round_number in range(warmup + iterations):
                 before_acquire = counter.snapshot()
@@ -531,6 +637,12 @@ async def _calls_async(endpoint: str, table: str, params: JsonDict) -> JsonDict:
 
 async def _async_client_cpu_per_acquire_release(table: str, iterations: int) -> tuple:
     """``_client_cpu_per_acquire_release`` for the asyncio client (async canned answers)."""
+    result = await _asyncio_cpu(table, iterations, {})
+    return result['acquire'], result['release']
+
+
+async def _asyncio_cpu(table: str, iterations: int, params: JsonDict) -> JsonDict:
+    """:func:`_threaded_cpu` for ``AsyncDynamoDBLockClient``."""
     from python_dynamodb_lock.aio import AsyncDynamoDBLockClient
 
     async with async_dynamodb_client('http://127.0.0.1:9') as dynamodb:
@@ -538,19 +650,49 @@ async def _async_client_cpu_per_acquire_release(table: str, iterations: int) -> 
         client = AsyncDynamoDBLockClient(dynamodb, table_name=table)
         key = unique_prefix('cpu-async')
         try:
-            for _ in range(min(100, iterations)):
-                await client.release_lock(await client.acquire_lock(key))
-            acquire_cpu = release_cpu = 0.0
-            for _ in range(iterations):
-                started = time.process_time()
-                lock = await client.acquire_lock(key)
-                acquired = time.process_time()
-                await client.release_lock(lock)
-                acquire_cpu += acquired - started
-                release_cpu += time.process_time() - acquired
+            await _warm_up_async(client, key, min(100, iterations))
+            acquire, release = await _cpu_cycles_async(client, key, iterations)
+            result: JsonDict = {'acquire': acquire, 'release': release}
+            if params.get('split'):
+                timer = _ApiCallTimer(dynamodb, asynchronous=True)
+                result['total'] = sum(await _cpu_cycles_async(client, key, iterations)) * iterations
+                result['api_seconds'], result['api_calls'] = timer.seconds, timer.calls
+            if params.get('profile'):
+                import cProfile
+
+                profiler = cProfile.Profile()    # of this thread: the loop's, where every task runs
+                profiler.enable()
+                await _cpu_cycles_async(client, key, iterations)
+                profiler.disable()
+                result['profile'] = _profile_text(profiler, int(params['profile']))
         finally:
             await client.close()
+    return result
+
+
+async def _warm_up_async(client: Any, key: str, cycles: int) -> None:
+    for _ in range(cycles):
+        await client.release_lock(await client.acquire_lock(key))
+
+
+async def _cpu_cycles_async(client: Any, key: str, iterations: int) -> tuple:
+    """:func:`_cpu_cycles` for an ``AsyncDynamoDBLockClient``."""
+    acquire_cpu = release_cpu = 0.0
+    for _ in range(iterations):
+        started = time.process_time()
+        lock = await client.acquire_lock(key)
+        acquired = time.process_time()
+        await client.release_lock(lock)
+        acquire_cpu += acquired - started
+        release_cpu += time.process_time() - acquired
     return acquire_cpu / iterations, release_cpu / iterations
+
+
+def figure_cpu_async(endpoint: str, table: str, params: JsonDict) -> JsonDict:
+    """``cpu`` for ``AsyncDynamoDBLockClient`` (this project only), on one event loop, every
+    call answered at once by an async ``before-send`` hook."""
+    iterations = int(params.get('iterations', 1000))
+    return _cpu_result(asyncio.run(_asyncio_cpu(table, iterations, {**params, 'split': True})), iterations)
 
 
 def figure_close(endpoint: str, table: str, params: JsonDict) -> JsonDict:
@@ -820,8 +962,7 @@ async def _handoff_async(endpoint: str, table: str, params: JsonDict) -> JsonDic
     key = unique_prefix('handoff-async')
     errors: List[str] = []
     async with async_dynamodb_client(endpoint) as dynamodb:
-        contenders: set = set()
-        handoffs = _HandoffLog(CallCounter(dynamodb, only=lambda: current_task() in contenders, at_send=True),
+        handoffs = _HandoffLog(CallCounter(dynamodb, only=measured_here, at_send=True),
                                CallCounter(dynamodb, at_send=True))
         client = AsyncDynamoDBLockClient(dynamodb, table_name=table)
         changed = asyncio.Condition()
@@ -830,7 +971,7 @@ async def _handoff_async(endpoint: str, table: str, params: JsonDict) -> JsonDic
         deadline = time.monotonic() + duration
 
         async def contend() -> None:
-            contenders.add(asyncio.current_task())
+            _MEASURED.set(True)     # this task's calls, and those of the releases it starts
             while not stop.is_set():
                 try:
                     lock = await client.acquire_lock(key, retry_timeout=seconds(duration + 60))
@@ -1396,6 +1537,8 @@ FIGURES: Dict[str, Callable[[str, str, JsonDict], JsonDict]] = {
     'handoff_async': figure_handoff_async,
     'capacity': figure_capacity,
     'capacity_async': figure_capacity_async,
+    'cpu': figure_cpu,
+    'cpu_async': figure_cpu_async,
     'contended': figure_contended,
     'guarded': figure_guarded,
     'ceiling': figure_ceiling,

@@ -502,6 +502,7 @@ def merge_call_rounds(rounds: List[JsonDict]) -> JsonDict:
         samples = [value for r in rounds for value in r['samples_ms'][name]]
         merged[f'{name}_ms'] = summarise(samples)
     merged['round_p50_ms'] = [r['acquire_release_ms']['p50'] for r in rounds]
+    merged['round_cpu_ms'] = [r['cpu_ms_per_acquire_release'] for r in rounds]
     merged['implementation_path'] = rounds[0]['implementation_path']
     return merged
 
@@ -585,19 +586,38 @@ def measure_interleaved(entrants: Sequence[Tuple[str, Implementation]], settings
 
 
 def compare_async_with_threaded(results: JsonDict) -> None:
-    """Add to this project's ``calls_async`` entry how its p50 compares with the threaded
-    client's in the same run: overall, and round by round when both ran the same rounds."""
-    threaded = (results.get('calls') or {}).get('ours')
-    asynchronous = (results.get('calls_async') or {}).get('ours')
-    if not threaded or not asynchronous or 'error' in threaded or 'error' in asynchronous:
+    """Add to each ``calls_async`` entry (this project's, and any ``--build``'s) how its p50 and CPU
+    compare with the threaded client's of the same build in the same run: overall, and round by
+    round when both ran the same rounds."""
+    for label, asynchronous in (results.get('calls_async') or {}).items():
+        threaded = (results.get('calls') or {}).get(label)
+        if not threaded or 'error' in threaded or 'error' in asynchronous:
+            continue
+        _add_ratios(asynchronous, threaded, 'threaded')
+
+
+def compare_with_published(results: JsonDict) -> None:
+    """Add to every ``calls`` and ``calls_async`` entry but 0.9.1's how its p50 and CPU compare
+    with the published 0.9.1's in the same run (``p50_vs_091``, ``round_p50_vs_091``,
+    ``cpu_vs_091``, ``round_cpu_vs_091``)."""
+    published = (results.get('calls') or {}).get('0.9.1')
+    if not published or 'error' in published:
         return
-    asynchronous['threaded_p50_ms'] = threaded['acquire_release_ms']['p50']
-    asynchronous['p50_vs_threaded'] = asynchronous['acquire_release_ms']['p50'] / threaded['acquire_release_ms']['p50']
-    if len(threaded['round_p50_ms']) == len(asynchronous['round_p50_ms']):
-        asynchronous['round_p50_vs_threaded'] = [
-            a / t for a, t in zip(asynchronous['round_p50_ms'], threaded['round_p50_ms'])]
-    asynchronous['cpu_vs_threaded'] = (asynchronous['cpu_ms_per_acquire_release']
-                                       / threaded['cpu_ms_per_acquire_release'])
+    for figure in ('calls', 'calls_async'):
+        for label, entry in (results.get(figure) or {}).items():
+            if label != '0.9.1' and 'error' not in entry:
+                _add_ratios(entry, published, '091')
+
+
+def _add_ratios(entry: JsonDict, reference: JsonDict, name: str) -> None:
+    """``entry``'s p50 and CPU over ``reference``'s, overall and round by round."""
+    entry[f'{name}_p50_ms'] = reference['acquire_release_ms']['p50']
+    entry[f'p50_vs_{name}'] = entry['acquire_release_ms']['p50'] / reference['acquire_release_ms']['p50']
+    entry[f'cpu_vs_{name}'] = entry['cpu_ms_per_acquire_release'] / reference['cpu_ms_per_acquire_release']
+    for key in ('p50_ms', 'cpu_ms'):
+        mine, theirs = entry.get(f'round_{key}') or [], reference.get(f'round_{key}') or []
+        if mine and len(mine) == len(theirs):
+            entry[f'round_{key.split("_")[0]}_vs_{name}'] = [a / b for a, b in zip(mine, theirs)]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -696,21 +716,34 @@ def _handoff(entry: JsonDict) -> str:
     return text
 
 
-def _async_latency(entry: JsonDict) -> str:
-    text = _latency(entry)
-    if entry.get('p50_vs_threaded') is not None:
-        text += f'; p50 {entry["p50_vs_threaded"]:.2f}x the threaded client\'s'
-        rounds = entry.get('round_p50_vs_threaded')
-        if rounds and len(rounds) > 1:
-            text += ' (rounds: ' + ', '.join(f'{ratio:.2f}' for ratio in rounds) + ')'
+def _versus(entry: JsonDict, key: str, name: str, reference: str) -> str:
+    """``'; p50 0.78x 0.9.1's (rounds: 0.75, 0.80)'``: a ratio stored by ``_add_ratios``."""
+    ratio = entry.get(f'{key}_vs_{name}')
+    if ratio is None:
+        return ''
+    text = f'; {key} {ratio:.2f}x {reference}'
+    rounds = entry.get(f'round_{key}_vs_{name}')
+    if rounds and len(rounds) > 1:
+        text += ' (rounds: ' + ', '.join(f'{value:.2f}' for value in rounds) + ')'
     return text
+
+
+def _latency_vs_published(entry: JsonDict) -> str:
+    return _latency(entry) + _versus(entry, 'p50', '091', "0.9.1's")
+
+
+def _cpu_vs_published(entry: JsonDict) -> str:
+    return _fmt(entry['cpu_ms_per_acquire_release'], 2) + _versus(entry, 'cpu', '091', "0.9.1's")
+
+
+def _async_latency(entry: JsonDict) -> str:
+    return (_latency(entry) + _versus(entry, 'p50', 'threaded', "the threaded client's")
+            + _versus(entry, 'p50', '091', "0.9.1's"))
 
 
 def _async_cpu(entry: JsonDict) -> str:
-    text = _fmt(entry['cpu_ms_per_acquire_release'], 2)
-    if entry.get('cpu_vs_threaded') is not None:
-        text += f' ({entry["cpu_vs_threaded"]:.2f}x the threaded client\'s)'
-    return text
+    return (_fmt(entry['cpu_ms_per_acquire_release'], 2) + _versus(entry, 'cpu', 'threaded', "the threaded client's")
+            + _versus(entry, 'cpu', '091', "0.9.1's"))
 
 
 def _guarded_commit(name: str) -> Callable[[JsonDict], str]:
@@ -778,15 +811,16 @@ def table_rows(settings: Settings) -> List[Row]:
         Row('DynamoDB calls per uncontended acquire + release', '2 (published: 3)', _calls, 'calls'),
         Row('capacity units per uncontended acquire + release', 'fewer than published', _calls_units,
             'calls'),
-        Row('uncontended acquire + release, p50 / p99 (ms)', 'no regression', _latency, 'calls'),
-        Row('client CPU per acquire + release, no engine (ms)', 'no regression',
-            lambda e: _fmt(e['cpu_ms_per_acquire_release'], 2), 'calls'),
+        Row('uncontended acquire + release, p50 / p99 (ms); p50 against 0.9.1\'s in the same rounds',
+            "p50 at most 0.8x 0.9.1's", _latency_vs_published, 'calls'),
+        Row('client CPU per acquire + release, no engine (ms); against 0.9.1\'s in the same rounds',
+            "at most 0.75x 0.9.1's", _cpu_vs_published, 'calls'),
         Row('asyncio client (one event loop): DynamoDB calls per uncontended acquire + release', '2', _calls,
             'calls_async', only=ours, optional=True),
         Row('asyncio client: uncontended acquire + release, p50 / p99 (ms), same rounds as the threaded client',
-            "p50 within 1.2x of the threaded client's", _async_latency, 'calls_async', only=ours, optional=True),
-        Row('asyncio client: client CPU per acquire + release, no engine (ms)', 'no regression', _async_cpu,
-            'calls_async', only=ours, optional=True),
+            "p50 within 1.1x of the threaded client's", _async_latency, 'calls_async', only=ours, optional=True),
+        Row('asyncio client: client CPU per acquire + release, no engine (ms)',
+            "within 1.1x of the threaded client's", _async_cpu, 'calls_async', only=ours, optional=True),
         Row('close() at the default 5 s heartbeat period, p50 / max (ms)', 'under 50 ms', _close, 'close'),
         Row(f'takeover of a killed holder, lease {takeover["lease_s"]:g} s, retry_period '
             f'{takeover["retry_period_s"]:g} s, p50 / max (s)',
@@ -827,7 +861,9 @@ def _kwargs_text(kwargs: JsonDict) -> str:
     return ', '.join(f'{name}={value!r}' for name, value in kwargs.items())
 
 
-def render_cells(results: JsonDict, settings: Settings, labels: Sequence[str]) -> List[List[str]]:
+def render_cells(results: JsonDict, settings: Settings, labels: Sequence[str],
+                 builds: Sequence[str] = ()) -> List[List[str]]:
+    """The table's cells; ``builds`` (other checkouts of this project) count as ``ours``."""
     cells = []
     for row in table_rows(settings):
         if row.optional and row.figure not in results:
@@ -836,7 +872,7 @@ def render_cells(results: JsonDict, settings: Settings, labels: Sequence[str]) -
         for label in labels:
             entry = _get(results, row.figure, label)
             raw = results.get(row.figure, {}).get(label)
-            if row.only is not None and label not in row.only:
+            if row.only is not None and label not in row.only and not (label in builds and 'ours' in row.only):
                 line.append(NOT_APPLICABLE)
             elif entry is not None:
                 line.append(row.render(entry))
@@ -1110,6 +1146,13 @@ def parse_arguments(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help='comma-separated subset of: ' + ', '.join(IMPLEMENTATIONS))
     parser.add_argument('--figures', default=','.join(DEFAULT_PLAN),
                         help='comma-separated subset of: ' + ', '.join(DEFAULT_PLAN))
+    parser.add_argument('--rounds', type=int, default=None,
+                        help='rounds of the figures measured in alternating rounds (calls with calls_async, '
+                             'contended); default 3, --quick 2 and 1')
+    parser.add_argument('--build', action='append', default=[], metavar='LABEL=PATH',
+                        help='also measure another checkout of this project (the folder holding its '
+                             'python_dynamodb_lock package), like this one: to compare a change with the code '
+                             'before it in one run (repeatable)')
     parser.add_argument('--every-figure-for-0.9.3', dest='all_093', action='store_true',
                         help='also measure 0.9.3 where its code is the same as 0.9.1')
     parser.add_argument('--render-only', action='store_true',
@@ -1126,9 +1169,21 @@ def _chosen(text: str, allowed: Sequence[str], what: str) -> List[str]:
     return chosen
 
 
+def parse_build(text: str) -> Implementation:
+    """``--build LABEL=PATH``: another checkout of this project, measured like this one."""
+    label, separator, path = text.partition('=')
+    build = Implementation(label.strip(), Path(path).expanduser().resolve())
+    if not separator or not build.label or build.label in IMPLEMENTATIONS or not build.available():
+        raise SystemExit(f'--build {text}: expected LABEL=PATH, a new label and a folder holding '
+                         'python_dynamodb_lock/python_dynamodb_lock.py')
+    return build
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     arguments = parse_arguments(argv)
     settings = Settings.for_run(arguments.quick)
+    if arguments.rounds is not None:
+        settings.calls_rounds = settings.contended_rounds = max(1, arguments.rounds)
     output = arguments.output or (WORK_DIR / 'quick' if arguments.quick else DEFAULT_OUTPUT)
     if arguments.render_only:
         return render_only(output)
@@ -1143,8 +1198,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             log(f'skipping {label}: no {implementation.package_dir() / "python_dynamodb_lock.py"}')
             continue
         implementations.append(implementation)
+    builds = [parse_build(text) for text in arguments.build]
+    implementations[1 if implementations and implementations[0].label == 'ours' else 0:0] = builds
     if not implementations:
         raise SystemExit('no implementation to measure')
+    build_labels = {build.label for build in builds}
 
     started = time.monotonic()
     engine = Engine(arguments.endpoint)
@@ -1158,6 +1216,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         def chosen_for(figure: str) -> List[Implementation]:
             return [impl for impl in implementations
                     if impl.label in DEFAULT_PLAN[figure]
+                    or (impl.label in build_labels and 'ours' in DEFAULT_PLAN[figure])
                     or (arguments.all_093 and impl.label == '0.9.3' and figure not in OURS_ONLY)]
 
         for figure in figures:
@@ -1165,12 +1224,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if MEASURED_WITH.get(figure) in figures:
                 continue   # measured in the rounds of the figure it is compared with
             if figure in INTERLEAVED:
-                entrants = [(figure, impl) for impl in chosen]
-                for companion, host in MEASURED_WITH.items():
-                    if host == figure and companion in figures:
-                        # right after this project's entry: ours threaded, ours asyncio, 0.9.1, ...
-                        position = next((i + 1 for i, (_, impl) in enumerate(entrants) if impl.label == 'ours'), 0)
-                        entrants[position:position] = [(companion, impl) for impl in chosen_for(companion)]
+                entrants = []
+                companions = [companion for companion, host in MEASURED_WITH.items()
+                              if host == figure and companion in figures]
+                for impl in chosen:
+                    # each build of this project's right after its own entry: ours threaded, ours
+                    # asyncio, before threaded, before asyncio, 0.9.1, ...
+                    entrants.append((figure, impl))
+                    entrants.extend((companion, impl) for companion in companions if impl in chosen_for(companion))
                 if entrants:
                     results.update(measure_interleaved(entrants, settings, engine.endpoint_url))
                 continue
@@ -1191,6 +1252,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 results['ceiling'] = max(ceilings, key=lambda c: c.get('calls_per_s', 0.0))
                 results['ceiling']['samples_calls_per_s'] = [c.get('calls_per_s') for c in ceilings]
         compare_async_with_threaded(results)
+        compare_with_published(results)
         facts = environment_facts(engine, implementations)
         facts['load_average_before'] = load_before
         facts['load_average_after'] = os.getloadavg()
@@ -1202,6 +1264,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         'environment': facts,
         'quick': settings.quick,
         'labels': [impl.label for impl in implementations],
+        'builds': {build.label: str(build.path) for build in builds},
         'settings': {name: getattr(settings, name) for name in
                      ('warm_up_s', 'calls_rounds', 'contended_rounds', 'calls', 'close', 'takeover',
                       'handoff', 'capacity', 'capacity_ladder', 'capacity_batched_kwargs',
@@ -1220,8 +1283,8 @@ def render(document: JsonDict, settings: Settings, output: Path) -> None:
     labels: List[str] = document.get('labels') or [
         label for label in IMPLEMENTATIONS if any(label in entries for entries in document['results'].values())]
     results: JsonDict = document['results']
-    header = ['figure'] + [DISPLAY_NAMES.get(label, label) for label in labels] + ['target']
-    cells = render_cells(results, settings, labels)
+    header = ['figure'] + [DISPLAY_NAMES.get(label, f'this package, {label}') for label in labels] + ['target']
+    cells = render_cells(results, settings, labels, list(document.get('builds') or ()))
     print()
     print(text_table(header, cells))
     print()

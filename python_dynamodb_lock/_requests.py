@@ -9,7 +9,8 @@ of spending a read on it. Nothing here does I/O.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, NamedTuple, Optional, Sequence
+import functools
+from typing import Any, Dict, Iterable, NamedTuple, Optional, Sequence, Tuple
 
 from ._schema import (
     COL_ACQUISITION_ID,
@@ -68,15 +69,26 @@ class Renewal(NamedTuple):
     new_lease_expiry: Any = None    # a Decimal: the lease's end on the renewer's wall clock
 
 
-def _version_condition(versions: Sequence[str]) -> tuple[str, Dict[str, Any]]:
+# The constant parts of each request (expression strings, attribute-name maps, placeholders)
+# depend only on the schema and on the request's shape, so they are built once per shape.
+_SHAPES = 512
+
+
+@functools.lru_cache(maxsize=128)
+def _version_placeholders(count: int) -> Tuple[str, Tuple[str, ...]]:
+    """The condition that the row carries one of ``count`` versions, and its value placeholders."""
+    if not 0 < count <= 100:
+        raise ValueError(f'a version condition names 1 to 100 versions, got {count}')
+    placeholders = tuple(f':expected_version_{index}' for index in range(count))
+    if count == 1:
+        return f'#version = {placeholders[0]}', placeholders
+    return f'#version IN ({", ".join(placeholders)})', placeholders
+
+
+def _version_condition(versions: Sequence[str]) -> Tuple[str, Dict[str, Any]]:
     """A condition that the row carries one of ``versions``, and its values."""
-    if not 0 < len(versions) <= 100:
-        raise ValueError(f'a version condition names 1 to 100 versions, got {len(versions)}')
-    placeholders = [f':expected_version_{index}' for index in range(len(versions))]
-    values: Dict[str, Any] = dict(zip(placeholders, versions))
-    if len(placeholders) == 1:
-        return f'#version = {placeholders[0]}', values
-    return f'#version IN ({", ".join(placeholders)})', values
+    condition, placeholders = _version_placeholders(len(versions))
+    return condition, dict(zip(placeholders, versions))
 
 
 def _conditional(schema: Schema, operation: str, **params: Any) -> Request:
@@ -84,32 +96,51 @@ def _conditional(schema: Schema, operation: str, **params: Any) -> Request:
                                **params})
 
 
-def _lock_update(schema: Schema, item: Item, token_floor: int, remove: Iterable[str]) -> Dict[str, Any]:
+class _UpdateShape(NamedTuple):
+    expression: str
+    names: Dict[str, str]             # copied before use: requests never share a mutable map
+    placeholders: Tuple[str, ...]     # the value placeholder of each attribute written, in order
+
+
+@functools.lru_cache(maxsize=_SHAPES)
+def _lock_update_shape(schema: Schema, written: Tuple[str, ...], removed: Tuple[str, ...],
+                       condition_names: Tuple[Tuple[str, str], ...]) -> _UpdateShape:
+    names: Dict[str, str] = {'#fencing_token': COL_FENCING_TOKEN, '#released_at': COL_RELEASED_AT}
+    assignments = ['#fencing_token = if_not_exists(#fencing_token, :token_floor) + :one']
+    for index, name in enumerate(written):
+        names[f'#a{index}'] = name
+        assignments.append(f'#a{index} = :a{index}')
+    removals = ['#released_at']
+    for index, name in enumerate(removed):
+        names[f'#r{index}'] = name
+        removals.append(f'#r{index}')
+    names.update(condition_names)
+    return _UpdateShape('SET ' + ', '.join(assignments) + ' REMOVE ' + ', '.join(removals), names,
+                        tuple(f':a{index}' for index in range(len(written))))
+
+
+def _lock_update(schema: Schema, item: Item, token_floor: int, remove: Iterable[str],
+                 condition_names: Tuple[Tuple[str, str], ...]) -> Dict[str, Any]:
     """An UpdateItem that writes ``item`` (keys aside), takes the next fencing token, and
     removes the released mark and the names in ``remove``; the new fencing token comes back in
-    the answer.
+    the answer. ``condition_names`` are the attribute names its condition uses.
 
     The token is ``if_not_exists(fencing_token, floor) + 1``: one more than the row's (so it
     survives releases and takeovers, which keep the row), or the floor (a value derived from
     the writer's clock) when the row or its token is gone.
     """
     keys = schema.key_names
-    names: Dict[str, str] = {'#fencing_token': COL_FENCING_TOKEN, '#released_at': COL_RELEASED_AT}
+    written = tuple(sorted(name for name in item if name not in keys))
+    removed = tuple(sorted(set(remove) - set(item) - keys - {COL_RELEASED_AT})) if remove else ()
+    shape = _lock_update_shape(schema, written, removed, condition_names)
     values: Dict[str, Any] = {':token_floor': token_floor, ':one': 1}
-    assignments = ['#fencing_token = if_not_exists(#fencing_token, :token_floor) + :one']
-    for index, (name, value) in enumerate(sorted((n, v) for n, v in item.items() if n not in keys)):
-        names[f'#a{index}'] = name
-        values[f':a{index}'] = value
-        assignments.append(f'#a{index} = :a{index}')
-    removals = ['#released_at']
-    for index, name in enumerate(sorted(set(remove) - set(item) - set(keys) - {COL_RELEASED_AT})):
-        names[f'#r{index}'] = name
-        removals.append(f'#r{index}')
-    expression = 'SET ' + ', '.join(assignments) + ' REMOVE ' + ', '.join(removals)
+    for placeholder, name in zip(shape.placeholders, written):
+        values[placeholder] = item[name]
     return {
-        'Key': {name: item[name] for name in keys},
-        'UpdateExpression': expression,
-        'ExpressionAttributeNames': names,
+        'Key': schema.key(item[schema.partition_key_name],
+                          item[schema.sort_key_name] if schema.sort_key_name is not None else ''),
+        'UpdateExpression': shape.expression,
+        'ExpressionAttributeNames': dict(shape.names),
         'ExpressionAttributeValues': values,
         'ReturnValues': 'UPDATED_NEW',
     }
@@ -118,9 +149,8 @@ def _lock_update(schema: Schema, item: Item, token_floor: int, remove: Iterable[
 def acquire_free(schema: Schema, item: Item, token_floor: int) -> Request:
     """Write a lock row where there is none, or where the row is a released one (kept for its
     fencing token); refused when a held lock is there."""
-    params = _lock_update(schema, item, token_floor, ())
+    params = _lock_update(schema, item, token_floor, (), (('#partition_key', schema.partition_key_name),))
     params['ConditionExpression'] = 'attribute_not_exists(#partition_key) OR attribute_exists(#released_at)'
-    params['ExpressionAttributeNames']['#partition_key'] = schema.partition_key_name
     return _conditional(schema, 'update_item', **params)
 
 
@@ -129,12 +159,24 @@ def acquire_over(schema: Schema, item: Item, expected_versions: Sequence[str], t
     """Take a lock row over (an abandoned one, or our own to hand it to a waiter of this
     client); refused unless it carries one of ``expected_versions``. ``remove`` names the
     attributes of the row being replaced that the new item does not set."""
-    params = _lock_update(schema, item, token_floor, remove)
+    params = _lock_update(schema, item, token_floor, remove, (('#version', COL_RECORD_VERSION_NUMBER),))
     condition, values = _version_condition(expected_versions)
     params['ConditionExpression'] = condition
-    params['ExpressionAttributeNames']['#version'] = COL_RECORD_VERSION_NUMBER
     params['ExpressionAttributeValues'].update(values)
     return _conditional(schema, 'update_item', **params)
+
+
+@functools.lru_cache(maxsize=_SHAPES)
+def _release_shape(schema: Schema, removed: Tuple[str, ...]) -> Tuple[str, Dict[str, str]]:
+    names = {'#version': COL_RECORD_VERSION_NUMBER, '#lease': COL_LEASE_DURATION,
+             '#expiry_time': schema.ttl_attribute_name, '#released_at': COL_RELEASED_AT,
+             '#acquisition': COL_ACQUISITION_ID, '#lease_expiry': COL_LEASE_EXPIRY}
+    removals = ['#acquisition', '#lease_expiry']
+    for index, name in enumerate(removed):
+        names[f'#r{index}'] = name
+        removals.append(f'#r{index}')
+    return ('SET #version = :new_version, #lease = :zero, #expiry_time = :expiry_time, '
+            '#released_at = :released_at REMOVE ' + ', '.join(removals)), names
 
 
 def release_row(schema: Schema, partition_key: Any, sort_key: str, expected_versions: Sequence[str],
@@ -148,22 +190,17 @@ def release_row(schema: Schema, partition_key: Any, sort_key: str, expected_vers
     ``expiry_time``.
     """
     condition, values = _version_condition(expected_versions)
-    names = {'#version': COL_RECORD_VERSION_NUMBER, '#lease': COL_LEASE_DURATION,
-             '#expiry_time': schema.ttl_attribute_name, '#released_at': COL_RELEASED_AT,
-             '#acquisition': COL_ACQUISITION_ID, '#lease_expiry': COL_LEASE_EXPIRY}
-    values.update({':new_version': new_version, ':zero': 0, ':expiry_time': expiry_time,
-                   ':released_at': released_at})
-    removals = ['#acquisition', '#lease_expiry']
-    for index, name in enumerate(sorted(set(remove) - schema.reserved_names)):
-        names[f'#r{index}'] = name
-        removals.append(f'#r{index}')
+    values[':new_version'] = new_version
+    values[':zero'] = 0
+    values[':expiry_time'] = expiry_time
+    values[':released_at'] = released_at
+    expression, names = _release_shape(schema, tuple(sorted(set(remove) - schema.reserved_names)) if remove else ())
     return _conditional(
         schema, 'update_item',
         Key=schema.key(partition_key, sort_key),
-        UpdateExpression=('SET #version = :new_version, #lease = :zero, #expiry_time = :expiry_time, '
-                          '#released_at = :released_at REMOVE ' + ', '.join(removals)),
+        UpdateExpression=expression,
         ConditionExpression=condition,
-        ExpressionAttributeNames=names,
+        ExpressionAttributeNames=dict(names),
         ExpressionAttributeValues=values,
     )
 
@@ -178,6 +215,12 @@ def free_row(schema: Schema, partition_key: Any, sort_key: str, expected_version
     return delete_if_version(schema, partition_key, sort_key, expected_versions)
 
 
+@functools.lru_cache(maxsize=_SHAPES)
+def _renew_names(schema: Schema) -> Dict[str, str]:
+    return {'#version': COL_RECORD_VERSION_NUMBER, '#expiry_time': schema.ttl_attribute_name,
+            '#lease_expiry': COL_LEASE_EXPIRY}
+
+
 def renew(schema: Schema, renewal: Renewal) -> Request:
     """Write a new version and TTL; refused unless the row carries an expected version."""
     condition, values = _version_condition(renewal.expected_versions)
@@ -190,8 +233,7 @@ def renew(schema: Schema, renewal: Renewal) -> Request:
         UpdateExpression=('SET #version = :new_version, #expiry_time = :new_expiry_time, '
                           '#lease_expiry = :new_lease_expiry'),
         ConditionExpression=condition,
-        ExpressionAttributeNames={'#version': COL_RECORD_VERSION_NUMBER, '#expiry_time': schema.ttl_attribute_name,
-                                  '#lease_expiry': COL_LEASE_EXPIRY},
+        ExpressionAttributeNames=dict(_renew_names(schema)),
         ExpressionAttributeValues=values,
     )
 
@@ -201,23 +243,25 @@ def _quoted(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
+@functools.lru_cache(maxsize=_SHAPES)
+def _renew_statement(schema: Schema, versions: int) -> str:
+    key_condition = ' AND '.join(f'{_quoted(name)} = ?' for name in schema.key(0, '-'))
+    return (f'UPDATE {_quoted(schema.table_name)}'
+            f' SET {_quoted(COL_RECORD_VERSION_NUMBER)} = ?'
+            f' SET {_quoted(schema.ttl_attribute_name)} = ?'
+            f' SET {_quoted(COL_LEASE_EXPIRY)} = ?'
+            f' WHERE {key_condition}'
+            f' AND {_quoted(COL_RECORD_VERSION_NUMBER)} IN [{", ".join("?" * versions)}]')
+
+
 def renew_many(schema: Schema, renewals: Sequence[Renewal]) -> Request:
     """Up to 25 renewals in one PartiQL ``BatchExecuteStatement`` call, each conditional on its own."""
     if not 0 < len(renewals) <= MAX_BATCH_STATEMENTS:
         raise ValueError(f'a batch holds 1 to {MAX_BATCH_STATEMENTS} renewals, got {len(renewals)}')
-    key_condition = ' AND '.join(f'{_quoted(name)} = ?' for name in schema.key(0, '-'))
     statements = []
     for renewal in renewals:
-        version_slots = ', '.join('?' for _ in renewal.expected_versions)
         statements.append({
-            'Statement': (
-                f'UPDATE {_quoted(schema.table_name)}'
-                f' SET {_quoted(COL_RECORD_VERSION_NUMBER)} = ?'
-                f' SET {_quoted(schema.ttl_attribute_name)} = ?'
-                f' SET {_quoted(COL_LEASE_EXPIRY)} = ?'
-                f' WHERE {key_condition}'
-                f' AND {_quoted(COL_RECORD_VERSION_NUMBER)} IN [{version_slots}]'
-            ),
+            'Statement': _renew_statement(schema, len(renewal.expected_versions)),
             'Parameters': [
                 renewal.new_version, renewal.new_expiry_time, renewal.new_lease_expiry,
                 *schema.key(renewal.partition_key, renewal.sort_key).values(), *renewal.expected_versions,

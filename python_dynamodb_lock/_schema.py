@@ -6,6 +6,7 @@ resource layer uses them (``str``, ``Decimal``, ``int``, ...); nothing here does
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from decimal import Decimal
 from typing import Any, Dict, FrozenSet, Mapping, Optional, Union
@@ -78,7 +79,7 @@ class Schema:
     ttl_attribute_name: str
     partition_key_type: str = 'S'     # the table's HASH key type: S, N or B
 
-    @property
+    @functools.cached_property
     def reserved_names(self) -> FrozenSet[str]:
         """Attribute names the lock writes itself; ``additional_attributes`` may not use them."""
         keys = {self.partition_key_name, self.ttl_attribute_name}
@@ -86,7 +87,7 @@ class Schema:
             keys.add(self.sort_key_name)
         return frozenset(keys) | _OWN_ATTRIBUTES
 
-    @property
+    @functools.cached_property
     def key_names(self) -> FrozenSet[str]:
         return frozenset(name for name in (self.partition_key_name, self.sort_key_name) if name is not None)
 
@@ -115,6 +116,7 @@ class Schema:
         partition_key = item[self.partition_key_name]
         if isinstance(partition_key, Binary):    # boto3 reads a binary key back as Binary
             partition_key = binary_bytes(partition_key)
+        reserved = self.reserved_names
         return {
             'partition_key': partition_key,
             'sort_key': item[self.sort_key_name] if self.sort_key_name is not None else NO_SORT_KEY,
@@ -122,8 +124,7 @@ class Schema:
             'lease_duration': self.lease_of(item, default_lease),
             'record_version_number': item.get(COL_RECORD_VERSION_NUMBER, ''),
             'expiry_time': int(self.expiry_of(item) or 0),
-            'additional_attributes': {name: value for name, value in item.items()
-                                      if name not in self.reserved_names},
+            'additional_attributes': {name: value for name, value in item.items() if name not in reserved},
             'fencing_token': self.fencing_token_of(item),
         }
 

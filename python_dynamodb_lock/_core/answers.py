@@ -25,7 +25,7 @@ from botocore.exceptions import (
 )
 
 from .._errors import Reason
-from .._wire import _deserializer
+from .._wire import python_item
 
 __all__ = [
     'Answer',
@@ -156,7 +156,7 @@ def deserialize(item: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
     """Typed DynamoDB JSON to Python values (botocore leaves error responses typed)."""
     if not item:
         return None
-    return {name: _deserializer.deserialize(value) for name, value in item.items()}
+    return python_item(item)
 
 
 def judge_batch(response: Mapping[str, Any], count: int) -> List[Answer]:
