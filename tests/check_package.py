@@ -10,9 +10,11 @@ Usage (``tox -e package`` runs it, in an env with ``build`` and ``twine``)::
 2. ``twine check --strict`` on both.
 3. Installs the wheel with its ``test`` extra into this environment.
 4. Unpacks the sdist into ``WORK_DIR/sdist``, removes its ``python_dynamodb_lock/`` (so the tests
-   can only import the installed wheel) and runs its unit-level tests there
-   (``-m 'not local and not slow'``), with ``$PDL_DIST_DIR`` and ``$PDL_SOURCE_DIR`` set so that
-   ``tests/test_packaging.py`` also checks what the wheel and the sdist hold. They run on
+   can only import the installed wheel), collects its whole unit-level suite there (every test
+   module, and so every module of the package, imports from the wheel) and runs the tests about
+   packaging (``WHEEL_TESTS``, ``-m 'not local and not slow'``), with ``$PDL_DIST_DIR`` and
+   ``$PDL_SOURCE_DIR`` set so that ``tests/test_packaging.py`` also checks what the wheel and the
+   sdist hold; the whole unit-level suite runs in tox's py39-unit env. They run on
    pytest-xdist workers (``-n $PDL_TEST_WORKERS``, default ``auto``: one per core) when the
    ``test`` extra brought pytest-xdist, in one process otherwise.
 
@@ -34,6 +36,10 @@ from typing import Any
 SOURCE_DIR = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = 'python_dynamodb_lock'
 UNIT_LEVEL = 'not local and not slow'
+#: What runs against the installed wheel: what it holds and how it installs (the pytest plugin's
+#: entry point, the published import paths and star import, the protocol core).
+WHEEL_TESTS = ['tests/test_packaging.py', 'tests/test_compat.py', 'tests/test_star_import.py',
+               'tests/test_testing_package.py', 'tests/test_core_protocol.py']
 
 
 def run(command: list[str], **kwargs: Any) -> None:
@@ -87,10 +93,16 @@ def main(argv: list[str]) -> int:
     tree = only([path for path in unpacked_dir.iterdir() if path.is_dir()], 'folder in the sdist')
     shutil.rmtree(tree / PACKAGE)
     env = {**os.environ, 'PDL_DIST_DIR': str(dist_dir), 'PDL_SOURCE_DIR': str(SOURCE_DIR)}
-    run([sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', *parallel_options(), '-m', UNIT_LEVEL],
+    # Collecting the whole suite imports every test module, and through them every module of
+    # the package, from the wheel: a module or data file the wheel lacks fails here. The tests
+    # about what was packaged then run in full; the whole unit-level suite runs in the py39-unit
+    # env (on an install of the sdist), so it is not repeated here.
+    run([sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', '--collect-only', '-q', '-m', UNIT_LEVEL],
         cwd=tree, env=env)
-    print(f'\ncheck_package: {sdist.name} and {wheel.name} are complete; the sdist\'s unit-level '
-          'tests pass against the wheel', flush=True)
+    run([sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', *parallel_options(), '-m', UNIT_LEVEL,
+         *WHEEL_TESTS], cwd=tree, env=env)
+    print(f'\ncheck_package: {sdist.name} and {wheel.name} are complete; the sdist\'s suite imports '
+          'from the wheel and its packaging tests pass against it', flush=True)
     return 0
 
 
