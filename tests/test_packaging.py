@@ -105,7 +105,7 @@ def readme_commands() -> list[str]:
 def test_readme_starts_with_the_demo_and_the_test_command() -> None:
     assert readme_commands()[:2] == [
         "python -m pip install '.[demo]' && python -m python_dynamodb_lock demo",
-        'python -m pip install tox && tox',
+        'python -m pip install tox && tox run-parallel',
     ]
 
 
