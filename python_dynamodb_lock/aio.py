@@ -664,6 +664,27 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
                     await self._run(renew_one(self._heartbeat_settings, lock, self._clock))
 
 
+    # -- acquiring the first free of several keys ----------------------------------------
+
+    async def acquire_first_lock(
+        self,
+        partition_key: PartitionKey,
+        sort_keys: Sequence[str],
+        retry_period: Optional[datetime.timedelta] = None,
+        retry_timeout: Optional[datetime.timedelta] = None,
+        additional_attributes: Optional[Mapping[str, Any]] = None,
+        app_callback: Optional[AsyncAppCallback] = None,
+        raise_context_exception: bool = False,
+    ) -> AsyncDynamoDBLock:
+        """Acquire the first lock of ``(partition_key, sort_key)`` for ``sort_keys`` that can be
+        had; see :meth:`DynamoDBLockClient.acquire_first_lock
+        <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.acquire_first_lock>`.
+        Cancelling the task leaves nothing held, as for :meth:`acquire_lock`."""
+        attempts = self._first_attempts(partition_key, sort_keys, retry_period, retry_timeout,
+                                        additional_attributes, app_callback)
+        return await self._run(self._first_acquisition(attempts, asyncio.current_task(), app_callback,
+                                                       raise_context_exception, self._new_lock))
+
 def _retrieve(task: 'asyncio.Task[Any]') -> None:
     """Retrieve a release's outcome even when its caller was cancelled and never sees it (a
     best-effort release has logged its trouble; asyncio would warn about an error nobody read)."""

@@ -1032,6 +1032,46 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock]):
                     self._run(renew_one(self._heartbeat_settings, lock, self._clock))
 
 
+    # -- acquiring the first free of several keys ----------------------------------------
+
+    def acquire_first_lock(
+        self,
+        partition_key: PartitionKey,
+        sort_keys: Sequence[str],
+        retry_period: Optional[datetime.timedelta] = None,
+        retry_timeout: Optional[datetime.timedelta] = None,
+        additional_attributes: Optional[Mapping[str, Any]] = None,
+        app_callback: Optional[AppCallback] = None,
+        raise_context_exception: bool = False,
+        *,
+        cancel: Optional[threading.Event] = None,
+    ) -> DynamoDBLock:
+        """Acquire the first lock of ``(partition_key, sort_key)`` for ``sort_keys`` that can be had
+        (a pool of interchangeable locks: the slots of a semaphore, say).
+
+        Each key is acquired exactly as :meth:`acquire_lock` acquires it (its first conditional
+        put, waiting, the takeover of a holder presumed dead), keys tried in the order given:
+        the first key gets its put before the second, and while all are held each one is
+        polled every ``retry_period``. The first key written wins; only one lock is ever held.
+        ``retry_timeout`` bounds the whole call (``timedelta(0)``: one attempt per key).
+        Waiting here is not queued behind this client's own releases (a release of one of the
+        keys is noticed at the next poll), and a :meth:`close` at the latest then.
+
+        :param sort_keys: a list or tuple of 1 to 1000 distinct sort keys.
+        :param cancel: as for :meth:`acquire_lock`.
+        :returns: the held lock; its ``sort_key`` says which key it is.
+        :raises TypeError, ValueError: for bad arguments (any key), before anything is written.
+        :raises DynamoDBLockError: ``ACQUIRE_TIMEOUT`` when every key was held for
+            ``retry_timeout``; otherwise as :meth:`acquire_lock`.
+        """
+        attempts = self._first_attempts(partition_key, sort_keys, retry_period, retry_timeout,
+                                        additional_attributes, app_callback)
+        if cancel is not None and cancel.is_set():
+            raise cancelled_error()
+        acquiring = self._first_acquisition(attempts, threading.current_thread(), app_callback,
+                                            raise_context_exception, self._new_lock)
+        return self._run(acquiring, threading.Event() if cancel is not None else None, cancel)
+
 # ``from python_dynamodb_lock.python_dynamodb_lock import *``: the published module had no
 # ``__all__``, so its star import also gave the modules and names it imported, and code written
 # against it uses them (its own integration app calls ``datetime.timedelta``). They are exported

@@ -24,22 +24,14 @@ from types import TracebackType
 from typing import (
     Any,
     Callable,
-    Dict,
     List,
     Mapping,
     Optional,
-    Sequence,
     Set,
-    Tuple,
     Type,
     Union,
 )
 
-from . import _config
-from ._base import Done, Steps
-from ._core.acquire import TimedOut, Written, acquire
-from ._core.answers import Applied, Refused
-from ._core.effects import Call, Protocol, Sleep
 from ._schema import NO_SORT_KEY
 from ._validation import require_duration
 from .python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
@@ -97,7 +89,7 @@ def _seconds(name: str, value: Any, *, allow_none: bool) -> Optional[float]:
 
 def _retry_period(client: DynamoDBLockClient, retry_period: Optional[datetime.timedelta]) -> float:
     if retry_period is None:
-        return client._settings.heartbeat_period
+        return client.heartbeat_period
     # Positive (zero would poll without a pause) and at most 3650 days, like the client's periods.
     return require_duration('retry_period', retry_period)
 
@@ -118,108 +110,6 @@ def _call_safely(what: str, function: Optional[Callable[..., Any]], *args: Any) 
         function(*args)
     except Exception:
         logger.exception('%s raised', what)
-
-
-# --------------------------------------------------------------------------------------------
-# Acquiring the first of several locks, interruptibly
-# --------------------------------------------------------------------------------------------
-
-def _acquire_first(
-    client: DynamoDBLockClient,
-    partition_key: Any,
-    sort_keys: Sequence[str],
-    *,
-    retry_period: float,
-    timeout: float,
-    additional_attributes: Optional[Mapping[str, Any]],
-    app_callback: Optional[AppCallback],
-    wake: threading.Event,
-    stopped: Callable[[], bool],
-    peek: Optional[Callable[[Any], None]] = None,
-) -> Optional[DynamoDBLock]:
-    """Acquire one of the locks ``(partition_key, sort_key)`` for ``sort_keys``: the first that
-    can be had, trying them in the order given; None after ``timeout`` seconds, or as soon as
-    ``stopped()`` (checked whenever ``wake`` is set).
-
-    Each key runs the client's own acquire protocol (:func:`python_dynamodb_lock._core.acquire.acquire`),
-    with its rules for free rows, released rows, lost answers and the takeover of a holder
-    presumed dead; this function only interleaves them in the calling thread and does their
-    waiting, on the client's clock, so that a wait ends at once when ``wake`` is set. A wake
-    without ``stopped()`` makes every waiting protocol poll at once. ``peek`` sees every
-    answer DynamoDB gives.
-
-    :raises DynamoDBLockError: as ``acquire_lock`` (``UNKNOWN`` for a failed call,
-        ``CLIENT_SHUTDOWN`` once the client is closed).
-    """
-    client._check_process()
-    clock = client._clock
-    attempts = []
-    for sort_key in sort_keys:
-        arguments = _config.acquire_arguments(
-            client._settings, partition_key, sort_key, datetime.timedelta(seconds=retry_period),
-            datetime.timedelta(seconds=timeout), additional_attributes, app_callback)
-        attempts.append(client._attempt(partition_key, sort_key, arguments))
-    live: Dict[int, Protocol[Any]] = {}
-    steps = Steps(wake)
-    deadlines: Dict[int, float] = {}
-    won: Optional[Tuple[int, Written]] = None
-
-    def run(index: int, value: Any) -> None:
-        """Run one protocol up to its next wait or its end."""
-        nonlocal won
-        protocol = live[index]
-        step = client._advance(protocol, value)
-        while True:
-            if isinstance(step, Done):
-                del live[index]
-                if isinstance(step.value, Written):
-                    won = (index, step.value)
-                else:
-                    assert isinstance(step.value, TimedOut), step.value
-                return
-            if isinstance(step, Sleep):
-                deadlines[index] = clock.monotonic() + step.seconds
-                return
-            # Calls, and the undo an interrupted write asks for (Settle, Pending), as the client does.
-            result, error = client._perform(step, steps)
-            if peek is not None and error is None and isinstance(step, Call):
-                peek(result)
-            step = client._advance(protocol, result, error)
-
-    try:
-        for index, attempt in enumerate(attempts):
-            if stopped():
-                return None
-            live[index] = acquire(attempt, clock, client._shutdown.is_set)
-            run(index, None)
-            if won is not None:
-                break
-        while won is None and deadlines:
-            if stopped():
-                return None
-            earliest = min(deadlines.values())
-            woken = False
-            if earliest > clock.monotonic():
-                woken = clock.sleep(earliest - clock.monotonic(), wake)
-                if woken:
-                    wake.clear()
-                    if stopped():
-                        return None
-            now = clock.monotonic()
-            due = sorted((deadline, index) for index, deadline in deadlines.items() if woken or deadline <= now)
-            for _, index in due:
-                del deadlines[index]
-                run(index, False)     # False: the wait ran out (or a wake asks for a poll now)
-                if won is not None:
-                    break
-    finally:
-        for protocol in live.values():
-            protocol.close()
-    if won is None:
-        return None
-    written = won[1]
-    return client._install(*client._adopt(written, app_callback, True, client._new_lock,
-                                          threading.current_thread()))
 
 
 # --------------------------------------------------------------------------------------------
@@ -336,26 +226,26 @@ class LeaderElection:
         additional_attributes: Optional[Mapping[str, Any]] = None,
     ) -> None:
         client = _require_client(lock_client)
-        settings = client._settings
-        if not settings.safe_period < settings.lease_duration:
+        if not client.safe_period < client.lease_duration:
             raise ValueError(
-                f'a leader election needs a lock client whose safe_period ({settings.safe_period}s) is shorter than '
-                f'its lease_duration ({settings.lease_duration}s): the difference is the time a leader has to '
+                f'a leader election needs a lock client whose safe_period ({client.safe_period}s) is shorter than '
+                f'its lease_duration ({client.lease_duration}s): the difference is the time a leader has to '
                 'step down before another can be elected')
-        _config.check_key(client._schema, name, sort_key)
+        client.check_lock_arguments(name, sort_key)
         if candidate_id is None:
-            candidate_id = settings.owner_name
+            candidate_id = client.owner_name
         if not isinstance(candidate_id, str) or not candidate_id:
             raise TypeError('candidate_id must be a non-empty str')
         for label, callback in (('on_elected', on_elected), ('on_lost', on_lost)):
             if callback is not None and not callable(callback):
                 raise TypeError(f'{label} must be callable or None, not {type(callback).__name__}')
-        extra = dict(_config.check_additional_attributes(client._schema, additional_attributes))
+        client.check_lock_arguments(name, sort_key, additional_attributes)
+        extra = dict(additional_attributes or {})
         if CANDIDATE_ATTRIBUTE in extra:
             raise ValueError(f'additional_attributes may not use {CANDIDATE_ATTRIBUTE!r}: the election writes it')
         extra[CANDIDATE_ATTRIBUTE] = candidate_id
         self._client = client
-        self._clock = client._clock
+        self._clock = client.clock
         self.name = name
         self.sort_key = sort_key
         self.candidate_id = candidate_id
@@ -363,12 +253,13 @@ class LeaderElection:
         self._on_lost = on_lost
         self._retry_period = _retry_period(client, retry_period)
         self._attributes = extra
-        self._lease = settings.lease_duration
-        self._safe = settings.safe_period
+        self._lease = client.lease_duration
+        self._safe = client.safe_period
         # Transitions (elected, stepped down, resigned, closed) and their callbacks happen under
         # this lock, one at a time; reentrant, so that a callback may resign or close.
         self._guard = threading.RLock()
         self._wake = threading.Event()
+        self._stop = threading.Event()    # set by resign() and close(): ends a campaign's acquisition
         self._campaigning = False
         self._closed = False
         self._lock: Optional[DynamoDBLock] = None
@@ -458,6 +349,7 @@ class LeaderElection:
             if self._closed:
                 raise RuntimeError(f'the leader election {self.name!r} is closed')
             self._campaigning = True
+            self._stop.clear()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=f'LeaderElection-{self.name}', daemon=True)
                 self._thread.start()
@@ -470,6 +362,7 @@ class LeaderElection:
         ``retry_period``. :meth:`start` campaigns again."""
         with self._guard:
             self._campaigning = False
+            self._stop.set()
             lock = self._lock
             if lock is not None:
                 self._step_down(lock, LossReason.RESIGNED)
@@ -484,6 +377,7 @@ class LeaderElection:
                 return
             self._closed = True
             self._campaigning = False
+            self._stop.set()
             lock = self._lock
             if lock is not None:
                 self._step_down(lock, LossReason.CLOSED)
@@ -559,12 +453,14 @@ class LeaderElection:
             wanted = self._campaigning and not self._closed
         if not wanted:
             return
-        lock = _acquire_first(
-            self._client, self.name, [self.sort_key], retry_period=self._retry_period, timeout=_CHUNK,
-            additional_attributes=self._attributes, app_callback=self._lock_trouble, wake=self._wake,
-            stopped=lambda: not self._campaigning or self._closed)
-        if lock is None:
-            return
+        try:
+            lock = self._client.acquire_lock(
+                self.name, self.sort_key, datetime.timedelta(seconds=self._retry_period),
+                datetime.timedelta(seconds=_CHUNK), self._attributes, self._lock_trouble, cancel=self._stop)
+        except DynamoDBLockError as error:
+            if error.code in (DynamoDBLockError.ACQUIRE_TIMEOUT, DynamoDBLockError.ACQUIRE_CANCELLED):
+                return    # campaign again (or stop: resigned or closed)
+            raise
         with self._guard:
             if self._campaigning and not self._closed:
                 self._lock, self._term = lock, lock.fencing_token
@@ -694,8 +590,9 @@ class Semaphore:
     **All holders must agree on the limit.** A semaphore with a smaller limit only looks at
     its own slots, so with mixed limits the bound is the largest limit in use, and holders with
     the smaller limit get fewer permits. Each permit's row records its semaphore's limit
-    (attribute ``semaphore_limit``); a semaphore that meets a row with another limit logs a
-    WARNING once per limit seen. Changing the limit therefore needs all holders to move to the
+    (attribute ``semaphore_limit``); an acquisition that finds every slot busy looks at the row in
+    the way of the first slot it tried (a random one), and a semaphore that meets a row with another
+    limit so logs a WARNING once per limit seen. Changing the limit therefore needs all holders to move to the
     new value; during a rolling change the larger limit applies.
 
     :param lock_client: the :class:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient`
@@ -721,17 +618,14 @@ class Semaphore:
     ) -> None:
         self.limit = _require_limit(limit)
         client = _require_client(lock_client)
-        schema = client._schema
-        if schema.sort_key_name is None:
-            raise ValueError(f'table {schema.table_name!r} has no sort key: a semaphore keeps its slots under '
-                             'sort keys')
-        _config.check_key(schema, name, _slot_key(limit - 1))
-        extra = dict(_config.check_additional_attributes(schema, additional_attributes))
+        # A table without a sort key refuses the slots' sort keys here ("... has no sort key").
+        client.check_lock_arguments(name, _slot_key(limit - 1), additional_attributes)
+        extra = dict(additional_attributes or {})
         if LIMIT_ATTRIBUTE in extra:
             raise ValueError(f'additional_attributes may not use {LIMIT_ATTRIBUTE!r}: the semaphore writes it')
         extra[LIMIT_ATTRIBUTE] = self.limit
         self._client = client
-        self._clock = client._clock
+        self._clock = client.clock
         self.name = name
         self._retry_period = _retry_period(client, retry_period)
         self._attributes = extra
@@ -813,33 +707,33 @@ class Semaphore:
         first = random.randrange(self.limit)
         order = [_slot_key((first + offset) % self.limit) for offset in range(self.limit)]
         deadline = None if timeout is None else self._clock.monotonic() + timeout
-        wake = threading.Event()
+        wake = threading.Event()      # set by a release through this object: look again at once
         with self._guard:
             self._waiters.add(wake)
         try:
             while True:
                 chunk = _CHUNK if deadline is None else min(_CHUNK, max(0.0, deadline - self._clock.monotonic()))
-                lock = _acquire_first(
-                    self._client, self.name, order, retry_period=self._retry_period, timeout=chunk,
-                    additional_attributes=self._attributes, app_callback=app_callback, wake=wake,
-                    stopped=lambda: False, peek=self._check_limit)
-                if lock is not None:
-                    return Permit(self, int(lock.sort_key[len('slot-'):]), lock)
-                if deadline is not None and self._clock.monotonic() >= deadline:
-                    return None
+                wake.clear()
+                try:
+                    lock = self._client.acquire_first_lock(
+                        self.name, order, datetime.timedelta(seconds=self._retry_period),
+                        datetime.timedelta(seconds=chunk), self._attributes, app_callback, cancel=wake)
+                except DynamoDBLockError as error:
+                    if error.code == DynamoDBLockError.ACQUIRE_TIMEOUT:
+                        self._check_limit(error.holder)
+                        if deadline is not None and self._clock.monotonic() >= deadline:
+                            return None
+                    elif error.code != DynamoDBLockError.ACQUIRE_CANCELLED:
+                        raise
+                    continue
+                return Permit(self, int(lock.sort_key[len('slot-'):]), lock)
         finally:
             with self._guard:
                 self._waiters.discard(wake)
 
-    def _check_limit(self, answer: Any) -> None:
+    def _check_limit(self, holder: Optional[BaseDynamoDBLock]) -> None:
         """Warn (once per value) about a slot row written by a semaphore with another limit."""
-        if isinstance(answer, Refused):
-            row = answer.item
-        elif isinstance(answer, Applied):
-            row = answer.response.get('Item')
-        else:
-            return
-        seen = row.get(LIMIT_ATTRIBUTE) if row else None
+        seen = holder.additional_attributes.get(LIMIT_ATTRIBUTE) if holder is not None else None
         if seen is None or seen == self.limit:
             return
         with self._guard:

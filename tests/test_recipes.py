@@ -531,8 +531,8 @@ def test_holders_that_disagree_on_the_limit_are_warned_about(engine: Any, client
     large = Semaphore(clients.make(), 'pool', 2)
     assert small.try_acquire() is not None                 # slot-0, limit 1
     assert large.try_acquire() is not None                 # slot-1 (it may have met slot-0 first)
-    assert large.try_acquire() is None                     # meets both rows: slot-0 says limit 1
-    assert large.try_acquire() is None
+    for _ in range(64):      # each full attempt reports the row of a random busy slot: slot-0 says limit 1
+        assert large.try_acquire() is None
     warnings = [record.getMessage() for record in caplog.records if record.name == RECIPES]
     assert len(warnings) == 1 and 'limit 2' in warnings[0] and 'limit 1' in warnings[0]
     assert small.try_acquire() is None                     # the small one does not see slot-1 at all...
