@@ -663,7 +663,6 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
                 if self._owns(lock):
                     await self._run(renew_one(self._heartbeat_settings, lock, self._clock))
 
-
     # -- acquiring the first free of several keys ----------------------------------------
 
     async def acquire_first_lock(
@@ -684,6 +683,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
                                         additional_attributes, app_callback)
         return await self._run(self._first_acquisition(attempts, asyncio.current_task(), app_callback,
                                                        raise_context_exception, self._new_lock))
+
 
 def _retrieve(task: 'asyncio.Task[Any]') -> None:
     """Retrieve a release's outcome even when its caller was cancelled and never sees it (a
@@ -707,3 +707,9 @@ def _is_coroutine_function(function: Any) -> bool:
         function = function.func
     return inspect.iscoroutinefunction(function) or (
         callable(function) and inspect.iscoroutinefunction(type(function).__call__))
+
+
+# The asyncio twins of the recipes (python_dynamodb_lock.recipes), on this client.
+from ._aio_recipes import AsyncLeaderElection, AsyncPermit, AsyncSemaphore  # noqa: E402
+
+__all__ += ['AsyncLeaderElection', 'AsyncPermit', 'AsyncSemaphore']

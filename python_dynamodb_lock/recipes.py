@@ -32,7 +32,8 @@ import math
 import random
 import threading
 from types import TracebackType
-from typing import Any, Callable, Dict, Generator, Generic, List, Mapping, Optional, Sequence, Set, Type, TypeVar, Union
+from typing import (Any, Callable, Dict, Generator, Generic, List, Mapping, Optional, Sequence, Set, Tuple, Type,
+                    TypeVar, Union)
 
 from ._validation import require_duration
 from .python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
@@ -119,6 +120,15 @@ class Join:
 Recipe = Generator[Any, Any, T]
 
 
+def advance(recipe: Recipe[Any], value: Any, error: Optional[BaseException]) -> Tuple[bool, Any]:
+    """Send ``value`` (or throw ``error``) into a recipe: (False, its next operation), or
+    (True, its result)."""
+    try:
+        return False, (recipe.throw(error) if error is not None else recipe.send(value))
+    except StopIteration as done:
+        return True, done.value
+
+
 class Threads:
     """Performs a recipe's operations with the threaded client, blocking the calling thread."""
 
@@ -141,13 +151,12 @@ class Threads:
         value: Any = None
         error: Optional[BaseException] = None
         while True:
-            try:
-                operation = recipe.throw(error) if error is not None else recipe.send(value)
-            except StopIteration as done:
-                result: T = done.value
+            finished, step = advance(recipe, value, error)
+            if finished:
+                result: T = step
                 return result
             try:
-                value, error = self.perform(operation), None
+                value, error = self.perform(step), None
             except BaseException as exc:     # thrown into the recipe, which decides
                 value, error = None, exc
 
