@@ -10,26 +10,22 @@ from __future__ import annotations
 import asyncio
 import datetime
 from types import TracebackType
-from typing import Any, Callable, List, Mapping, Optional, Set, Type, TypeVar
+from typing import Any, Callable, List, Optional, Set, Tuple, Type, TypeVar
 
 from ._errors import DynamoDBLockError
 from .aio import AsyncDynamoDBLock, AsyncDynamoDBLockClient, BaseDynamoDBLock
 from .recipes import (
-    _NO_SORT_KEY,
     AcquireFirst,
     Duration,
     ElectionLogic,
     GetLock,
+    Handler,
     Join,
-    OnElected,
-    OnLost,
     PermitBase,
     Recipe,
     Release,
     SemaphoreLogic,
     Wait,
-    _require_client,
-    _require_limit,
     advance,
 )
 
@@ -39,12 +35,15 @@ T = TypeVar('T')
 AsyncAppCallback = Callable[[str, AsyncDynamoDBLock], Any]
 
 
-class Tasks:
+class Tasks(Handler):
     """Performs a recipe's operations with the asyncio client, in the calling task. Background
     work is a task; events are ``asyncio.Event`` (set from another thread through the loop)."""
 
+    client_class = AsyncDynamoDBLockClient
+    client: AsyncDynamoDBLockClient
+
     def __init__(self, client: AsyncDynamoDBLockClient) -> None:
-        self.client = client
+        super().__init__(client)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._unwanted: Set['asyncio.Future[Any]'] = set()
 
@@ -71,17 +70,15 @@ class Tasks:
     async def run(self, recipe: Recipe[T]) -> T:
         """Run a recipe to its end: each operation's result is sent in, what it raises thrown in."""
         self._loop = asyncio.get_running_loop()
-        value: Any = None
-        error: Optional[BaseException] = None
-        while True:
-            finished, step = advance(recipe, value, error)
-            if finished:
-                result: T = step
-                return result
+        finished, step = advance(recipe, None, None)
+        while not finished:
             try:
-                value, error = await self.perform(step), None
+                done: Tuple[Any, Optional[BaseException]] = (await self.perform(step), None)
             except BaseException as exc:     # thrown into the recipe, which decides
-                value, error = None, exc
+                done = (None, exc)
+            finished, step = advance(recipe, *done)
+        result: T = step
+        return result
 
     async def perform(self, operation: Any) -> Any:
         client = self.client
@@ -90,14 +87,14 @@ class Tasks:
         if isinstance(operation, AcquireFirst):
             retry_period = datetime.timedelta(seconds=operation.retry_period)
             retry_timeout = datetime.timedelta(seconds=operation.retry_timeout)
-            if len(operation.sort_keys) == 1:
+            if operation.wake is None and len(operation.sort_keys) == 1:
                 acquiring: Any = client.acquire_lock(operation.partition_key, operation.sort_keys[0], retry_period,
                                                      retry_timeout, operation.additional_attributes,
                                                      operation.app_callback)
             else:
                 acquiring = client.acquire_first_lock(operation.partition_key, list(operation.sort_keys), retry_period,
                                                       retry_timeout, operation.additional_attributes,
-                                                      operation.app_callback)
+                                                      operation.app_callback, wake=operation.wake)
             return await self._until_set(acquiring, operation.stop)
         if isinstance(operation, Release):
             releasing = client.release_lock(operation.lock, operation.best_effort)
@@ -117,11 +114,13 @@ class Tasks:
         """Await an acquisition, cancelling it (``ACQUIRE_CANCELLED``, nothing held) once ``stop``
         is set. Cancelled itself, the acquisition is cancelled too; a lock it got at that very
         moment is released, since nobody will be handed it."""
+        if stop is None:
+            lock: AsyncDynamoDBLock = await acquiring
+            return lock
         task: 'asyncio.Task[AsyncDynamoDBLock]' = asyncio.ensure_future(acquiring)
-        stopping = asyncio.ensure_future(stop.wait()) if stop is not None else None
+        stopping = asyncio.ensure_future(stop.wait())
         try:
-            await asyncio.wait({task} if stopping is None else {task, stopping},
-                               return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
             if not task.done():
                 task.cancel()
                 await asyncio.wait({task})
@@ -131,8 +130,7 @@ class Tasks:
             task.add_done_callback(self._release_unwanted)
             raise
         finally:
-            if stopping is not None:
-                stopping.cancel()
+            stopping.cancel()
         if task.cancelled():
             raise DynamoDBLockError(DynamoDBLockError.ACQUIRE_CANCELLED,
                                     'The acquisition was stopped by its recipe; nothing is held')
@@ -159,22 +157,8 @@ class AsyncLeaderElection(ElectionLogic[AsyncDynamoDBLock]):
     ``async with AsyncLeaderElection(...)`` starts it and closes it at the end.
     """
 
-    def __init__(
-        self,
-        lock_client: AsyncDynamoDBLockClient,
-        name: Any,
-        *,
-        sort_key: str = _NO_SORT_KEY,
-        candidate_id: Optional[str] = None,
-        on_elected: Optional[OnElected] = None,
-        on_lost: Optional[OnLost] = None,
-        retry_period: Optional[datetime.timedelta] = None,
-        additional_attributes: Optional[Mapping[str, Any]] = None,
-    ) -> None:
-        self._handler: Tasks
-        super().__init__(Tasks(_require_client(lock_client, AsyncDynamoDBLockClient)), name, sort_key=sort_key,
-                         candidate_id=candidate_id, on_elected=on_elected, on_lost=on_lost,
-                         retry_period=retry_period, additional_attributes=additional_attributes)
+    _handler: 'Tasks'
+    _handler_class = Tasks
 
     async def current_leader(self) -> Optional[BaseDynamoDBLock]:
         """The election's lock row as it is in the table now; see ``LeaderElection.current_leader``."""
@@ -234,19 +218,8 @@ class AsyncSemaphore(SemaphoreLogic):
 
     _permit = AsyncPermit
 
-    def __init__(
-        self,
-        lock_client: AsyncDynamoDBLockClient,
-        name: Any,
-        limit: int,
-        *,
-        retry_period: Optional[datetime.timedelta] = None,
-        additional_attributes: Optional[Mapping[str, Any]] = None,
-    ) -> None:
-        limit = _require_limit(limit)
-        self._handler: Tasks
-        super().__init__(Tasks(_require_client(lock_client, AsyncDynamoDBLockClient)), name, limit,
-                         retry_period=retry_period, additional_attributes=additional_attributes)
+    _handler: 'Tasks'
+    _handler_class = Tasks
 
     async def try_acquire(self, app_callback: Optional[AsyncAppCallback] = None) -> Optional[AsyncPermit]:
         """A permit if one is free right now, else None; see ``Semaphore.try_acquire``."""

@@ -223,13 +223,17 @@ class ClientCore(Generic[L]):
                               self._settings.lease_duration, self._settings.keep_released_rows,
                               self._settings.max_clock_skew)
 
-    @staticmethod
-    def _woken(wake: Any, woken: bool) -> Any:
+    def _woken(self, wake: Any, woken: bool) -> Any:
         """What a ``Sleep`` on ``wake`` answers: False when its time ran out; for a waiter woken
-        early, the row a release handed over to it or True (see ``WaiterState.take_wake``)."""
+        early, the row a release handed over to it or True (see ``WaiterState.take_wake``). The
+        ``wake`` event of ``acquire_first_lock`` is used up (cleared), so the next wait is real."""
         if not woken:
             return False
-        return wake.take_wake() if isinstance(wake, WaiterState) else True
+        if isinstance(wake, WaiterState):
+            return wake.take_wake()
+        if wake is not self._shutdown:
+            wake.clear()
+        return True
 
     def _reenter(self, unique_identifier: str, holder: Any) -> Optional[L]:
         """A reentrant acquisition: the lock this very thread (or task) already holds for the

@@ -674,15 +674,18 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         additional_attributes: Optional[Mapping[str, Any]] = None,
         app_callback: Optional[AsyncAppCallback] = None,
         raise_context_exception: bool = False,
+        *,
+        wake: Optional[asyncio.Event] = None,
     ) -> AsyncDynamoDBLock:
         """Acquire the first lock of ``(partition_key, sort_key)`` for ``sort_keys`` that can be
         had; see :meth:`DynamoDBLockClient.acquire_first_lock
-        <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.acquire_first_lock>`.
-        Cancelling the task leaves nothing held, as for :meth:`acquire_lock`."""
+        <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.acquire_first_lock>`
+        (``wake`` is an ``asyncio.Event``). Cancelling the task leaves nothing held, as for
+        :meth:`acquire_lock`."""
         attempts = self._first_attempts(partition_key, sort_keys, retry_period, retry_timeout,
                                         additional_attributes, app_callback)
         return await self._run(self._first_acquisition(attempts, asyncio.current_task(), app_callback,
-                                                       raise_context_exception, self._new_lock))
+                                                       raise_context_exception, self._new_lock), wake)
 
 
 def _retrieve(task: 'asyncio.Task[Any]') -> None:

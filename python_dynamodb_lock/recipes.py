@@ -71,8 +71,9 @@ _HELD = ('LOCKED', 'IN_DANGER')
 
 @dataclasses.dataclass(frozen=True)
 class AcquireFirst:
-    """``acquire_first_lock`` (or ``acquire_lock`` for one key); ``stop``: an event of the
-    handler whose setting ends the acquisition with ``ACQUIRE_CANCELLED``, nothing held."""
+    """``acquire_first_lock`` (or ``acquire_lock`` for one key without ``wake``); ``stop``: an
+    event of the handler whose setting ends the acquisition with ``ACQUIRE_CANCELLED``, nothing
+    held; ``wake``: one whose setting makes it look at every key at once."""
 
     partition_key: Any
     sort_keys: Sequence[str]
@@ -80,7 +81,8 @@ class AcquireFirst:
     retry_timeout: float
     additional_attributes: Mapping[str, Any]
     app_callback: Any
-    stop: Any
+    stop: Any = None
+    wake: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,11 +131,33 @@ def advance(recipe: Recipe[Any], value: Any, error: Optional[BaseException]) -> 
         return True, done.value
 
 
-class Threads:
+def outcome(function: Callable[[Any], Any], argument: Any) -> Tuple[Any, Optional[BaseException]]:
+    """``(function(argument), None)``, or ``(None, what it raised)`` (to be thrown into a recipe)."""
+    try:
+        return function(argument), None
+    except BaseException as exc:
+        return None, exc
+
+
+class Handler:
+    """Performs a recipe's operations with one kind of lock client (``client_class``): events,
+    setting them, background work (``spawn``), and running a recipe (``run``)."""
+
+    client_class: type = object
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    @classmethod
+    def for_client(cls, lock_client: Any) -> Any:
+        return cls(_require_client(lock_client, cls.client_class))
+
+
+class Threads(Handler):
     """Performs a recipe's operations with the threaded client, blocking the calling thread."""
 
-    def __init__(self, client: DynamoDBLockClient) -> None:
-        self.client = client
+    client_class = DynamoDBLockClient
+    client: DynamoDBLockClient
 
     def event(self) -> threading.Event:
         return threading.Event()
@@ -148,17 +172,11 @@ class Threads:
 
     def run(self, recipe: Recipe[T]) -> T:
         """Run a recipe to its end: each operation's result is sent in, what it raises thrown in."""
-        value: Any = None
-        error: Optional[BaseException] = None
-        while True:
-            finished, step = advance(recipe, value, error)
-            if finished:
-                result: T = step
-                return result
-            try:
-                value, error = self.perform(step), None
-            except BaseException as exc:     # thrown into the recipe, which decides
-                value, error = None, exc
+        finished, step = advance(recipe, None, None)
+        while not finished:
+            finished, step = advance(recipe, *outcome(self.perform, step))
+        result: T = step
+        return result
 
     def perform(self, operation: Any) -> Any:
         client = self.client
@@ -167,13 +185,13 @@ class Threads:
         if isinstance(operation, AcquireFirst):
             retry_period = datetime.timedelta(seconds=operation.retry_period)
             retry_timeout = datetime.timedelta(seconds=operation.retry_timeout)
-            if len(operation.sort_keys) == 1:
+            if operation.wake is None and len(operation.sort_keys) == 1:
                 return client.acquire_lock(operation.partition_key, operation.sort_keys[0], retry_period,
                                            retry_timeout, operation.additional_attributes, operation.app_callback,
                                            cancel=operation.stop)
             return client.acquire_first_lock(operation.partition_key, list(operation.sort_keys), retry_period,
                                              retry_timeout, operation.additional_attributes, operation.app_callback,
-                                             cancel=operation.stop)
+                                             cancel=operation.stop, wake=operation.wake)
         if isinstance(operation, Release):
             return client.release_lock(operation.lock, operation.best_effort)
         if isinstance(operation, GetLock):
@@ -275,9 +293,12 @@ class ElectionLogic(Generic[T]):
     """The decisions of a leader election, for both clients (see :class:`LeaderElection`);
     ``T`` is the client's lock class. Waits and calls go through ``self._handler``."""
 
+    #: The handler class (its client class is ``_handler.client_class``).
+    _handler_class: Any = None
+
     def __init__(
         self,
-        handler: Any,
+        lock_client: Any,
         name: Any,
         *,
         sort_key: str = _NO_SORT_KEY,
@@ -287,6 +308,7 @@ class ElectionLogic(Generic[T]):
         retry_period: Optional[datetime.timedelta] = None,
         additional_attributes: Optional[Mapping[str, Any]] = None,
     ) -> None:
+        handler = self._handler_class.for_client(lock_client)
         client = handler.client
         if not client.safe_period < client.lease_duration:
             raise ValueError(
@@ -624,22 +646,8 @@ class LeaderElection(ElectionLogic[DynamoDBLock]):
     :raises TypeError, ValueError: for bad arguments, before anything is written.
     """
 
-    def __init__(
-        self,
-        lock_client: DynamoDBLockClient,
-        name: Any,
-        *,
-        sort_key: str = _NO_SORT_KEY,
-        candidate_id: Optional[str] = None,
-        on_elected: Optional[OnElected] = None,
-        on_lost: Optional[OnLost] = None,
-        retry_period: Optional[datetime.timedelta] = None,
-        additional_attributes: Optional[Mapping[str, Any]] = None,
-    ) -> None:
-        self._handler: Threads
-        super().__init__(Threads(_require_client(lock_client, DynamoDBLockClient)), name, sort_key=sort_key,
-                         candidate_id=candidate_id, on_elected=on_elected, on_lost=on_lost,
-                         retry_period=retry_period, additional_attributes=additional_attributes)
+    _handler: 'Threads'
+    _handler_class = Threads
 
     def current_leader(self) -> Optional[BaseDynamoDBLock]:
         """The election's lock row as it is in the table now (a consistent read): its
@@ -759,17 +767,19 @@ class SemaphoreLogic:
     and calls go through ``self._handler``; ``_permit`` makes the client's kind of permit."""
 
     _permit: Callable[..., Any] = PermitBase
+    _handler_class: Any = None
 
     def __init__(
         self,
-        handler: Any,
+        lock_client: Any,
         name: Any,
         limit: int,
         *,
         retry_period: Optional[datetime.timedelta] = None,
         additional_attributes: Optional[Mapping[str, Any]] = None,
     ) -> None:
-        self.limit = limit
+        self.limit = _require_limit(limit)
+        handler = self._handler_class.for_client(lock_client)
         client = handler.client
         # A table without a sort key refuses the slots' sort keys here ("... has no sort key").
         client.check_lock_arguments(name, _slot_key(limit - 1), additional_attributes)
@@ -808,10 +818,9 @@ class SemaphoreLogic:
         try:
             while True:
                 chunk = _CHUNK if deadline is None else min(_CHUNK, max(0.0, deadline - self._clock.monotonic()))
-                wake.clear()
                 try:
                     lock = yield AcquireFirst(self.name, order, self._retry_period, chunk, self._attributes,
-                                              app_callback, wake)
+                                              app_callback, wake=wake)
                 except DynamoDBLockError as error:
                     if not _ended(error):
                         raise
@@ -916,20 +925,8 @@ class Semaphore(SemaphoreLogic):
     """
 
     _permit = Permit
-
-    def __init__(
-        self,
-        lock_client: DynamoDBLockClient,
-        name: Any,
-        limit: int,
-        *,
-        retry_period: Optional[datetime.timedelta] = None,
-        additional_attributes: Optional[Mapping[str, Any]] = None,
-    ) -> None:
-        limit = _require_limit(limit)
-        self._handler: Threads
-        super().__init__(Threads(_require_client(lock_client, DynamoDBLockClient)), name, limit,
-                         retry_period=retry_period, additional_attributes=additional_attributes)
+    _handler: 'Threads'
+    _handler_class = Threads
 
     def try_acquire(self, app_callback: Optional[AppCallback] = None) -> Optional[Permit]:
         """A permit if one is free right now (or held by a holder whose TTL has passed); never
