@@ -12,7 +12,7 @@ import datetime
 from types import TracebackType
 from typing import Any, Callable, List, Optional, Set, Tuple, Type, TypeVar
 
-from ._errors import DynamoDBLockError
+from ._base import cancelled_error
 from .aio import AsyncDynamoDBLock, AsyncDynamoDBLockClient, BaseDynamoDBLock
 from .recipes import (
     AcquireFirst,
@@ -132,8 +132,7 @@ class Tasks(Handler):
         finally:
             stopping.cancel()
         if task.cancelled():
-            raise DynamoDBLockError(DynamoDBLockError.ACQUIRE_CANCELLED,
-                                    'The acquisition was stopped by its recipe; nothing is held')
+            raise cancelled_error()      # as the threaded client's cancel event gives it
         return task.result()
 
     def _release_unwanted(self, task: 'asyncio.Future[Any]') -> None:
