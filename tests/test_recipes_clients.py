@@ -16,9 +16,11 @@ asyncio recipes run on the event loop of the asyncio clients (``clients.runner``
 from __future__ import annotations
 
 import ast
+import asyncio
 import concurrent.futures
 import datetime
 import pathlib
+import threading
 from typing import Any, Callable, List, Optional, Tuple
 
 import pytest
@@ -74,6 +76,22 @@ class Kind:
             return executor.submit(function, *args)
         finally:
             executor.shutdown(wait=False)
+
+    def event(self) -> Any:
+        """An event of the kind's (``threading.Event``, or an ``asyncio.Event`` of the loop)."""
+        if not self.is_asyncio:
+            return threading.Event()
+
+        async def make() -> asyncio.Event:
+            return asyncio.Event()
+
+        return self.clients.runner.run(make())
+
+    def set(self, event: Any) -> None:
+        if self.is_asyncio:
+            self.clients.runner.loop.call_soon_threadsafe(event.set)
+        else:
+            event.set()
 
     def start(self, election: Any) -> None:
         if not self.is_asyncio:
@@ -255,3 +273,82 @@ def test_the_scan_finds_a_private_read(tmp_path: pathlib.Path) -> None:
     sample.write_text('def f(self, client):\n    client._settings\n    self._client._schema\n    self._run\n'
                       '    self._guard\n    lock.__class__\n')
     assert len(private_reads(sample)) == 3
+
+
+# --------------------------------------------------------------------------------------------
+# acquire_first_lock: waking and giving up
+# --------------------------------------------------------------------------------------------
+
+def test_a_wake_polls_at_once_and_does_not_restart_the_watch_of_a_dead_holder(
+        engine: Any, clients: LockClients, kind: Kind) -> None:
+    """Setting ``wake`` makes a waiting call look again at once; the watch of a dead holder's
+    version goes on across wakes, so its keys are still taken over after one lease."""
+    clock = clients.clock
+    dead = kind.lock_client(clients.make(owner_name='crashed'))      # hand-driven: never renews
+    for key in ('a', 'b'):
+        kind.call(dead.acquire_lock('pool', key))
+    client = kind.lock_client(clients.make())
+    wake = kind.event()
+    waiter = kind.background(lambda: client.acquire_first_lock('pool', ['a', 'b'], seconds(seconds=1),
+                                                               seconds(minutes=5), wake=wake))
+
+    def polled_since(count: int) -> bool:
+        return waiter.done() or len(clock.sleeps) > count
+
+    started = clock.monotonic()
+    try:
+        wait_until(lambda: polled_since(0))                  # waiting: both keys held
+        with CallRecorder(engine.resource) as calls:
+            for turn in range(200):
+                if waiter.done():
+                    break
+                count = len(clock.sleeps)
+                if turn % 2:
+                    kind.set(wake)            # look again now: one read per key, no time passes
+                else:
+                    clock.advance(1)          # the next poll is due
+                wait_until(lambda count=count: polled_since(count))     # type: ignore[misc]
+    finally:
+        if not waiter.done():
+            clock.advance(3600)               # a failed test must not leave the call waiting
+    lock = waiter.result(timeout=30)
+    assert lock.took_over_from is not None and lock.took_over_from.owner_name == 'crashed'
+    assert 30 <= clock.monotonic() - started <= 32            # one lease, wakes or not
+    assert calls.operations().count('GetItem') >= 2 * 50      # the wakes polled too (about 30 each)
+
+
+def test_giving_up_a_waiting_acquire_first_lock_leaves_nothing_held(engine: Any, clients: LockClients,
+                                                                     kind: Kind) -> None:
+    """``cancel`` (threaded) or cancelling the task (asyncio) ends the wait; nothing is held."""
+    clock = clients.clock
+    other = kind.lock_client(clients.make(owner_name='other'))
+    kind.call(other.acquire_lock('pool', 'a'))
+    client = kind.lock_client(clients.make())
+
+    def waiting() -> bool:
+        return any(length == 3600 for _, length in list(clock.sleeps))
+
+    if kind.is_asyncio:
+        async def cancelled_while_waiting() -> bool:
+            task = asyncio.ensure_future(client.acquire_first_lock('pool', ['a'], seconds(hours=1), seconds(hours=2)))
+            while not waiting():
+                await asyncio.sleep(0.01)
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                return True
+            return False
+
+        assert kind.call(cancelled_while_waiting()) is True
+    else:
+        cancel = threading.Event()
+        waiter = kind.background(lambda: client.acquire_first_lock('pool', ['a'], seconds(hours=1), seconds(hours=2),
+                                                                   cancel=cancel))
+        wait_until(waiting)
+        cancel.set()
+        with pytest.raises(DynamoDBLockError) as cancelled:
+            waiter.result(timeout=30)
+        assert cancelled.value.code == DynamoDBLockError.ACQUIRE_CANCELLED
+    assert client.held_locks() == []
+    assert engine.read_held_row('pool', 'a')['owner_name'] == 'other'
