@@ -225,6 +225,7 @@ def test_an_election_elects_one_leader_and_a_resignation_lets_the_next_in(engine
         assert leader.additional_attributes['candidate_id'] == 'first'
         kind.start(second)
         assert kind.call(second.wait_for_leadership(0)) is False
+        wait_until(lambda: any(length == 1 for _, length in list(clock.sleeps)))   # the second one polls each second
         kind.call(first.resign())
         assert lost == [(term, LossReason.RESIGNED)] and not first.is_leader
         wait_until(lambda: engine.read_held_row('leader') is None)        # released after on_lost
