@@ -17,8 +17,10 @@ from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequen
 from boto3.dynamodb.types import Binary
 
 from ._clock import SystemClock
-from ._config import AcquireArguments, Settings, make_settings
+from ._config import (AcquireArguments, Settings, acquire_arguments, check_additional_attributes, check_key,
+                      make_settings)
 from ._core.acquire import AcquireAttempt, TimedOut, Written, acquire
+from ._core.first import NoneFree, acquire_first
 from ._core.effects import Drop, Emit, Hold, Protocol, Settle, Unregister
 from ._core.events import Event, Kind
 from ._core.heartbeat import (Batching, HeartbeatSettings, check_round, extend, heartbeat_round, renew_batch,
@@ -235,13 +237,17 @@ class ClientCore(Generic[L]):
                               self._settings.lease_duration, self._settings.keep_released_rows,
                               self._settings.max_clock_skew)
 
-    @staticmethod
-    def _woken(wake: Any, woken: bool) -> Any:
+    def _woken(self, wake: Any, woken: bool) -> Any:
         """What a ``Sleep`` on ``wake`` answers: False when its time ran out; for a waiter woken
-        early, the row a release handed over to it or True (see ``WaiterState.take_wake``)."""
+        early, the row a release handed over to it or True (see ``WaiterState.take_wake``). The
+        ``wake`` event of ``acquire_first_lock`` is used up (cleared), so the next wait is real."""
         if not woken:
             return False
-        return wake.take_wake() if isinstance(wake, WaiterState) else True
+        if isinstance(wake, WaiterState):
+            return wake.take_wake()
+        if wake is not self._shutdown:
+            wake.clear()
+        return True
 
     def _reenter(self, unique_identifier: str, holder: Any) -> Optional[L]:
         """A reentrant acquisition: the lock this very thread (or task) already holds for the
@@ -599,6 +605,88 @@ class ClientCore(Generic[L]):
     def _item_of(self, lock: Any) -> Item:
         return self._schema.lock_item(lock.partition_key, lock.sort_key, lock.owner_name, lock.lease_duration,
                                       lock.record_version_number, lock.expiry_time, lock.additional_attributes)
+
+
+    # -- public, read-only settings (for recipes and other code built on the client) -----
+
+    @property
+    def clock(self) -> Any:
+        """The clock the client times everything with (``clock=`` of the constructor, or the
+        system clock): ``monotonic()``, ``time()``, ``sleep(seconds, event)``; recipes wait on it."""
+        return self._clock
+
+    @property
+    def owner_name(self) -> str:
+        """The ``owner_name`` this client writes in the rows of its locks."""
+        return self._settings.owner_name
+
+    @property
+    def heartbeat_period(self) -> float:
+        """Seconds between renewals of a held lock."""
+        return self._settings.heartbeat_period
+
+    @property
+    def safe_period(self) -> float:
+        """Seconds without a confirmed renewal after which a lock is ``IN_DANGER``."""
+        return self._settings.safe_period
+
+    @property
+    def lease_duration(self) -> float:
+        """Seconds a lock row of this client is presumed alive without a renewal."""
+        return self._settings.lease_duration
+
+    def check_lock_arguments(self, partition_key: PartitionKey, sort_key: str,
+                             additional_attributes: Optional[Mapping[str, Any]] = None) -> None:
+        """Check a key and additional attributes as ``acquire_lock`` would, without any call:
+        for code that builds on the client and wants to refuse bad input early.
+
+        :raises TypeError, ValueError: as ``acquire_lock``; a sort key on a table without one
+            (or none on a table with one) is a ValueError that names the sort key.
+        """
+        check_key(self._schema, partition_key, sort_key)
+        check_additional_attributes(self._schema, additional_attributes)
+
+    # -- acquiring the first free of several keys (``acquire_first_lock``) ---------------
+
+    #: The most keys one ``acquire_first_lock`` may try.
+    MAX_FIRST_KEYS = 1000
+
+    def _first_attempts(self, partition_key: PartitionKey, sort_keys: Any, retry_period: Any, retry_timeout: Any,
+                        additional_attributes: Any, app_callback: Any) -> List[AcquireAttempt]:
+        """Check the arguments of ``acquire_first_lock`` (before anything is written): one
+        acquisition per sort key."""
+        self._check_process()
+        if isinstance(sort_keys, (str, bytes)) or not isinstance(sort_keys, (list, tuple)):
+            raise TypeError(f'sort_keys must be a list or tuple of str, not {type(sort_keys).__name__}')
+        if not 1 <= len(sort_keys) <= self.MAX_FIRST_KEYS:
+            raise ValueError(f'sort_keys must hold from 1 to {self.MAX_FIRST_KEYS} keys, got {len(sort_keys)}')
+        if len(set(sort_keys)) != len(sort_keys):
+            raise ValueError('sort_keys may not repeat a key')
+        attempts = []
+        for sort_key in sort_keys:
+            arguments = acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
+                                          additional_attributes, app_callback)
+            attempts.append(self._attempt(partition_key, sort_key, arguments))
+        return attempts
+
+    def _first_acquisition(self, attempts: Sequence[AcquireAttempt], holder: Any, app_callback: Any,
+                           raise_context_exception: bool, make_lock: Callable[..., L]) -> Protocol[L]:
+        """``acquire_first_lock``: the lock of the first key written, adopted and installed as
+        ``acquire_lock``'s is (interrupted, what was written is settled the same way)."""
+        outcome = yield from acquire_first(attempts, self._clock, self._shutdown.is_set)
+        if isinstance(outcome, NoneFree):
+            first = attempts[0]
+            keys = ', '.join(repr(attempt.sort_key) for attempt in attempts)
+            owners = sorted({str(Schema.owner_of(each.blocking)) for each in outcome.timed_out})
+            raise DynamoDBLockError(
+                DynamoDBLockError.ACQUIRE_TIMEOUT,
+                f'Could not acquire any of the sort keys {keys} of '
+                f'{describe_key(self._schema, first.partition_key, first.sort_key)} within {first.retry_timeout}s: '
+                f'held by {", ".join(owners)}',
+                holder=self._describe_row(outcome.timed_out[0].blocking),
+            )
+        lock, previous = self._adopt(outcome.written, app_callback, raise_context_exception, make_lock, holder)
+        return (yield from self._installing(lock, previous))
 
 
 def unique_identifier_of(partition_key: Any, sort_key: str) -> str:

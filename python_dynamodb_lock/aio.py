@@ -601,6 +601,30 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
     async def _renew(self, locks: Sequence[AsyncDynamoDBLock]) -> None:
         await self._run(self._renewing(locks))
 
+    # -- acquiring the first free of several keys ----------------------------------------
+
+    async def acquire_first_lock(
+        self,
+        partition_key: PartitionKey,
+        sort_keys: Sequence[str],
+        retry_period: Optional[datetime.timedelta] = None,
+        retry_timeout: Optional[datetime.timedelta] = None,
+        additional_attributes: Optional[Mapping[str, Any]] = None,
+        app_callback: Optional[AsyncAppCallback] = None,
+        raise_context_exception: bool = False,
+        *,
+        wake: Optional[asyncio.Event] = None,
+    ) -> AsyncDynamoDBLock:
+        """Acquire the first lock of ``(partition_key, sort_key)`` for ``sort_keys`` that can be
+        had; see :meth:`DynamoDBLockClient.acquire_first_lock
+        <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.acquire_first_lock>`
+        (``wake`` is an ``asyncio.Event``). Cancelling the task leaves nothing held, as for
+        :meth:`acquire_lock`."""
+        attempts = self._first_attempts(partition_key, sort_keys, retry_period, retry_timeout,
+                                        additional_attributes, app_callback)
+        return await self._run(self._first_acquisition(attempts, asyncio.current_task(), app_callback,
+                                                       raise_context_exception, self._new_lock), wake)
+
 
 def _retrieve(task: 'asyncio.Task[Any]') -> None:
     """Retrieve a release's outcome even when its caller was cancelled and never sees it (a
@@ -624,3 +648,9 @@ def _is_coroutine_function(function: Any) -> bool:
         function = function.func
     return inspect.iscoroutinefunction(function) or (
         callable(function) and inspect.iscoroutinefunction(type(function).__call__))
+
+
+# The asyncio twins of the recipes (python_dynamodb_lock.recipes), on this client.
+from ._aio_recipes import AsyncLeaderElection, AsyncPermit, AsyncSemaphore  # noqa: E402
+
+__all__ += ['AsyncLeaderElection', 'AsyncPermit', 'AsyncSemaphore']

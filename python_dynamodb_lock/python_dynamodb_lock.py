@@ -808,6 +808,52 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         self._run(self._renewing(locks))
 
 
+    # -- acquiring the first free of several keys ----------------------------------------
+
+    def acquire_first_lock(
+        self,
+        partition_key: PartitionKey,
+        sort_keys: Sequence[str],
+        retry_period: Optional[datetime.timedelta] = None,
+        retry_timeout: Optional[datetime.timedelta] = None,
+        additional_attributes: Optional[Mapping[str, Any]] = None,
+        app_callback: Optional[AppCallback] = None,
+        raise_context_exception: bool = False,
+        *,
+        cancel: Optional[threading.Event] = None,
+        wake: Optional[threading.Event] = None,
+    ) -> DynamoDBLock:
+        """Acquire the first lock of ``(partition_key, sort_key)`` for ``sort_keys`` that can be had
+        (a pool of interchangeable locks: the slots of a semaphore, say).
+
+        Each key is acquired exactly as :meth:`acquire_lock` acquires it (its first conditional
+        put, waiting, the takeover of a holder presumed dead), keys tried in the order given:
+        the first key gets its put before the second, and while all are held each one is
+        polled every ``retry_period``. The first key written wins; only one lock is ever held.
+        ``retry_timeout`` bounds the whole call (``timedelta(0)``: one attempt per key).
+        Waiting here is not queued behind this client's own releases: a release of one of the
+        keys is noticed at the next poll, or at once when the releaser sets ``wake``.
+
+        :param sort_keys: a list or tuple of 1 to 1000 distinct sort keys.
+        :param cancel: as for :meth:`acquire_lock`.
+        :param wake: a ``threading.Event``; setting it makes a waiting call look at every key at
+            once (it is cleared when used). Without it, :meth:`close` also ends the wait at once;
+            with it, at the next poll.
+        :returns: the held lock; its ``sort_key`` says which key it is.
+        :raises TypeError, ValueError: for bad arguments (any key), before anything is written.
+        :raises DynamoDBLockError: ``ACQUIRE_TIMEOUT`` when every key was held for
+            ``retry_timeout``; otherwise as :meth:`acquire_lock`.
+        """
+        attempts = self._first_attempts(partition_key, sort_keys, retry_period, retry_timeout,
+                                        additional_attributes, app_callback)
+        if cancel is not None and cancel.is_set():
+            raise cancelled_error()
+        acquiring = self._first_acquisition(attempts, threading.current_thread(), app_callback,
+                                            raise_context_exception, self._new_lock)
+        if wake is None and cancel is not None:
+            wake = threading.Event()     # the cancel relay sets it: never the client's shutdown event
+        return self._run(acquiring, wake, cancel)
+
 # ``from python_dynamodb_lock.python_dynamodb_lock import *``: the published module had no
 # ``__all__``, so its star import also gave the modules and names it imported, and code written
 # against it uses them (its own integration app calls ``datetime.timedelta``). They are exported

@@ -64,7 +64,7 @@ seconds = datetime.timedelta
 
 
 def election_threads(*elections: LeaderElection) -> List[threading.Thread]:
-    return [election._thread for election in elections if election._thread is not None]
+    return [election.worker for election in elections if election.worker is not None]
 
 
 def become_leader(election: LeaderElection) -> None:
@@ -313,7 +313,7 @@ def test_a_leader_whose_renewals_fail_steps_down_before_anyone_else_can_be_elect
         assert not leader.is_leader
     # the failing calls (release, then campaigning) were logged, and the loop went on
     assert [record for record in caplog.records if record.name == RECIPES and 'failed' in record.getMessage()]
-    assert leader._thread is not None and leader._thread.is_alive()
+    assert leader.worker is not None and leader.worker.is_alive()
 
 
 def test_a_leader_whose_lock_was_taken_reports_it_stolen_and_campaigns_again(
@@ -381,11 +381,11 @@ def test_errors_while_campaigning_are_logged_and_the_campaign_goes_on(
     failures = {'bug': 1}
     real_campaign = election._campaign
 
-    def buggy_campaign() -> None:
+    def buggy_campaign() -> Any:      # a fault hook: a bug in the campaign's own code
         if failures['bug']:
             failures['bug'] -= 1
             raise KeyError('a bug')
-        real_campaign()
+        return (yield from real_campaign())
 
     monkeypatch.setattr(election, '_campaign', buggy_campaign)
     with FaultInjector(resource) as faults:
@@ -431,10 +431,10 @@ def test_close_ends_a_long_wait_at_once_and_releases_the_lock(engine: Any) -> No
             assert leader.wait_for_leadership(timeout=REAL_TIMEOUT)
             waiter = LeaderElection(waiter_client, 'leader', retry_period=seconds(hours=1))
             waiter.start()
-            wait_until(lambda: in_clock_sleep(waiter._thread))      # its hour-long wait
+            wait_until(lambda: in_clock_sleep(waiter.worker))      # its hour-long wait
             BackgroundCall(waiter.close).result(timeout=REAL_TIMEOUT)
-            assert waiter._thread is not None and not waiter._thread.is_alive()
-        assert leader._thread is not None and not leader._thread.is_alive()
+            assert waiter.worker is not None and not waiter.worker.is_alive()
+        assert leader.worker is not None and not leader.worker.is_alive()
         assert engine.read_held_row('leader') is None
     finally:
         leader_client.close()
@@ -531,8 +531,8 @@ def test_holders_that_disagree_on_the_limit_are_warned_about(engine: Any, client
     large = Semaphore(clients.make(), 'pool', 2)
     assert small.try_acquire() is not None                 # slot-0, limit 1
     assert large.try_acquire() is not None                 # slot-1 (it may have met slot-0 first)
-    assert large.try_acquire() is None                     # meets both rows: slot-0 says limit 1
-    assert large.try_acquire() is None
+    for _ in range(64):      # each full attempt reports the row of a random busy slot: slot-0 says limit 1
+        assert large.try_acquire() is None
     warnings = [record.getMessage() for record in caplog.records if record.name == RECIPES]
     assert len(warnings) == 1 and 'limit 2' in warnings[0] and 'limit 1' in warnings[0]
     assert small.try_acquire() is None                     # the small one does not see slot-1 at all...
