@@ -606,7 +606,6 @@ class ClientCore(Generic[L]):
         return self._schema.lock_item(lock.partition_key, lock.sort_key, lock.owner_name, lock.lease_duration,
                                       lock.record_version_number, lock.expiry_time, lock.additional_attributes)
 
-
     # -- public, read-only settings (for recipes and other code built on the client) -----
 
     @property
@@ -614,11 +613,6 @@ class ClientCore(Generic[L]):
         """The clock the client times everything with (``clock=`` of the constructor, or the
         system clock): ``monotonic()``, ``time()``, ``sleep(seconds, event)``; recipes wait on it."""
         return self._clock
-
-    @property
-    def owner_name(self) -> str:
-        """The ``owner_name`` this client writes in the rows of its locks."""
-        return self._settings.owner_name
 
     @property
     def heartbeat_period(self) -> float:
