@@ -49,8 +49,12 @@ class SystemClock:
     async def sleep_async(self, seconds: float, wake: asyncio.Event) -> bool:
         if not seconds > 0 or wake.is_set():
             return wake.is_set()
+        # Not asyncio.wait_for: before Python 3.12 it swallows a cancellation that arrives as the
+        # event is set, and a cancelled acquisition would then go on and adopt a lock that its
+        # caller, gone, never receives. asyncio.wait always lets the cancellation through.
+        woken = asyncio.ensure_future(wake.wait())
         try:
-            await asyncio.wait_for(wake.wait(), min(seconds, threading.TIMEOUT_MAX))
-        except asyncio.TimeoutError:
-            return False
-        return True
+            await asyncio.wait({woken}, timeout=min(seconds, threading.TIMEOUT_MAX))
+        finally:
+            woken.cancel()
+        return wake.is_set()

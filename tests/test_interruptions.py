@@ -324,3 +324,22 @@ def test_ctrl_c_during_an_acquire_against_a_silent_endpoint_is_prompt(tmp_path: 
     assert waited < 10.0, out               # a silent endpoint would hold it for minutes
     assert 'Traceback' not in err, err
 
+
+
+def test_a_sleep_cancelled_as_its_event_is_set_is_still_cancelled() -> None:
+    """The system clock's asyncio sleep never swallows a cancellation, even one that arrives in
+    the same loop step as the event that ends the sleep (``asyncio.wait_for`` before Python 3.12
+    returns instead; a cancelled acquisition then adopted a lock handed over to it, and its
+    caller, gone, never received it: a lock held and renewed with no holder)."""
+    from python_dynamodb_lock.testing import SystemClock
+
+    async def main() -> None:
+        wake = asyncio.Event()
+        sleeping = asyncio.ensure_future(SystemClock().sleep_async(3600, wake))
+        await asyncio.sleep(0.01)
+        wake.set()                  # the sleep's wait() finishes in the next step ...
+        sleeping.cancel()           # ... and the cancellation arrives before it runs
+        with pytest.raises(asyncio.CancelledError):
+            await sleeping
+
+    run(main())
