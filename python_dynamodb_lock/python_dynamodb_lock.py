@@ -807,7 +807,6 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
     def _renew(self, locks: Sequence[DynamoDBLock]) -> None:
         self._run(self._renewing(locks))
 
-
     # -- acquiring the first free of several keys ----------------------------------------
 
     def acquire_first_lock(
