@@ -27,7 +27,7 @@ A missing engine skips the tests that need it, except when ``CI`` is set (``CI=t
 ``PDL_REQUIRE_ENGINES`` is (tox's full-suite envs set it): there it fails them, so a broken
 set-up cannot pass by skipping.
 
-Parallel runs (pytest-xdist, ``-n auto``, as tox runs the full suite; two workers per core, see
+Parallel runs (pytest-xdist, ``-n auto``, as tox runs the full suite; one worker per core, see
 ``pytest_xdist_auto_num_workers``): every worker is its own
 process, so the session fixtures above start one DynamoDB Local and one moto server per worker,
 each on a free port, and every table has a unique name; nothing is shared between workers. The
@@ -75,15 +75,16 @@ def pytest_configure(config: pytest.Config) -> None:
                                        'thread_lock, its constructor); runs once, not once per client kind')
 
 
-#: Workers per core for ``-n auto``: most of the suite waits (on DynamoDB Local, on leases and
-#: heartbeats in real time), so two workers per core finish sooner than one (measured on two
-#: cores: 293 s against 349 s for the full suite) without starving the timing-sensitive tests.
-WORKERS_PER_CORE = 2
+#: Workers per core for ``-n auto``. Two per core finish the suite sooner (most tests wait), but
+#: with tox running its envs side by side that puts eight test processes and four DynamoDB
+#: Locals on two cores, and the tests with sub-second timeouts (the chaos proxy's probes) then
+#: fail now and then: one per core.
+WORKERS_PER_CORE = 1
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: two workers per core (see WORKERS_PER_CORE); ``PDL_TEST_WORKERS`` in tox.ini
-    sets an exact number instead."""
+    """``-n auto``: ``WORKERS_PER_CORE`` workers per core; ``PDL_TEST_WORKERS`` in tox.ini sets
+    an exact number instead."""
     return WORKERS_PER_CORE * (os.cpu_count() or 1)
 
 

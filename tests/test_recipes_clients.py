@@ -48,11 +48,22 @@ class Kind:
 
     def semaphore(self, client: Any, name: str, limit: int, **kwargs: Any) -> Any:
         make = AsyncSemaphore if self.is_asyncio else Semaphore
-        return make(self.lock_client(client), name, limit, **kwargs)
+        return self.made(make, self.lock_client(client), name, limit, **kwargs)
 
     def election(self, client: Any, name: str, **kwargs: Any) -> Any:
         make = AsyncLeaderElection if self.is_asyncio else LeaderElection
-        return make(self.lock_client(client), name, **kwargs)
+        return self.made(make, self.lock_client(client), name, **kwargs)
+
+    def made(self, make: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """A recipe object, made as an application makes it: the asyncio ones inside a coroutine
+        on the client's loop (on Python 3.9 an asyncio.Event made elsewhere binds another loop)."""
+        if not self.is_asyncio:
+            return make(*args, **kwargs)
+
+        async def making() -> Any:
+            return make(*args, **kwargs)
+
+        return self.clients.runner.run(making())
 
     def call(self, result: Any) -> Any:
         """The result of a call: awaited on the loop for the asyncio kind."""
