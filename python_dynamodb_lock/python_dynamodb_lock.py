@@ -20,6 +20,7 @@ import concurrent.futures
 import datetime
 import logging
 import threading
+import time
 from types import TracebackType
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
                     Type, TypeVar)
@@ -735,10 +736,11 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
 
     def wait_settled(self, timeout: Optional[float] = None) -> bool:
         """Wait until the undo of every interrupted call of this client is done (see
-        "Interruptions" in the documentation): True when it is, False after ``timeout`` seconds."""
-        deadline = None if timeout is None else self._clock.monotonic() + timeout
+        "Interruptions" in the documentation): True when it is, False after ``timeout`` real
+        seconds (a thread join: real time, whatever clock the client was given)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         for thread in list(self._settling):
-            thread.join(None if deadline is None else max(0.0, deadline - self._clock.monotonic()))
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return not self._settling
 
     def _extend(self, lock: DynamoDBLock) -> None:
@@ -856,9 +858,9 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
 # ``from python_dynamodb_lock.python_dynamodb_lock import *``: the published module had no
 # ``__all__``, so its star import also gave the modules and names it imported, and code written
 # against it uses them (its own integration app calls ``datetime.timedelta``). They are exported
-# here too, after the four classes, which remain the documented API.
+# here too, after the four classes, which remain the documented API (``time``, ``threading``,
+# ``datetime`` and ``logging`` are imported at the top).
 import socket  # noqa: E402
-import time  # noqa: E402
 import uuid  # noqa: E402
 from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 from decimal import Decimal  # noqa: E402
