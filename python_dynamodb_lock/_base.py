@@ -7,6 +7,7 @@ rounds, and serialising the operations on one lock.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import os
 import threading
@@ -40,6 +41,9 @@ __all__ = ['ClientCore', 'Done', 'Steps', 'cancelled_error', 'is_cancellation', 
 
 T = TypeVar('T')
 L = TypeVar('L')
+
+#: Workers of the callback executor a client makes when it is given none (published: 5).
+APP_CALLBACK_THREADPOOL_SIZE = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +122,9 @@ class ClientCore(Generic[L]):
                         Observer(self._dispatch_callback, metrics, clock, settings.keep_released_rows))
         for warning in settings.warnings:
             logger.warning('%s', warning)
+        self._owns_app_callback_executor = app_callback_executor is None
+        self._app_callback_executor = app_callback_executor or concurrent.futures.ThreadPoolExecutor(
+            max_workers=APP_CALLBACK_THREADPOOL_SIZE, thread_name_prefix=f'{type(self).__name__}-callback')
         self._owner_name = settings.owner_name
         self._table_name = settings.schema.table_name
         self._safe_period_s = settings.safe_period
@@ -125,6 +132,12 @@ class ClientCore(Generic[L]):
 
     def _dispatch_callback(self, callback: Callable[..., Any], lock: Any, code: str) -> None:
         raise NotImplementedError   # each driver runs callbacks its own way
+
+    def _log_started(self, kind: str, background_heartbeats: bool) -> None:
+        settings = self._settings
+        logger.info('Started %s %s on table %s (heartbeat %ss, safe %ss, lease %ss%s)', kind, self._owner_name,
+                    self._table_name, settings.heartbeat_period, settings.safe_period, settings.lease_duration,
+                    '' if background_heartbeats else ', heartbeats sent by the application')
 
     def _init_core(self, settings: Settings, clock: Any, observer: Observer) -> None:
         self._settings = settings

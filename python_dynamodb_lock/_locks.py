@@ -12,7 +12,7 @@ import logging
 from types import TracebackType
 from typing import Any, Callable, Dict, Mapping, Optional, Type
 
-from ._base import ClientCore, unique_identifier_of
+from ._base import APP_CALLBACK_THREADPOOL_SIZE, ClientCore, unique_identifier_of
 from ._core.state import LockState, Status
 from ._schema import PartitionKey
 
@@ -36,7 +36,7 @@ class Defaults:
     _DEFAULT_LEASE_DURATION = datetime.timedelta(seconds=30)
     _DEFAULT_EXPIRY_PERIOD = datetime.timedelta(hours=1)
     _DEFAULT_HEARTBEAT_TPS = -1
-    _DEFAULT_APP_CALLBACK_THREADPOOL_SIZE = 5
+    _DEFAULT_APP_CALLBACK_THREADPOOL_SIZE = APP_CALLBACK_THREADPOOL_SIZE
     _DEFAULT_READ_CAPACITY = 5
     _DEFAULT_WRITE_CAPACITY = 5
     _DEFAULT_SORT_KEY_VALUE = '-'

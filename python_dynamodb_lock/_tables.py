@@ -195,6 +195,15 @@ def creation_failed(table_name: str, exc: BaseException) -> DynamoDBLockError:
                              reason=reason_of(exc))
 
 
+def low_level_client_of(dynamodb_resource: Any) -> Any:
+    """The low-level client of a boto3 DynamoDB resource; ``TypeError`` for anything else."""
+    low_level_client = getattr(getattr(dynamodb_resource, 'meta', None), 'client', None)
+    if low_level_client is None:
+        raise TypeError('dynamodb_resource must be a boto3 DynamoDB resource (boto3.resource("dynamodb")), '
+                        f'not {type(dynamodb_resource).__name__}')
+    return low_level_client
+
+
 def require_low_level_client(dynamodb_client: Any, kind: str = 'boto3.client("dynamodb")') -> None:
     """Refuse, before any call, what is not a low-level DynamoDB client (a resource, say)."""
     if getattr(getattr(dynamodb_client, 'meta', None), 'client', None) is not None:

@@ -23,15 +23,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import datetime
-import functools
-import inspect
 import logging
 from types import TracebackType
 from typing import (
     TYPE_CHECKING,
     Any,
     AsyncIterator,
-    Awaitable,
     Callable,
     Coroutine,
     Dict,
@@ -41,26 +38,21 @@ from typing import (
     Mapping,
     Optional,
     Sequence,
-    Set,
-    Tuple,
     Type,
     TypeVar,
     cast,
 )
 
 from . import _config
-from ._aio_store import AsyncStore
-from ._base import ClientCore, Done, Steps
+from ._aio_runner import TaskRunner
 from ._clock import Clock
 from ._core.acquire import read_row
-from ._core.effects import Call, Hold, Pending, Protocol, Settle, Sleep, Submit
 from ._core.guard import single_action
-from ._core.heartbeat import background_loop, check_locks
+from ._core.heartbeat import check_locks
 from ._core.scan import next_page
 from ._core.state import null_guard
 from ._errors import DynamoDBLockError, Reason
 from ._observe import MetricsHook
-from ._registry import WaiterState
 from ._requests import scan
 from ._schema import PartitionKey
 from ._tables import creating_table, describing_table, run_admin_async
@@ -154,14 +146,6 @@ class AsyncDynamoDBLock(HeldLock):
         return suppress_after_block(self, exc_type, exc_value, traceback)
 
 
-class _AsyncWaiter(WaiterState, asyncio.Event):
-    """An acquisition waiting in this client: woken (and maybe handed the lock) by a release."""
-
-    def __init__(self, attempt: Any) -> None:
-        asyncio.Event.__init__(self)
-        self.init_waiter(attempt)
-
-
 class _Acquisition(Coroutine[Any, Any, AsyncDynamoDBLock]):
     """What :meth:`AsyncDynamoDBLockClient.acquire_lock` returns: a coroutine (await it for the
     lock, or schedule it with ``asyncio.create_task``), or an async context manager holding the
@@ -200,7 +184,7 @@ class _Acquisition(Coroutine[Any, Any, AsyncDynamoDBLock]):
         return await self._lock.__aexit__(exc_type, exc_value, traceback)
 
 
-class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
+class AsyncDynamoDBLockClient(TaskRunner[AsyncDynamoDBLock]):
     """Hands out distributed locks stored in one DynamoDB table, and keeps them alive, in asyncio.
 
     Create it inside a running event loop (it starts two tasks: the heartbeat sender and the
@@ -263,30 +247,8 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
             heartbeat_batch_size=heartbeat_batch_size, keep_released_rows=keep_released_rows,
             max_clock_skew=max_clock_skew, partition_key_type=partition_key_type)
         self._dynamodb_client = dynamodb_client
-        self._store = AsyncStore(dynamodb_client)
-        self._shutdown = asyncio.Event()
-        self._closed = False
-        self._owns_app_callback_executor = app_callback_executor is None
-        self._app_callback_executor = app_callback_executor or concurrent.futures.ThreadPoolExecutor(
-            max_workers=_Defaults._DEFAULT_APP_CALLBACK_THREADPOOL_SIZE,
-            thread_name_prefix='AsyncDynamoDBLockClient-callback',
-        )
-        self._heartbeat_slots = asyncio.Semaphore(settings.heartbeat_workers)
-        self._heartbeat_tasks: Set['asyncio.Task[None]'] = set()
-        self._callback_tasks: Set['asyncio.Task[Any]'] = set()
-        self._background: List['asyncio.Task[None]'] = []
-        if background_heartbeats:
-            self._background = [
-                self._loop.create_task(self._run_loop('heartbeat sender', self._heartbeat_round),
-                                       name='AsyncDynamoDBLockClient-heartbeat-sender'),
-                self._loop.create_task(self._run_loop('heartbeat checker', self._checker_round),
-                                       name='AsyncDynamoDBLockClient-heartbeat-checker'),
-            ]
-        logger.info(
-            'Started asyncio lock client %s on table %s (heartbeat %ss, safe %ss, lease %ss%s)',
-            self._owner_name, self._table_name, settings.heartbeat_period, settings.safe_period,
-            settings.lease_duration, '' if background_heartbeats else ', heartbeats sent by the application',
-        )
+        self._start_tasks(dynamodb_client, settings, background_heartbeats)
+        self._log_started('asyncio lock client', background_heartbeats)
 
     # -- public API ----------------------------------------------------------------------
 
@@ -354,21 +316,14 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         self._check_process()
         if not isinstance(lock, AsyncDynamoDBLock):
             raise TypeError(f'release_lock takes an AsyncDynamoDBLock, not {type(lock).__name__}')
-        releasing = self._loop.create_task(self._run(self._releasing(lock, best_effort)))
-        self._settling.add(releasing)
-        releasing.add_done_callback(self._settling.discard)
-        releasing.add_done_callback(_retrieve)
-        return asyncio.shield(releasing)
+        return asyncio.shield(self._start_release(lock, best_effort))
 
     async def close(self, release_locks: bool = False) -> None:
         """Stop the background tasks, promptly; a second call is a no-op. Held locks are released
         (best effort) only with ``release_locks=True``; the aiobotocore client is not closed."""
         if not self._begin_close():
             return
-        await asyncio.gather(*self._background, return_exceptions=True)
-        for task in list(self._heartbeat_tasks):
-            task.cancel()
-        await asyncio.gather(*self._heartbeat_tasks, return_exceptions=True)
+        await self._stop_tasks()
         for lock in self._locks_to_release_at_close(release_locks):
             await self.release_lock(lock, best_effort=True)
         await self.wait_settled()    # the undo work ends at once now (one last look at each row)
@@ -462,67 +417,10 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         check_for_table_arguments(table_name, kwargs)
         return cls(dynamodb_client, **(await run_admin_async(dynamodb_client, describing_table(table_name, kwargs))))
 
-    # -- the driver ----------------------------------------------------------------------
-
-    async def _run(self, protocol: Protocol[T], wake: Optional[asyncio.Event] = None) -> T:
-        """Run a protocol to its end on the loop; ``wake`` cuts its sleeps short. An exception
-        raised while performing an effect (cancellation included) is thrown into the protocol."""
-        steps = Steps(wake if wake is not None else self._shutdown)
-        step = self._advance(protocol, None)
-        while not isinstance(step, Done):
-            value, steps.thrown = await self._perform(step, steps)
-            step = self._advance(protocol, value, steps.thrown)
-        result: T = step.value
-        return result
-
-    async def _perform(self, effect: Any, steps: Steps) -> Tuple[Any, Optional[BaseException]]:
-        try:
-            if isinstance(effect, Call):
-                # A cancelled call ends here: a request not yet sent is never sent, one already
-                # on the wire may still land (and is then undone, Pending answering None).
-                return await self._store.send(effect.request), None
-            if isinstance(effect, Sleep):
-                woken = await self._clock.sleep_async(effect.seconds, steps.wake)
-                return self._woken(steps.wake, woken), None
-            if isinstance(effect, Submit):
-                return self._submit_heartbeats(effect.locks), None
-            if isinstance(effect, Hold):
-                if not effect.wait and effect.lock._mutex.locked():
-                    return False, None
-                return await effect.lock._mutex.acquire(), None
-            if isinstance(effect, Settle):
-                settling = self._loop.create_task(self._settle(effect.protocol))
-                self._settling.add(settling)
-                settling.add_done_callback(self._settling.discard)
-                if not effect.follow_up:
-                    await asyncio.shield(settling)    # cancelled again: it goes on in the background
-                return None, None
-            if isinstance(effect, Pending):
-                return None, None     # a cancelled call's answer can never be known
-            raise TypeError(f'unknown effect {effect!r}')
-        except BaseException as exc:
-            return None, exc
-
-    async def _settle(self, protocol: Protocol[None]) -> None:
-        try:
-            await self._run(protocol)
-        except Exception:
-            logger.exception('Settling an interrupted call in lock client %s failed', self._owner_name)
-
     async def wait_settled(self, timeout: Optional[float] = None) -> bool:
         """Wait until the undo of every interrupted call of this client is done (see
         "Interruptions" in the documentation): True when it is, False after ``timeout`` seconds."""
-        if self._settling:
-            await asyncio.wait(set(self._settling), timeout=timeout)
-        return not self._settling
-
-    def _finish(self, protocol: Protocol[T]) -> T:
-        """Run a protocol that needs no I/O (it only emits events)."""
-        step = self._advance(protocol, None)
-        if not isinstance(step, Done):
-            raise TypeError(f'{protocol!r} asked for {step!r}')
-        result: T = step.value
-        return result
+        return await self._wait_settled(timeout)
 
     async def _extend(self, lock: AsyncDynamoDBLock) -> None:
         self._check_process()
@@ -537,69 +435,6 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
 
     def _new_lock(self, **fields: Any) -> AsyncDynamoDBLock:
         return AsyncDynamoDBLock(lock_client=self, **fields)
-
-    async def _acquire(self, partition_key: PartitionKey, sort_key: str, arguments: _config.AcquireArguments,
-                       app_callback: Optional[AsyncAppCallback], raise_context_exception: bool,
-                       timeout_is_error: bool, reentrant: bool = False) -> Optional[AsyncDynamoDBLock]:
-        holder = asyncio.current_task()
-        held, waiter = self._queue(partition_key, sort_key, arguments, holder, reentrant, _AsyncWaiter)
-        if held is not None:
-            return held
-        return await self._run(self._acquisition(waiter, holder, timeout_is_error, app_callback,
-                                                 raise_context_exception, self._new_lock), waiter)
-
-    def _dispatch_callback(self, callback: Callable[..., Any], lock: Any, code: str) -> None:
-        """Coroutine functions run as tasks on the loop; plain functions on the executor."""
-        if _is_coroutine_function(callback):
-            task = self._loop.create_task(self._await_callback(callback(code, lock), lock, code))
-            self._callback_tasks.add(task)
-            task.add_done_callback(self._callback_tasks.discard)
-            return
-
-        def run_callback() -> None:
-            try:
-                result = callback(code, lock)
-                if inspect.isawaitable(result):
-                    asyncio.run_coroutine_threadsafe(self._await_callback(result, lock, code), self._loop)
-            except Exception:
-                logger.exception('app_callback(%s, %s) raised', code, lock.unique_identifier)
-
-        self._app_callback_executor.submit(run_callback)
-
-    @staticmethod
-    async def _await_callback(awaitable: Awaitable[Any], lock: Any, code: str) -> None:
-        try:
-            await awaitable
-        except Exception:
-            logger.exception('app_callback(%s, %s) raised', code, lock.unique_identifier)
-
-    # -- heartbeats ----------------------------------------------------------------------
-
-    async def _run_loop(self, name: str, make_round: Callable[[], Protocol[None]]) -> None:
-        await self._run(background_loop(name, self._owner_name, make_round, self._shutdown.is_set,
-                                        self._settings.heartbeat_period))
-
-    def _submit_heartbeats(self, locks: Sequence[AsyncDynamoDBLock]) -> int:
-        """Start a task renewing a group of locks; returns how many were skipped as in flight."""
-        due = self._take_due(locks)
-        if due:
-            task = self._loop.create_task(self._heartbeat_task(due))
-            self._heartbeat_tasks.add(task)
-            task.add_done_callback(self._heartbeat_tasks.discard)
-        return len(locks) - len(due)
-
-    async def _heartbeat_task(self, locks: List[AsyncDynamoDBLock]) -> None:
-        failure: Optional[BaseException] = None
-        try:
-            async with self._heartbeat_slots:
-                await self._renew(locks)
-        except Exception as exc:
-            failure = exc
-        finally:
-            self._done_with(locks, failure)
-
-    async def _renew(self, locks: Sequence[AsyncDynamoDBLock]) -> None:
-        await self._run(self._renewing(locks))
 
     # -- acquiring the first free of several keys ----------------------------------------
 
@@ -626,13 +461,6 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
                                                        raise_context_exception, self._new_lock), wake)
 
 
-def _retrieve(task: 'asyncio.Task[Any]') -> None:
-    """Retrieve a release's outcome even when its caller was cancelled and never sees it (a
-    best-effort release has logged its trouble; asyncio would warn about an error nobody read)."""
-    if not task.cancelled():
-        task.exception()
-
-
 def _is_async_dynamodb_client(client: Any) -> bool:
     """An aiobotocore client of the DynamoDB service."""
     try:
@@ -641,13 +469,6 @@ def _is_async_dynamodb_client(client: Any) -> bool:
         raise ImportError("AsyncDynamoDBLockClient needs aiobotocore: pip install '.[asyncio]'") from None
     service = getattr(getattr(getattr(client, 'meta', None), 'service_model', None), 'service_name', None)
     return isinstance(client, AioBaseClient) and service == 'dynamodb'
-
-
-def _is_coroutine_function(function: Any) -> bool:
-    while isinstance(function, functools.partial):
-        function = function.func
-    return inspect.iscoroutinefunction(function) or (
-        callable(function) and inspect.iscoroutinefunction(type(function).__call__))
 
 
 # The asyncio twins of the recipes (python_dynamodb_lock.recipes), on this client.

@@ -22,27 +22,24 @@ import logging
 import threading
 import time
 from types import TracebackType
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
-                    Type, TypeVar)
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Type,
+                    TypeVar)
 
 from botocore.exceptions import ClientError
 
 from . import _config
-from ._base import ClientCore, Done, Steps, cancelled_error
 from ._locks import BaseDynamoDBLock, Defaults, HeldLock, check_for_table_arguments, suppress_after_block
 from ._clock import Clock, SystemClock
 from ._core.acquire import read_row
-from ._core.effects import Call, Hold, Pending, Protocol, Settle, Sleep, Submit
 from ._core.guard import single_action
-from ._core.heartbeat import background_loop, check_locks
+from ._core.heartbeat import check_locks
 from ._core.scan import next_page
 from ._errors import DynamoDBLockError
 from ._observe import MetricsHook
-from ._registry import WaiterState
 from ._requests import scan
-from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, Item, PartitionKey
-from ._store import Store
-from ._tables import creating_table, describing_table, require_low_level_client, run_admin
+from ._schema import PartitionKey
+from ._tables import creating_table, describing_table, low_level_client_of, require_low_level_client, run_admin
+from ._threaded import ThreadRunner
 
 if TYPE_CHECKING:  # the boto3-stubs types (pip install 'boto3-stubs[dynamodb]'); nothing at run time
     from mypy_boto3_dynamodb import DynamoDBClient, DynamoDBServiceResource
@@ -166,36 +163,7 @@ class DynamoDBLock(HeldLock):
         return suppress_after_block(self, exc_type, exc_value, traceback)
 
 
-class _Waiter(WaiterState, threading.Event):
-    """An acquisition waiting in this client: woken (and maybe handed the lock) by a release."""
-
-    def __init__(self, attempt: Any) -> None:
-        threading.Event.__init__(self)
-        self.init_waiter(attempt)
-
-
-#: Real seconds between two looks at an acquisition's ``cancel`` event (threading.Event has no
-#: way to be told when it is set).
-_CANCEL_POLL = 0.05
-
-
-def _relay(cancel: threading.Event, events: Sequence[threading.Event]) -> threading.Event:
-    """Set ``events`` as soon as ``cancel`` is set, until the returned event is set (a daemon
-    thread that looks at ``cancel`` every ``_CANCEL_POLL`` seconds)."""
-    done = threading.Event()
-
-    def relay() -> None:
-        while not done.is_set():
-            if cancel.wait(_CANCEL_POLL):
-                for event in events:
-                    event.set()
-                return
-
-    threading.Thread(target=relay, name='DynamoDBLockClient-cancel', daemon=True).start()
-    return done
-
-
-class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
+class DynamoDBLockClient(ThreadRunner[DynamoDBLock], Defaults):
     """Hands out distributed locks stored in one DynamoDB table, and keeps them alive.
 
     Create one client at start-up and :meth:`close` it at shut-down. The constructor starts
@@ -203,61 +171,14 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
     ``heartbeat_tps``), the other flags locks whose renewals have failed for longer than
     ``safe_period`` as ``IN_DANGER``. Application callbacks run on ``app_callback_executor``.
 
-    :param dynamodb_resource: a boto3 DynamoDB service resource, ``boto3.resource('dynamodb')``.
-        The client uses its low-level client (``dynamodb_resource.meta.client``).
-    :param heartbeat_tps: ``-1`` spreads each round of heartbeats evenly over
-        ``heartbeat_period``; a positive number caps heartbeats per second.
-    :param app_callback_executor: where callbacks run; by default a ``ThreadPoolExecutor`` of
-        5 workers that the client creates and shuts down on :meth:`close`.
-    :param clock: a time source (see :mod:`python_dynamodb_lock._clock`); for tests.
-    :param heartbeat_workers: how many heartbeats may be in flight at once; by default the
-        boto3 client's ``max_pool_connections`` (10 unless configured), so concurrent
-        heartbeats never overflow its connection pool. Raising both helps while call latency
-        is the limit; once the client's CPU is, ``heartbeat_batch_size`` helps more.
-    :param heartbeat_batch_size: how many heartbeats go out in one DynamoDB call. At ``1``
-        (the default) each heartbeat is its own ``UpdateItem``, as in the published package.
-        From 2 to 25, heartbeats are grouped into PartiQL ``BatchExecuteStatement`` calls: each
-        statement is still conditional on its own lock's version and costs the same write
-        unit, but a call carries up to 25 of them, so one client keeps many more locks alive
-        before its CPU (botocore spends about a millisecond per call) runs out. It needs the
-        IAM permission ``dynamodb:PartiQLUpdate`` on the table besides ``dynamodb:UpdateItem``,
-        and an engine that runs PartiQL (DynamoDB and DynamoDB Local do; moto does not); when
-        DynamoDB refuses the operation itself, the client warns once and goes back to one
-        ``UpdateItem`` per lock. A statement throttled inside a batch is sent again after 50 ms
-        and 100 ms, then left for the next period.
-        ``heartbeat_tps`` still counts heartbeats, not calls.
-    :param keep_released_rows: ``True`` (the default) keeps a released lock's row, marked
-        released, so that its fencing token keeps growing (see the Safety and fencing page);
-        ``False`` deletes it, as the published package did.
-    :param metrics: a callable that gets a :class:`~python_dynamodb_lock.LockEvent`
-        for every acquire attempt, acquisition, wait, renewal, danger, loss and release, with
-        timings; it runs on the thread where the event happens and must be quick. None (the
-        default) costs nothing.
-    :param sort_key_name: ``None`` for a table whose key is a partition key only (locks there all
-        have the sort key ``'-'``); :meth:`for_table` reads the table's shape for you.
-    :param partition_key_type: the type of the table's partition key: ``'S'`` (the published
-        layout; keys are ``str``), ``'N'`` (``int`` or ``Decimal``) or ``'B'`` (``bytes``).
-    :param max_clock_skew: opt-in faster takeover of crashed holders, for functions that cannot
-        wait a whole lease after a crash (AWS Lambda): the largest difference you trust between
-        the wall clocks of the hosts sharing the table. A waiter then takes a lock over as soon
-        as the end of its lease, as its holder wrote it (``lease_expiry``), plus this skew has
-        passed on the waiter's wall clock - at first sight, instead of after watching its version
-        stay the same for a whole lease. If clocks differ by more, a live holder can lose its
-        lock: keep it None (the default) unless your clocks are synchronised (NTP, Amazon Time
-        Sync) and you need it.
-    :param background_heartbeats: ``False`` starts no threads at all: locks are renewed only
-        when the application calls :meth:`send_heartbeats` (or ``lock.extend()``), and danger
-        is flagged by :meth:`check_locks` and by ``lock.status`` itself. For AWS Lambda and
-        short scripts; :meth:`close` is then instant.
+    Every argument (the published ones and this package's keyword-only additions) is described
+    under :ref:`client-arguments`; :doc:`settings` says how to choose them.
+
     :raises TypeError, ValueError: for arguments that cannot work (non-positive periods,
         ``heartbeat_tps`` of 0, a heartbeat period not shorter than the lease, an expiry
         period shorter than the lease, ...). Unsafe but workable settings are logged as
         warnings.
     """
-
-    _COL_OWNER_NAME = COL_OWNER_NAME
-    _COL_LEASE_DURATION = COL_LEASE_DURATION
-    _COL_RECORD_VERSION_NUMBER = COL_RECORD_VERSION_NUMBER
 
     _base_lock_class = BaseDynamoDBLock
 
@@ -285,14 +206,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         max_clock_skew: Optional[datetime.timedelta] = None,
         partition_key_type: str = 'S',
     ) -> None:
-        if dynamodb_resource is None:
-            raise TypeError('dynamodb_resource must be a boto3 DynamoDB resource, not None')
-        low_level_client = getattr(getattr(dynamodb_resource, 'meta', None), 'client', None)
-        if low_level_client is None:
-            raise TypeError(
-                'dynamodb_resource must be a boto3 DynamoDB resource (boto3.resource("dynamodb")); '
-                f'got {type(dynamodb_resource).__name__}'
-            )
+        low_level_client = low_level_client_of(dynamodb_resource)
         settings = self._configure(
             low_level_client, clock, app_callback_executor, metrics, background_heartbeats,
             table_name=table_name, partition_key_name=partition_key_name, sort_key_name=sort_key_name,
@@ -302,53 +216,10 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
             heartbeat_batch_size=heartbeat_batch_size, keep_released_rows=keep_released_rows,
             max_clock_skew=max_clock_skew, partition_key_type=partition_key_type)
 
-        # The published private attributes, for code that reads them.
-        self._dynamodb_resource = dynamodb_resource
-        self._partition_key_name = settings.schema.partition_key_name
-        self._sort_key_name = settings.schema.sort_key_name
-        self._ttl_attribute_name = settings.schema.ttl_attribute_name
-        self._heartbeat_period = heartbeat_period
-        self._safe_period = safe_period
-        self._lease_duration = lease_duration
-        self._expiry_period = expiry_period
-        self._heartbeat_tps = heartbeat_tps
-        self._heartbeat_period_s = settings.heartbeat_period
-        self._lease_duration_s = settings.lease_duration
-        self._expiry_period_s = settings.expiry_period
-
-        self._store = Store(low_level_client)
-        self._shutdown = threading.Event()
-        self._close_guard = threading.Lock()
-        self._closed = False
-        self._owns_app_callback_executor = app_callback_executor is None
-        self._app_callback_executor = app_callback_executor or concurrent.futures.ThreadPoolExecutor(
-            max_workers=Defaults._DEFAULT_APP_CALLBACK_THREADPOOL_SIZE,
-            thread_name_prefix='DynamoDBLockClient-callback',
-        )
-        # Calls of acquisitions that can be cancelled (acquire_lock(cancel=...)) are sent here,
-        # so that the caller can stop waiting for an answer; threads start only when used.
-        self._call_executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=settings.heartbeat_workers, thread_name_prefix='DynamoDBLockClient-call')
-        self._heartbeat_executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=settings.heartbeat_workers,
-            thread_name_prefix='DynamoDBLockClient-heartbeat',
-        )
-        self._heartbeat_sender = threading.Thread(
-            target=self._run_loop, args=('heartbeat sender', self._heartbeat_round),
-            name='DynamoDBLockClient-heartbeat-sender', daemon=True,
-        )
-        self._heartbeat_checker = threading.Thread(
-            target=self._run_loop, args=('heartbeat checker', self._checker_round),
-            name='DynamoDBLockClient-heartbeat-checker', daemon=True,
-        )
-        if background_heartbeats:
-            self._heartbeat_sender.start()
-            self._heartbeat_checker.start()
-        logger.info(
-            'Started lock client %s on table %s (heartbeat %ss, safe %ss, lease %ss%s)',
-            self._owner_name, self._table_name, settings.heartbeat_period, settings.safe_period,
-            settings.lease_duration, '' if background_heartbeats else ', heartbeats sent by the application',
-        )
+        self._dynamodb_resource = dynamodb_resource   # published private attributes, as all below
+        self._keep_published_attributes(heartbeat_period, safe_period, lease_duration, expiry_period, heartbeat_tps)
+        self._start_threads(low_level_client, settings, background_heartbeats)
+        self._log_started('lock client', background_heartbeats)
 
     # -- public API ----------------------------------------------------------------------
 
@@ -406,11 +277,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
                                               additional_attributes, app_callback)
         _config.require_bool('reentrant', reentrant)
-        if cancel is not None:
-            if not callable(getattr(cancel, 'wait', None)) or not callable(getattr(cancel, 'is_set', None)):
-                raise TypeError(f'cancel must be a threading.Event, not {type(cancel).__name__}')
-            if cancel.is_set():
-                raise cancelled_error()
+        self._check_cancel(cancel)
         lock = self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True,
                              reentrant, cancel)
         assert lock is not None   # a timeout raises here: timeout_is_error=True
@@ -469,11 +336,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         with self._close_guard:
             if not self._begin_close():
                 return
-        for thread in (self._heartbeat_sender, self._heartbeat_checker):
-            if thread.is_alive() and thread is not threading.current_thread():
-                thread.join()
-        self._heartbeat_executor.shutdown(wait=False, cancel_futures=True)
-        self._call_executor.shutdown(wait=False)
+        self._stop_threads()
         for lock in self._locks_to_release_at_close(release_locks):
             self.release_lock(lock, best_effort=True)
         self._end_close()
@@ -621,127 +484,14 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
             like one of the lock's own attributes).
         """
         check_for_table_arguments(table_name, kwargs)
-        low_level_client = getattr(getattr(dynamodb_resource, 'meta', None), 'client', None)
-        if low_level_client is None:
-            raise TypeError('for_table takes a boto3 DynamoDB resource (boto3.resource("dynamodb")), '
-                            f'not {type(dynamodb_resource).__name__}')
+        low_level_client = low_level_client_of(dynamodb_resource)
         return cls(dynamodb_resource, **run_admin(low_level_client, describing_table(table_name, kwargs)))
-
-    # -- the published private helpers ---------------------------------------------------
-
-    def _get_item_from_lock(self, lock: BaseDynamoDBLock) -> Item:
-        """The table item for ``lock``, in boto3's Python types."""
-        return self._item_of(lock)
-
-    def _get_lock_from_item(self, item: Mapping[str, Any]) -> BaseDynamoDBLock:
-        """A :class:`BaseDynamoDBLock` describing a table item."""
-        return BaseDynamoDBLock(**self._schema.lock_fields(item, self._settings.lease_duration))
-
-    _base_lock_class = BaseDynamoDBLock
-
-    # -- the driver ----------------------------------------------------------------------
-
-    def _run(self, protocol: Protocol[T], wake: Optional[threading.Event] = None,
-             cancel: Optional[threading.Event] = None, pending: Any = None) -> T:
-        """Run a protocol to its end in this thread; ``wake`` cuts its sleeps short, ``cancel``
-        ends it (see ``acquire_lock``); ``pending``: the future of the call a settling protocol
-        settles.
-
-        An exception raised while performing an effect (an interrupt, a bug in a hook) is thrown
-        into the protocol, which accounts for what was in flight before it lets it through.
-        """
-        steps = Steps(wake if wake is not None else self._shutdown, cancel, pending)
-        relay_done = None
-        if cancel is not None:
-            steps.kick = threading.Event()
-            relay_done = _relay(cancel, (steps.wake, steps.kick))
-        try:
-            step = self._advance(protocol, None)
-            while True:
-                try:
-                    while not isinstance(step, Done):
-                        value, steps.thrown = self._perform(step, steps)
-                        step = self._advance(protocol, value, steps.thrown)
-                    break
-                except BaseException as exc:
-                    if protocol.gi_frame is None:   # type: ignore[attr-defined]  # it came from the protocol
-                        raise
-                    # A Ctrl-C that landed in this loop rather than in a call: the protocol still
-                    # accounts for it (a mutex it holds is given back, a write in flight undone).
-                    steps.thrown = exc
-                    step = self._advance(protocol, None, exc)
-        finally:
-            if relay_done is not None:
-                relay_done.set()
-        result: T = step.value
-        return result
-
-    def _perform(self, effect: Any, steps: Steps) -> Tuple[Any, Optional[BaseException]]:
-        """Perform one effect: (its result, None), or (None, what it raised)."""
-        try:
-            if isinstance(effect, Call):
-                if steps.cancel is None:
-                    return self._store.send(effect.request), None
-                return self._send_cancellably(effect.request, steps), None
-            if isinstance(effect, Sleep):
-                woken = self._clock.sleep(effect.seconds, steps.wake)
-                if steps.cancel is not None and steps.cancel.is_set():
-                    raise cancelled_error()
-                return self._woken(steps.wake, woken), None
-            if isinstance(effect, Submit):
-                return self._submit_heartbeats(effect.locks), None
-            if isinstance(effect, Hold):
-                return effect.lock._mutex.acquire(blocking=effect.wait), None
-            if isinstance(effect, Settle):
-                self._settle(effect.protocol, steps, effect.follow_up)
-                return None, None
-            if isinstance(effect, Pending):
-                return (steps.pending.result() if steps.pending is not None else None), None
-            raise TypeError(f'unknown effect {effect!r}')
-        except BaseException as exc:
-            return None, exc
-
-    def _send_cancellably(self, request: Any, steps: Steps) -> Any:
-        """Send on a worker thread and wait for the answer or the cancel event, whichever comes
-        first; a cancelled call's future is kept (``steps.inflight``) for the undo to wait on."""
-        steps.kick.clear()
-        future = self._call_executor.submit(self._store.send, request)
-        future.add_done_callback(lambda _: steps.kick.set())
-        steps.kick.wait()
-        if future.done():
-            return future.result()
-        steps.inflight = future
-        raise cancelled_error()
-
-    def _settle(self, protocol: Protocol[None], steps: Steps, follow_up: bool) -> None:
-        """Run undo or follow-up work on a thread of its own, which no interruption of the caller
-        stops; wait for it (not for a ``follow_up``), except that an interrupted caller (Ctrl-C,
-        cancel) waits at most ``_SETTLE_GRACE`` seconds and leaves the rest to the background."""
-        def settle() -> None:
-            try:
-                self._run(protocol, pending=steps.inflight)
-            except BaseException:
-                logger.exception('Settling an interrupted call in lock client %s failed', self._owner_name)
-            finally:
-                self._settling.discard(threading.current_thread())
-
-        thread = threading.Thread(target=settle, name='DynamoDBLockClient-settle', daemon=True)
-        self._settling.add(thread)
-        thread.start()
-        if not follow_up:
-            thread.join(self._SETTLE_GRACE if steps.interrupted else None)
-
-    #: Seconds an interrupted caller waits for the undo of what it left in flight.
-    _SETTLE_GRACE = 0.5
 
     def wait_settled(self, timeout: Optional[float] = None) -> bool:
         """Wait until the undo of every interrupted call of this client is done (see
         "Interruptions" in the documentation): True when it is, False after ``timeout`` real
         seconds (a thread join: real time, whatever clock the client was given)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for thread in list(self._settling):
-            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        return not self._settling
+        return self._wait_settled(timeout)
 
     def _extend(self, lock: DynamoDBLock) -> None:
         self._check_process()
@@ -756,58 +506,6 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
 
     def _new_lock(self, **fields: Any) -> DynamoDBLock:
         return DynamoDBLock(lock_client=self, **fields)
-
-    def _acquire(self, partition_key: PartitionKey, sort_key: str, arguments: _config.AcquireArguments,
-                 app_callback: Optional[AppCallback], raise_context_exception: bool,
-                 timeout_is_error: bool, reentrant: bool = False,
-                 cancel: Optional[threading.Event] = None) -> Optional[DynamoDBLock]:
-        holder = threading.current_thread()   # not get_ident(): an ident is reused by later threads
-        held, waiter = self._queue(partition_key, sort_key, arguments, holder, reentrant, _Waiter)
-        if held is not None:
-            return held
-        return self._run(self._acquisition(waiter, holder, timeout_is_error, app_callback, raise_context_exception,
-                                           self._new_lock), waiter, cancel)
-
-    def _install(self, lock: DynamoDBLock, previous: Optional[DynamoDBLock]) -> DynamoDBLock:
-        """The last step of an acquisition, after :meth:`_adopt` (see ``_installing``)."""
-        return self._run(self._installing(lock, previous))
-
-    def _dispatch_callback(self, callback: Callable[..., Any], lock: Any, code: str) -> None:
-        """Run ``callback(code, lock)`` on the callback executor, logging what it raises."""
-        def run_callback() -> None:
-            try:
-                callback(code, lock)
-            except Exception:
-                logger.exception('app_callback(%s, %s) raised', code, lock.unique_identifier)
-
-        self._app_callback_executor.submit(run_callback)
-
-    # -- heartbeats ----------------------------------------------------------------------
-
-    def _run_loop(self, name: str, make_round: Callable[[], Protocol[None]]) -> None:
-        self._run(background_loop(name, self._owner_name, make_round, self._shutdown.is_set,
-                                  self._settings.heartbeat_period))
-
-    def _submit_heartbeats(self, locks: Sequence[DynamoDBLock]) -> int:
-        """Hand a group of heartbeats to a worker; returns how many were skipped as in flight."""
-        due = self._take_due(locks)
-        if due:
-            try:
-                self._heartbeat_executor.submit(self._heartbeat_task, due)
-            except RuntimeError:   # the executor was shut down by close()
-                self._done_with(due)
-        return len(locks) - len(due)
-
-    def _heartbeat_task(self, locks: List[DynamoDBLock]) -> None:
-        try:
-            self._renew(locks)
-        except Exception as exc:
-            self._done_with(locks, exc)
-        else:
-            self._done_with(locks)
-
-    def _renew(self, locks: Sequence[DynamoDBLock]) -> None:
-        self._run(self._renewing(locks))
 
     # -- acquiring the first free of several keys ----------------------------------------
 
@@ -847,8 +545,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         """
         attempts = self._first_attempts(partition_key, sort_keys, retry_period, retry_timeout,
                                         additional_attributes, app_callback)
-        if cancel is not None and cancel.is_set():
-            raise cancelled_error()
+        self._check_cancel(cancel)
         acquiring = self._first_acquisition(attempts, threading.current_thread(), app_callback,
                                             raise_context_exception, self._new_lock)
         if wake is None and cancel is not None:
