@@ -9,8 +9,10 @@ from ._version import __version__
 from ._errors import Reason
 from ._observe import LockEvent
 from ._locks import HeldLock
+from ._schema import TableLayout
 from .python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
 from .recipes import LeaderElection, LossReason, Permit, Semaphore
 
 __all__ = ['BaseDynamoDBLock', 'DynamoDBLock', 'DynamoDBLockClient', 'DynamoDBLockError', 'HeldLock', 'LeaderElection',
-           'LockEvent', 'LossReason', 'Permit', 'Reason', 'Semaphore', '__version__']
+           'LockEvent', 'LossReason', 'Permit', 'Reason', 'Semaphore', 'TableLayout',
+           '__version__']

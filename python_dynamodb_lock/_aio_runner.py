@@ -61,6 +61,12 @@ class TaskRunner(ClientCore[L]):
                                        name='AsyncDynamoDBLockClient-heartbeat-checker'),
             ]
 
+    @property
+    def background_tasks(self) -> Tuple['asyncio.Task[None]', ...]:
+        """The client's background tasks (the heartbeat sender and the danger checker; none with
+        ``background_heartbeats=False``): running until ``close()``."""
+        return tuple(self._background)
+
     async def _stop_tasks(self) -> None:
         """What ``close()`` does after it has set the shutdown event: wait for the background
         tasks and cancel the heartbeats in flight."""

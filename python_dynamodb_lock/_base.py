@@ -35,7 +35,7 @@ from ._core.state import Status
 from ._errors import DynamoDBLockError, Reason
 from ._observe import Observer, logger
 from ._registry import Registry, WaiterState
-from ._schema import Item, PartitionKey, Schema, binary_bytes
+from ._schema import Item, PartitionKey, Schema, TableLayout, binary_bytes
 
 __all__ = ['ClientCore', 'Done', 'Steps', 'cancelled_error', 'is_cancellation', 'unique_identifier_of']
 
@@ -168,6 +168,18 @@ class ClientCore(Generic[L]):
     def closed(self) -> bool:
         """Whether :meth:`close` has been called."""
         return self._closed
+
+    @property
+    def table_layout(self) -> TableLayout:
+        """The table's name, key names and types, and TTL attribute, as this client uses them
+        (given to the constructor, or read from the table by ``for_table``)."""
+        return self._schema.layout
+
+    @property
+    def heartbeats_in_flight(self) -> int:
+        """How many held locks have a renewal on the wire right now (0: the client is quiet)."""
+        with self._in_flight_guard:
+            return len(self._heartbeats_in_flight)
 
     # -- stepping protocols ------------------------------------------------------------
 

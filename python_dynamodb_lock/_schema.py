@@ -9,7 +9,7 @@ import dataclasses
 import functools
 import math
 from decimal import Decimal
-from typing import Any, Dict, FrozenSet, Mapping, Optional, Union
+from typing import Any, Dict, FrozenSet, Mapping, NamedTuple, Optional, Union
 
 from boto3.dynamodb.types import Binary
 
@@ -69,6 +69,17 @@ def lease_expiry(wall_now: float, lease_duration: float) -> Decimal:
     return Decimal(math.ceil((wall_now + lease_duration) * 1000)) / 1000
 
 
+class TableLayout(NamedTuple):
+    """The shape of a client's lock table (``client.table_layout``): what the constructor was
+    given or :meth:`for_table` read from the table."""
+
+    table_name: str
+    partition_key_name: str
+    partition_key_type: str   #: 'S', 'N' or 'B'
+    sort_key_name: Optional[str]   #: None: the table's key is the partition key alone
+    ttl_attribute_name: str
+
+
 @dataclasses.dataclass(frozen=True)
 class Schema:
     """Where the lock attributes live in one table, and how items map to lock fields."""
@@ -90,6 +101,11 @@ class Schema:
     @functools.cached_property
     def key_names(self) -> FrozenSet[str]:
         return frozenset(name for name in (self.partition_key_name, self.sort_key_name) if name is not None)
+
+    @property
+    def layout(self) -> TableLayout:
+        return TableLayout(self.table_name, self.partition_key_name, self.partition_key_type, self.sort_key_name,
+                           self.ttl_attribute_name)
 
     def key(self, partition_key: Any, sort_key: str) -> Item:
         if self.sort_key_name is None:

@@ -93,6 +93,12 @@ class ThreadRunner(ClientCore[L]):
             self._heartbeat_sender.start()
             self._heartbeat_checker.start()
 
+    @property
+    def background_threads(self) -> Tuple[threading.Thread, ...]:
+        """The client's background threads that were started (the heartbeat sender and the
+        danger checker; none with ``background_heartbeats=False``): alive until :meth:`close`."""
+        return tuple(thread for thread in (self._heartbeat_sender, self._heartbeat_checker) if thread.ident is not None)
+
     def _stop_threads(self) -> None:
         """What :meth:`close` does after it has set the shutdown event: join the background
         threads and stop the executors."""

@@ -96,8 +96,10 @@ class AsyncDynamoDBLock(HeldLock):
             additional_attributes, app_callback, lock_client, raise_context_exception,
             clock=lock_client._clock, guard=null_guard(),
         )
-        # Serialises the calls to DynamoDB about this lock (a release and a heartbeat).
-        self._mutex = asyncio.Lock()
+        #: Serialises the calls to DynamoDB about this lock (a release, a heartbeat, a guarded
+        #: write): the twin of the threaded lock's ``thread_lock``. Holding it holds them off.
+        self.task_lock = asyncio.Lock()
+        self._mutex = self.task_lock
 
     def release(self, best_effort: bool = True) -> 'asyncio.Future[None]':
         """Release this lock (``await lock.release()``): see

@@ -325,8 +325,7 @@ class BlockingAsyncClient:
 
     def background_tasks(self) -> List[TaskHandle]:
         """The heartbeat sender and checker tasks, and any close started from the loop thread."""
-        # private: needs a public view of the asyncio client's background tasks
-        return [TaskHandle(task) for task in [*self._client._background, *self._detached]]
+        return [TaskHandle(task) for task in [*self._client.background_tasks, *self._detached]]
 
     # -- the threaded client's API ---------------------------------------------------------
 

@@ -166,8 +166,7 @@ def background_threads(client: Any) -> List[Any]:
     if is_asyncio(client):
         tasks: List[Any] = client.background_tasks()
         return tasks
-    # private: needs a public view of the client's threads
-    return [thread for thread in (client._heartbeat_sender, client._heartbeat_checker) if thread.ident is not None]
+    return list(client.background_threads)
 
 
 def _actors(workers: Iterable[Any]) -> List[Any]:
@@ -274,8 +273,7 @@ def settle(clock: ManualClock, *clients: Any, threads: Iterable[threading.Thread
 
     def busy() -> List[str]:
         names = [worker.name for worker, actor in zip(watched, _actors(watched)) if not clock.is_idle(actor)]
-        names += [f'{client}: heartbeat in flight' for client in clients
-                  if client._heartbeats_in_flight]  # private: needs a public "heartbeat in flight" view
+        names += [f'{client}: heartbeat in flight' for client in clients if client.heartbeats_in_flight]
         return names
 
     wait_until(lambda: not busy(), timeout, lambda: f'still busy: {busy()}')
@@ -305,7 +303,7 @@ def holding_lock_mutex(lock: Any) -> Iterator[None]:
         finally:
             lock.thread_lock.release()
         return
-    mutex = lock._mutex  # private: needs a public twin of thread_lock on the asyncio lock
+    mutex = lock.task_lock
 
     async def take() -> None:
         await mutex.acquire()

@@ -99,7 +99,6 @@ def test_acquire_after_release_by_the_same_and_by_another_client(engine: Any, cl
     with CallRecorder(other_resource) as calls:
         theirs = other.acquire_lock('reuse')
     assert calls.operations() == ['UpdateItem']
-    # private: needs a public owner_name on the clients
     assert engine.read_item('reuse')['owner_name'] == other.owner_name
     assert theirs.status == DynamoDBLock.LOCKED
     assert theirs.fencing_token == again.fencing_token + 1     # the released row kept the count
@@ -332,7 +331,6 @@ def test_losing_the_race_for_a_free_lock_is_a_retry_not_an_error(engine: Any, cl
         lock = acquire_fast(client, clock, 'race', retry_period=seconds(seconds=1), retry_timeout=seconds(seconds=10))
     assert (won.hits, released.hits) == (1, 1)
     assert lock.status == DynamoDBLock.LOCKED
-    # private: needs a public owner_name on the clients
     assert engine.read_item('race')['owner_name'] == client.owner_name
     if rival_frees == 'released':              # the kept row kept the count
         assert lock.fencing_token == rival_locks[0].fencing_token + 1
@@ -371,7 +369,6 @@ def test_losing_a_takeover_race_waits_a_full_lease_for_the_winner(engine: Any, c
     takeovers = [call for call in calls.writes() if is_takeover(call.params)]
     assert len(takeovers) == 2            # the one that lost, then the one that won
     assert takeovers[1].clock_time - winner_at[0] >= 10
-    # private: needs a public owner_name on the clients
     assert engine.read_item('takeover-race')['owner_name'] == client.owner_name
     assert lock.fencing_token == 3        # one more than the winner's, whose row it took over
 

@@ -301,7 +301,7 @@ def test_close_with_release_locks_releases_every_row_and_stops_the_tasks(engine:
     async def main() -> None:
         clock = ManualClock()
         async with engine.async_lock_client(clock=clock) as client:
-            background = list(client._background)  # private: needs a public view of the client's background tasks
+            background = list(client.background_tasks)
             assert [task.get_name() for task in background] == [
                 'AsyncDynamoDBLockClient-heartbeat-sender', 'AsyncDynamoDBLockClient-heartbeat-checker']
             locks = [await client.acquire_lock(f'closing-{index}') for index in range(3)]
@@ -360,8 +360,7 @@ def test_background_heartbeats_go_out_in_batches(local_engine: LockTable) -> Non
         async with local_engine.async_lock_client(clock=clock, heartbeat_batch_size=4,
                                                   heartbeat_period=seconds(seconds=8)) as client:
             def settled() -> bool:
-                # private: needs public views of the background tasks and of "heartbeat in flight"
-                return all(clock.is_idle(task) for task in client._background) and not client._heartbeats_in_flight
+                return all(clock.is_idle(task) for task in client.background_tasks) and not client.heartbeats_in_flight
 
             locks = [await client.acquire_lock(f'round-{index}') for index in range(8)]
             with CallRecorder(local_engine.resource, clock) as calls:

@@ -143,8 +143,7 @@ def test_durations_of_exactly_the_maximum_work(moto_engine: LockTable) -> None:
         lock = client.acquire_lock('longest', retry_period=MAX_DURATION, retry_timeout=MAX_DURATION)
         assert clock.both_loops_waited.wait(10), clock.waits
         assert all(seconds <= threading.TIMEOUT_MAX for _, seconds in clock.waits), clock.waits
-        # private: needs a public view of the client's threads
-        assert client._heartbeat_sender.is_alive() and client._heartbeat_checker.is_alive()
+        assert len(client.background_threads) == 2 and all(t.is_alive() for t in client.background_threads)
         lock.release(best_effort=False)
         assert len(table_rows(moto_engine)) == 1         # the row is kept, marked released
         assert moto_engine.read_held_row('longest') is None
@@ -153,8 +152,7 @@ def test_durations_of_exactly_the_maximum_work(moto_engine: LockTable) -> None:
         assert kept['expiry_time'] >= time.time() + MAX_DURATION.total_seconds() - 60   # TTL: expiry_period ahead
     finally:
         client.close()
-    # private: needs a public view of the client's threads
-    assert not client._heartbeat_sender.is_alive() and not client._heartbeat_checker.is_alive()
+    assert client.background_threads and not any(t.is_alive() for t in client.background_threads)
 
 
 @pytest.mark.parametrize('seconds, expected', [

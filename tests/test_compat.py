@@ -179,8 +179,8 @@ def test_constructor_accepts_every_argument_by_position(offline_resource: Any) -
 
 def test_constructor_starts_two_daemon_threads_and_close_stops_them(offline_resource: Any) -> None:
     client = DynamoDBLockClient(offline_resource)
-    # private: needs a public view of the client's threads
-    threads = [client._heartbeat_sender, client._heartbeat_checker]
+    threads = client.background_threads
+    assert len(threads) == 2
     assert all(thread.is_alive() and thread.daemon for thread in threads)
     client.close()
     assert not any(thread.is_alive() for thread in threads)

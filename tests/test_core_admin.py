@@ -27,7 +27,6 @@ def test_get_lock_is_one_consistent_read(engine: Any, clients: LockClients) -> N
     assert calls.operations() == ['GetItem']
     assert calls.calls[0].params['ConsistentRead'] is True
     assert type(seen) is BaseDynamoDBLock
-    # private: needs a public owner_name on the clients
     assert (seen.partition_key, seen.sort_key, seen.owner_name, seen.record_version_number) == \
         ('inspected', 'part', client.owner_name, held.record_version_number)
     assert seen.lease_duration == 30.0 and seen.expiry_time == held.expiry_time

@@ -158,8 +158,7 @@ def test_a_client_whose_timeouts_outlast_the_safe_period_is_told_once_at_info(
 def test_fractional_periods_are_accepted(make: Any) -> None:
     client = make(heartbeat_period=seconds(seconds=0.03), safe_period=seconds(seconds=0.06),
                   lease_duration=seconds(seconds=0.1))
-    assert client._settings.lease_duration == 0.1  # private: needs a public view of the resolved settings
+    assert client.lease_duration == 0.1
     if not is_asyncio(client):
-        # private: needs a public view of the resolved settings
         assert client._lease_duration_s == 0.1      # the threaded client's published private attribute
 

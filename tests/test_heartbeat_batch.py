@@ -68,7 +68,6 @@ def test_one_call_renews_up_to_25_locks(local_engine: Any, local_clients: LockCl
         assert lock.record_version_number != old_version
         assert row['record_version_number'] == lock.record_version_number
         assert row['expiry_time'] == lock.expiry_time
-        # private: needs a public owner_name on the clients
         assert row['owner_name'] == client.owner_name      # nothing else of the row changes
 
 

@@ -148,7 +148,6 @@ def test_a_release_that_meets_a_thief_and_a_force_release(engine: LockTable, cli
     assert operator.force_release_lock(operator.get_lock('two'))
     forced = operator_events.one('force_released')
     assert forced.key == other.unique_identifier
-    # private: needs a public owner_name on the clients
     assert forced.attributes == {'version': other.record_version_number, 'owner': client.owner_name}
 
 

@@ -156,29 +156,20 @@ def counts(accesses: List[Access]) -> Dict[Tuple[str, str], int]:
     return dict(collections.Counter((access.kind, access.name) for access in accesses))
 
 
-# Why each remaining private access is there. "asked of the lead": a read-only property on a
-# client or lock would serve; the access stays, marked ``# private:``, until it exists.
+# Why each remaining private access is there.
 WHY_CORE = 'unit test of the pure protocol core and its request/answer layer, by design: no client to go through'
 WHY_WIRE = ('unit test of the asyncio typing layer (_wire) against boto3\'s resource layer, for every '
             'request the lock sends: no client to go through')
 WHY_COMPAT = 'the published 0.9.1 client has this attribute: the drop-in compatibility test checks it'
 WHY_COMPAT_USE = 'the published 0.9.1 client has this attribute (kept for drop-in compatibility)'
-WHY_THREADS = "the threaded client's two daemon threads: needs a public view of them (asked of the lead)"
-WHY_TASKS = "the asyncio client's background tasks: needs a public view of them (asked of the lead)"
-WHY_INFLIGHT = ('whether a heartbeat round is in flight (are the clients settled?): needs a public view '
-                '(asked of the lead)')
-WHY_MUTEX = ("the asyncio lock's per-lock mutex (the threaded lock's is public: thread_lock): needs a public twin "
-             '(asked of the lead)')
-WHY_SCHEMA = 'the key schema for_table discovered: needs a public read-only view of it (asked of the lead)'
 WHY_STORE = "replaces the asyncio client's request store to prove that bad input makes no call at all"
-WHY_SHUTDOWN = ('sets what close() sets first, to meet a round in the middle of a close: needs a steppable runner '
-                '(asked of the lead)')
-WHY_CLOSED = 'whether the table closed its client: needs a public closed flag on the clients (asked of the lead)'
+WHY_SHUTDOWN = ('sets what close() sets first, to meet a heartbeat round in the middle of a close: no public call '
+                'stops a client half-way')
 WHY_FACADE = 'the asyncio facade mirrors the threaded client for the shared tests, private members included'
 WHY_STATE = 'the renewal bookkeeping (unconfirmed versions) and a bug injected into it: no public view by design'
 WHY_EXTEND = ('extending through a client that does not own the lock: no public path leads there (lock.extend() '
               'uses its own client)')
-WHY_SETTINGS = 'the resolved settings of the client: needs a public read-only view (asked of the lead)'
+WHY_SETTINGS = "the threaded client's published private attribute (_lease_duration_s), kept for code that reads it"
 WHY_DEFAULT = 'a published class attribute (REFERENCE_API: _DEFAULT_LEASE_DURATION)'
 WHY_CLI = ('the CLI in process (_cli.run with given streams, its parser, limits and exit codes); the public seam'
            ' is the python -m process, too slow for this many cases')
@@ -212,11 +203,9 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock.testing._faults'): (1, WHY_RAWFAULTS),
     },
     '_torture/worker.py': {
-        ('attr', '_background'): (1, WHY_TASKS),
         ('import', 'python_dynamodb_lock._embedded'): (1, WHY_AIO_CREDS),
     },
     'aio_facade.py': {
-        ('attr', '_background'): (1, WHY_TASKS),
         ('attr', '_shutdown'): (1, WHY_FACADE),
         ('import', 'python_dynamodb_lock._embedded'): (1, WHY_AIO_CREDS),
         ('import', 'python_dynamodb_lock.testing._engines'): (1, WHY_AIO_SESSION),
@@ -226,21 +215,11 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
     },
     'helpers.py': {
         ('attr', '_dynamodb_resource'): (1, WHY_COMPAT_USE),
-        ('attr', '_heartbeat_checker'): (1, WHY_THREADS),
-        ('attr', '_heartbeat_sender'): (1, WHY_THREADS),
-        ('attr', '_heartbeats_in_flight'): (1, WHY_INFLIGHT),
-        ('attr', '_mutex'): (1, WHY_MUTEX),
     },
     'install_dynamodb_local.py': {
         ('import', 'python_dynamodb_lock._embedded'): (2, WHY_INSTALL),
     },
-    'test_aio.py': {
-        ('attr', '_background'): (2, WHY_TASKS),
-        ('attr', '_heartbeats_in_flight'): (1, WHY_INFLIGHT),
-    },
     'test_bounds.py': {
-        ('attr', '_heartbeat_checker'): (2, WHY_THREADS),
-        ('attr', '_heartbeat_sender'): (2, WHY_THREADS),
         ('import', 'python_dynamodb_lock._validation'): (1, WHY_VALIDATION),
     },
     'test_cli.py': {
@@ -259,8 +238,6 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
     },
     'test_compat.py': {
         ('attr', '_app_callback_executor'): (1, WHY_COMPAT),
-        ('attr', '_heartbeat_checker'): (1, WHY_THREADS),
-        ('attr', '_heartbeat_sender'): (1, WHY_THREADS),
         ('attr', '_owner_name'): (5, WHY_COMPAT),
         ('attr', '_partition_key_name'): (1, WHY_COMPAT),
         ('attr', '_sort_key_name'): (1, WHY_COMPAT),
@@ -288,7 +265,6 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
     },
     'test_core_validation.py': {
         ('attr', '_lease_duration_s'): (1, WHY_SETTINGS),
-        ('attr', '_settings'): (1, WHY_SETTINGS),
     },
     'test_demo.py': {
         ('import', 'python_dynamodb_lock._demo'): (2, WHY_DEMO),
@@ -324,22 +300,17 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._observe'): (1, WHY_METRICS_PATCH),
     },
     'test_properties.py': {
-        ('attr', '_heartbeat_checker'): (1, WHY_THREADS),
-        ('attr', '_heartbeat_sender'): (1, WHY_THREADS),
         ('import', 'python_dynamodb_lock._cli'): (1, WHY_CLI),
         ('import', 'python_dynamodb_lock._validation'): (1, WHY_CLI),
     },
     'test_recipes.py': {
         ('attr', '_campaign'): (2, WHY_RECIPES),
-        ('attr', '_thread'): (9, WHY_RECIPES),
     },
     'test_table_layouts.py': {
-        ('attr', '_schema'): (10, WHY_SCHEMA),
         ('attr', '_store'): (1, WHY_STORE),
         ('import', 'python_dynamodb_lock._base'): (1, WHY_IDENT),
     },
     'test_testing_package.py': {
-        ('attr', '_shutdown'): (1, WHY_CLOSED),
         ('import', 'python_dynamodb_lock._embedded'): (1, WHY_TESTING_SELF),
         ('import', 'python_dynamodb_lock.testing._faults'): (1, WHY_TESTING_SELF),
     },

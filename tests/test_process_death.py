@@ -127,7 +127,6 @@ def test_killed_holder_is_taken_over_within_lease(
     took = time.monotonic() - killed_at
     print(f'\ntakeover after SIGKILL: {took:.2f}s (lease {LEASE}s, retry period {RETRY_PERIOD}s)')
 
-    # private: needs a public owner_name on the clients
     assert_row_is_held_by(local_engine, lock, contender.owner_name)
     assert lock.status == DynamoDBLock.LOCKED
     assert lock.took_over_from is not None and lock.took_over_from.owner_name == acquired['owner']
@@ -173,7 +172,6 @@ def test_paused_holder_is_told_its_lock_was_stolen(
     # deletes nothing.
     failed = holder.wait_for('release_failed', timeout=30)
     assert failed['status_before'] == DynamoDBLock.INVALID
-    # private: needs a public owner_name on the clients
     assert failed['code'] == DynamoDBLockError.LOCK_STOLEN and contender.owner_name in failed['message']
 
     holder.send('exit')
@@ -181,7 +179,6 @@ def test_paused_holder_is_told_its_lock_was_stolen(
     assert done['library_errors'] == [] and done['thread_failures'] == []
     assert done['heartbeat_threads'] == {'DynamoDBLockClient-heartbeat-sender': 1,
                                          'DynamoDBLockClient-heartbeat-checker': 1}
-    # private: needs a public owner_name on the clients
     assert_row_is_held_by(local_engine, new_lock, contender.owner_name)
     # The new holder kept its lock throughout.
     assert new_lock.status == DynamoDBLock.LOCKED and callbacks.codes == []
@@ -213,7 +210,6 @@ def test_paused_holder_strict_release_raises_lock_stolen(
     done = holder.wait_for('done', timeout=30)
     assert done['library_errors'] == [] and done['thread_failures'] == []
 
-    # private: needs a public owner_name on the clients
     assert_row_is_held_by(local_engine, new_lock, contender.owner_name)
     assert new_lock.status == DynamoDBLock.LOCKED and callbacks.codes == []
 

@@ -584,8 +584,7 @@ def test_acquire_lock_works_or_refuses_clearly_on_dynamodb_local(
         local_engine.delete_row(partition_key, sort_key)     # the next example starts from no row
     if is_usable_key(partition_key, 2048) and is_usable_key(sort_key, 1024):
         assert local_engine.read_item(partition_key, sort_key) is None
-    # private: needs a public view of the client's threads
-    assert_alive({client._heartbeat_sender, client._heartbeat_checker})
+    assert_alive(set(client.background_threads))
 
 
 @pytest.fixture

@@ -332,7 +332,7 @@ def test_for_table_reads_the_layout(table: LockTable, layout: str, client_kind: 
     client = DynamoDBLockClient.for_table(table.resource, table.table_name, owner_name='found',
                                           background_heartbeats=False)
     try:
-        schema = client._schema  # private: needs a public view of the discovered key schema
+        schema = client.table_layout
         assert (schema.partition_key_name, schema.sort_key_name, schema.ttl_attribute_name,
                 schema.partition_key_type) == (table.partition_key_name, table.sort_key_name,
                                                table.ttl_attribute_name, table.partition_key_type)
@@ -352,7 +352,7 @@ def test_the_asyncio_for_table_reads_the_layout(dynamodb_local: Any) -> None:
             async with table.new_async_client() as dynamodb:
                 client = await AsyncDynamoDBLockClient.for_table(dynamodb, table.table_name,
                                                                  background_heartbeats=False)
-                schema = client._schema  # private: needs a public view of the discovered key schema
+                schema = client.table_layout
                 assert (schema.partition_key_name, schema.sort_key_name, schema.ttl_attribute_name,
                         schema.partition_key_type) == ('id', None, 'gone_at', 'B')
                 lock = await client.acquire_lock(b'\x07')
@@ -408,10 +408,8 @@ def test_for_table_on_a_table_without_ttl_uses_the_default_and_warns(moto_tables
     create_raw_table(moto_tables.client, name, [('job', 'N', 'HASH')])
     with caplog.at_level(logging.WARNING):
         client = DynamoDBLockClient.for_table(moto_tables.resource, name, background_heartbeats=False)
-    # private: needs a public view of the discovered key schema
-    assert client._schema.ttl_attribute_name == 'expiry_time'
-    # private: needs a public view of the discovered key schema
-    assert (client._schema.partition_key_name, client._schema.sort_key_name) == ('job', None)
+    assert client.table_layout.ttl_attribute_name == 'expiry_time'
+    assert (client.table_layout.partition_key_name, client.table_layout.sort_key_name) == ('job', None)
     assert any('no time-to-live' in record.getMessage() for record in caplog.records)
     lock = client.acquire_lock(12)
     lock.release()
@@ -422,7 +420,7 @@ def test_for_table_with_another_ttl_attribute_warns(moto_tables: LockTable, capl
     with caplog.at_level(logging.WARNING):
         client = DynamoDBLockClient.for_table(moto_tables.resource, moto_tables.table_name,
                                               ttl_attribute_name='other_ttl', background_heartbeats=False)
-    assert client._schema.ttl_attribute_name == 'other_ttl'  # private: needs a public view of the discovered key schema
+    assert client.table_layout.ttl_attribute_name == 'other_ttl'
     assert any("time-to-live on 'expiry_time'" in record.getMessage() for record in caplog.records)
     client.close()
 
@@ -439,9 +437,8 @@ def test_for_table_goes_on_when_the_ttl_setting_cannot_be_read(moto_tables: Lock
                                               background_heartbeats=False, **arguments)
     assert refused.hits == 1
     expected = given or 'expiry_time'
-    assert client._schema.ttl_attribute_name == expected  # private: needs a public view of the discovered key schema
-    # private: needs a public view of the discovered key schema
-    assert (client._schema.partition_key_name, client._schema.sort_key_name) == ('lock_key', 'sort_key')
+    assert client.table_layout.ttl_attribute_name == expected
+    assert (client.table_layout.partition_key_name, client.table_layout.sort_key_name) == ('lock_key', 'sort_key')
     assert any(record.getMessage().startswith(f'Could not read the time-to-live setting of table '
                                               f'{moto_tables.table_name}') and repr(expected) in record.getMessage()
                for record in caplog.records)
@@ -546,8 +543,7 @@ def test_the_command_line_on_every_layout(cli: Any, dynamodb_local: Any, options
                                                   background_heartbeats=False)
             typed_key: Any = {'S': lambda: key, 'N': lambda: Decimal(key),
                               'B': lambda: base64.b64decode(key)}[kinds['lock_key']]()
-            # private: needs a public view of the discovered key schema
-            assert holder._schema.sort_key_name == sort_key_name
+            assert holder.table_layout.sort_key_name == sort_key_name
             lock = holder.acquire_lock(typed_key)
 
             code, out, err = cli('--table', name, *options, 'list', '--json')

@@ -561,7 +561,7 @@ def test_lock_table_on_the_moto_server_and_its_row_helpers(moto_server: Any) -> 
         assert table.read_item('mine')['record_version_number'] == lock.record_version_number
         name = table.table_name
     # private: what close() sets first; needs a steppable runner
-    assert client._shutdown.is_set()                          # closed with the table
+    assert client.closed                                      # closed with the table
     assert name not in moto_server.client().list_tables()['TableNames']
 
 

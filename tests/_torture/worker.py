@@ -550,7 +550,7 @@ class Contender:
                   'heartbeat-checker': alive['DynamoDBLockClient-heartbeat-checker']}
         for client, kind in zip(self.lock_clients, self.kinds):
             if kind == ASYNCIO:
-                for task in client._background:  # private: needs a public view of the client's background tasks
+                for task in client.background_tasks:
                     if not task.done():
                         counts['heartbeat-' + task.get_name().rsplit('-', 1)[-1]] += 1
         return counts
