@@ -277,6 +277,70 @@ def test_cancelling_an_acquiring_write_in_flight_frees_it_once_it_lands(local_en
     assert client.held_locks() == []
 
 
+# --- acquire_first_lock: the same settling, for a write to one of several keys ------------------
+
+def test_first_lock_cancelled_while_its_write_is_in_flight_leaves_no_row(local_engine: LockTable) -> None:
+    """``acquire_first_lock`` is cancelled while its write to the first key has landed but its
+    answer is held back: the caller gets nothing, and the landed row is freed."""
+    async def main() -> None:
+        async with local_engine.async_lock_client(clock=ManualClock(), background_heartbeats=False) as client:
+            with FaultInjector(local_engine.resource) as faults:
+                late = faults.add_latency('UpdateItem', 3600, times=1, after_sending=True)
+                task = asyncio.ensure_future(client.acquire_first_lock('pool', ['slot-0', 'slot-1']))
+                await eventually(lambda: late.hits == 1, 'the answer to be held back')
+                assert local_engine.read_item('pool', 'slot-0') is not None       # it landed
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                assert await client.wait_settled(REAL_TIMEOUT)
+            assert client.held_locks() == []
+            for slot in ('slot-0', 'slot-1'):
+                row = local_engine.read_item('pool', slot)
+                assert row is None or row.get('released_at') is not None, f'{slot} is still held: {row}'
+
+    run(main())
+
+
+@pytest.mark.threaded_only
+def test_first_lock_cancel_set_while_its_write_is_held_back_frees_it_once_it_lands(local_engine: LockTable) -> None:
+    """``acquire_first_lock(cancel=...)``: the event is set while the write to the first key is
+    held back; the caller returns with ``ACQUIRE_CANCELLED``, and the write, which lands later,
+    is freed."""
+    client = local_engine.lock_client(background_heartbeats=False)
+    cancel = threading.Event()
+    release_write = threading.Event()
+    sending = threading.Event()
+
+    def hold_back(params: Dict[str, Any]) -> None:
+        sending.set()
+        release_write.wait(REAL_TIMEOUT)
+
+    outcome: List[BaseException] = []
+
+    def acquire() -> None:
+        try:
+            client.acquire_first_lock('pool', ['slot-0', 'slot-1'], cancel=cancel)
+        except BaseException as exc:   # noqa: B036
+            outcome.append(exc)
+
+    with FaultInjector(local_engine.resource) as faults:
+        faults.before_call('UpdateItem', hold_back, when=is_acquire)
+        thread = threading.Thread(target=acquire)
+        thread.start()
+        assert sending.wait(REAL_TIMEOUT)
+        cancel.set()
+        thread.join(REAL_TIMEOUT)
+        assert not thread.is_alive()
+        release_write.set()
+        assert client.wait_settled(REAL_TIMEOUT)
+    assert isinstance(outcome[0], DynamoDBLockError) and outcome[0].code == DynamoDBLockError.ACQUIRE_CANCELLED
+    landed = local_engine.read_item('pool', 'slot-0')
+    assert landed is not None and landed.get('released_at') is not None    # landed, then freed
+    assert local_engine.read_item('pool', 'slot-1') is None
+    assert client.held_locks() == []
+    client.close()
+
+
 _CTRL_C_CHILD = textwrap.dedent('''
     import datetime, socket, sys, time
     import boto3
