@@ -617,13 +617,13 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         On a table without a sort key, leave ``sort_key`` at its default ``'-'``; on a number
         key table, keys are ``int`` or ``Decimal``, on a binary one ``bytes``.
 
-        :raises TypeError: for ``partition_key_name``, ``sort_key_name`` or
-            ``partition_key_type`` in ``kwargs`` (they come from the table), and as the
-            constructor does.
         A global table (``DescribeTable`` lists replicas) is refused unless
         ``allow_global_table=True``: locks are exclusive only among clients of one region (see
         the Safety page).
 
+        :raises TypeError: for ``partition_key_name``, ``sort_key_name`` or
+            ``partition_key_type`` in ``kwargs`` (they come from the table), and as the
+            constructor does.
         :raises DynamoDBLockError: ``UNKNOWN`` when the table cannot be described (``reason``
             ``TABLE_NOT_FOUND``, ``ACCESS_DENIED``, ...) or when its key schema cannot hold
             locks (``reason`` ``WRONG_KEY_SCHEMA``: a sort key that is not a string, a key named
