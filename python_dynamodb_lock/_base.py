@@ -28,14 +28,15 @@ from ._core.heartbeat import (Batching, HeartbeatSettings, check_round, extend, 
                               renew_one)
 from ._core.messages import describe_key
 from ._core.guard import check_actions, guarded_write
-from ._core.scan import force_release
+from ._core.scan import force_release, next_page
 from ._core.release import (ReleaseSettings, ReleaseVerdict, free_handed, precheck_release, release, release_again,
                             release_verdict)
 from ._core.state import Status
 from ._errors import DynamoDBLockError, Reason
 from ._observe import Observer, logger
 from ._registry import Registry, WaiterState
-from ._schema import Item, PartitionKey, Schema, TableLayout, binary_bytes
+from ._requests import Request, query, scan
+from ._schema import NO_SORT_KEY, Item, PartitionKey, Schema, TableLayout, binary_bytes
 
 __all__ = ['ClientCore', 'Done', 'Steps', 'cancelled_error', 'is_cancellation', 'unique_identifier_of']
 
@@ -624,6 +625,21 @@ class ClientCore(Generic[L]):
 
     def _rows_to_locks(self, items: List[Dict[str, Any]]) -> List[Any]:
         return [self._describe_row(item) for item in items if self._schema.is_lock_row(item)]
+
+    def _listing(self, partition_key: Optional[PartitionKey]) -> Request:
+        """The first request of ``list_locks``: a scan of the whole table, or with
+        ``partition_key`` a query of the rows under that key (checked first, as a key)."""
+        self._check_process()
+        if partition_key is None:
+            return scan(self._schema)
+        check_key(self._schema, partition_key, NO_SORT_KEY)
+        return query(self._schema, partition_key)
+
+    def _listed(self, request: Request, answer: Any) -> Tuple[List[Any], Optional[Request]]:
+        """The locks of the page ``request`` read (rows that are not held locks skipped), and
+        the request of the next page (None after the last)."""
+        rows, following = next_page(self._schema, request, answer)
+        return self._rows_to_locks(rows), following
 
     _base_lock_class: Any = None   # set by the public module: BaseDynamoDBLock
 

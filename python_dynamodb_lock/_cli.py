@@ -38,7 +38,7 @@ import sys
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, NoReturn, Optional, Sequence, TextIO
+from typing import Any, Dict, Iterator, List, Mapping, NoReturn, Optional, Sequence, TextIO, Tuple
 
 import boto3
 from botocore.config import Config
@@ -58,7 +58,7 @@ from . import _demo, _supervise
 from . import _validation as validation
 from ._version import __version__
 from ._errors import Reason
-from ._tables import KEY_TYPE_NAMES, describe_key_schema
+from ._tables import KEY_TYPE_NAMES, check_global_table, check_tags, describe_key_schema
 from ._tables import _key_schema as key_schema_of
 from .python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLockClient, DynamoDBLockError
 
@@ -220,32 +220,36 @@ def partition_key_type_of(args: argparse.Namespace) -> str:
 
 
 def lock_key_of(args: argparse.Namespace) -> Any:
-    """The command's KEY as the lock client takes it: the text itself for a string partition
-    key, a ``Decimal`` for a number key (``--partition-key-type N``), the bytes that the text
-    encodes in base64 for a binary key (``--partition-key-type B``).
+    """The command's KEY as the lock client takes it (see :func:`partition_key_of`)."""
+    return partition_key_of(args.key, partition_key_type_of(args), 'KEY')
 
-    :raises ValueError: naming KEY, for text that is not a key of that type.
+
+def partition_key_of(text: str, kind: str, name: str) -> Any:
+    """A partition key given as ``text`` (``name``: KEY, or the option that gave it), as the
+    lock client takes it: the text itself for a string partition key, a ``Decimal`` for a number
+    key (``--partition-key-type N``), the bytes that the text encodes in base64 for a binary key
+    (``--partition-key-type B``).
+
+    :raises ValueError: naming ``name``, for text that is not a key of that type.
     """
-    text = args.key
-    kind = partition_key_type_of(args)
     if kind == 'S':
-        return validation.require_key('KEY', text, validation.MAX_PARTITION_KEY_BYTES)
+        return validation.require_key(name, text, validation.MAX_PARTITION_KEY_BYTES)
     if kind == 'N':
         try:
             number = decimal.Decimal(text.strip())
         except (decimal.InvalidOperation, ValueError):
-            raise ValueError(f'KEY {text!r} is not a number (--partition-key-type N)') from None
+            raise ValueError(f'{name} {text!r} is not a number (--partition-key-type N)') from None
         if not number.is_finite():
-            raise ValueError(f'KEY {text!r} is not a finite number (--partition-key-type N)')
-        validation.require_storable('KEY', number)
+            raise ValueError(f'{name} {text!r} is not a finite number (--partition-key-type N)')
+        validation.require_storable(name, number)
         return number
     try:
         value = base64.b64decode(text.strip(), validate=True)
     except (binascii.Error, ValueError):
-        raise ValueError(f'KEY {text!r} is not base64 (--partition-key-type B takes the key\'s bytes in '
+        raise ValueError(f'{name} {text!r} is not base64 (--partition-key-type B takes the key\'s bytes in '
                          'base64)') from None
     if not 0 < len(value) <= validation.MAX_PARTITION_KEY_BYTES:
-        raise ValueError(f'KEY must encode 1 to {validation.MAX_PARTITION_KEY_BYTES} bytes, got {len(value)}')
+        raise ValueError(f'{name} must encode 1 to {validation.MAX_PARTITION_KEY_BYTES} bytes, got {len(value)}')
     return value
 
 
@@ -258,6 +262,7 @@ _NOT_EMPTY = {
     'profile': ('--profile', 'the default profile'),
     'expected_version': ('--version', 'no version check'),
     'owner_name': ('--owner-name', 'the default owner name'),
+    'partition_key': ('--partition-key', 'every lock of the table'),
 }
 
 
@@ -297,6 +302,8 @@ def check_arguments(args: argparse.Namespace) -> None:
         if len(set(names.values())) != len(names):
             raise ValueError(', '.join(names) + ' must differ, got '
                              + ', '.join(f'{option} {value!r}' for option, value in names.items()))
+        if getattr(args, 'partition_key', None) is not None:
+            args.listed_key = partition_key_of(args.partition_key, partition_key_type_of(args), '--partition-key')
         if getattr(args, 'key', None) is not None:
             args.lock_key = lock_key_of(args)
             validation.require_key('SORT_KEY', args.sort_key, validation.MAX_SORT_KEY_BYTES)
@@ -305,6 +312,14 @@ def check_arguments(args: argparse.Namespace) -> None:
                                  f'{args.sort_key!r}')
     except (TypeError, ValueError) as error:
         raise CliError(str(error), EXIT_USAGE) from None
+
+
+def _tag(text: str) -> Tuple[str, str]:
+    """``--tag KEY=VALUE``: the key (before the first ``=``) and the value (may be empty)."""
+    key, equals, value = text.partition('=')
+    if not equals:
+        raise argparse.ArgumentTypeError(f'expected KEY=VALUE, got {text!r}')
+    return key, value
 
 
 def _positive_int(text: str) -> int:
@@ -418,7 +433,11 @@ EXIT_CODES_HELP = (
 
 def build_parser() -> argparse.ArgumentParser:
     """The complete ``dynamodb-lock`` argument parser."""
+    # No abbreviated options before the command: the top-level parser also reads the options
+    # meant for the command, and would take ``list --partition-key`` for an ambiguous abbreviation
+    # of its --partition-key-name/--partition-key-type. (The commands still take abbreviations.)
     parser = _ArgumentParser(
+        allow_abbrev=False,
         prog=PROG,
         description='Inspect, create and clean up a python_dynamodb_lock table, '
                     'or watch the lock at work in a self-contained demo.',
@@ -451,6 +470,12 @@ def build_parser() -> argparse.ArgumentParser:
                              f'{DynamoDBLockClient._DEFAULT_WRITE_CAPACITY})')
     create.add_argument('--exist-ok', action='store_true',
                         help='succeed if the table already exists with the same key schema')
+    create.add_argument('--tag', dest='tags', action='append', type=_tag, metavar='KEY=VALUE', default=None,
+                        help='tag the new table (repeat for more tags, at most 50; the key is what comes before '
+                             'the first "="); an existing table accepted with --exist-ok keeps its tags')
+    create.add_argument('--allow-global-table', action='store_true',
+                        help='with --exist-ok, accept an existing global table (replicas in other regions): '
+                             'locks are then exclusive only among clients of one region')
     create.set_defaults(handler=cmd_create_table)
 
     estimate_help = (
@@ -460,7 +485,8 @@ def build_parser() -> argparse.ArgumentParser:
         'clock skew between the holder and this machine). Without it no age is shown.')
     listing = add_command(
         'list', 'list the locks in the table',
-        'List every lock row in the table (a full scan). The table does not record when a lock '
+        'List every lock row in the table (a full scan), or with --partition-key only the locks under '
+        'that partition key (a query, paginated like the scan). The table does not record when a lock '
         'was acquired or last heartbeated; what it stores is the holder\'s lease_duration and '
         'a TTL expiry_time = last write + the holder\'s expiry_period. So LEASE is the stored '
         'lease, and TTL EXPIRES IN is expiry_time minus now on this machine\'s clock ("expired ... '
@@ -468,6 +494,9 @@ def build_parser() -> argparse.ArgumentParser:
         'RECORD VERSION at every heartbeat; a version unchanged for longer than LEASE means '
         'the holder is presumed dead and any waiter may take the lock over.')
     listing.add_argument('--json', action='store_true', help='print a JSON array instead of a table')
+    listing.add_argument('--partition-key', metavar='KEY', default=None,
+                         help='list only the locks under this partition key (every sort key of it), with a '
+                              'query instead of a scan; typed as KEY is (--partition-key-type)')
     listing.add_argument('--expiry-period', type=_non_negative_float, metavar='SECONDS',
                          default=None, help=estimate_help)
     listing.set_defaults(handler=cmd_list)
@@ -886,12 +915,22 @@ def cmd_create_table(args: argparse.Namespace, console: Console) -> int:
     if pay_per_request and (args.read_capacity is not None or args.write_capacity is not None):
         raise CliError('--read-capacity/--write-capacity apply only to '
                        '--billing-mode PROVISIONED', EXIT_USAGE)
+    try:
+        tags = check_tags([{'Key': key, 'Value': value} for key, value in args.tags or ()], '--tag')
+    except (TypeError, ValueError) as error:
+        raise CliError(str(error), EXIT_USAGE) from None
     table = table_name_of(args)
     client = make_resource(args).meta.client
-    existed = _table_exists(client, table)
-    if existed and not args.exist_ok:
-        raise CliError(f'table {table!r} already exists (pass --exist-ok to accept an existing '
-                       'table with the same key schema)')
+    existing = _existing_table(client, table)
+    existed = existing is not None
+    if existing is not None:
+        if not args.exist_ok:
+            raise CliError(f'table {table!r} already exists (pass --exist-ok to accept an existing '
+                           'table with the same key schema)')
+        try:
+            check_global_table(existing, args.allow_global_table, 'pass --allow-global-table')
+        except DynamoDBLockError as error:
+            raise CliError(error.message) from None
     read_capacity = args.read_capacity or DynamoDBLockClient._DEFAULT_READ_CAPACITY
     write_capacity = args.write_capacity or DynamoDBLockClient._DEFAULT_WRITE_CAPACITY
     description = DynamoDBLockClient.create_dynamodb_table(
@@ -905,6 +944,8 @@ def cmd_create_table(args: argparse.Namespace, console: Console) -> int:
         billing_mode=args.billing_mode,
         exist_ok=args.exist_ok,
         partition_key_type=partition_key_type_of(args),
+        tags=tags,
+        allow_global_table=args.allow_global_table,
     )
     status = (description or {}).get('TableStatus', 'ACTIVE')
     if existed:
@@ -917,7 +958,7 @@ def cmd_create_table(args: argparse.Namespace, console: Console) -> int:
         sort_key = 'no sort key' if sort_key_name is None else f'sort key {sort_key_name!r} (S)'
         console.out(f'Created table {table!r} (status {status}): partition key '
                     f'{args.partition_key_name!r} ({partition_key_type_of(args)}), {sort_key}, '
-                    f'{capacity}.')
+                    f'{capacity}' + (f', {len(tags)} tag(s).' if tags else '.'))
     ttl = client.describe_time_to_live(TableName=table).get('TimeToLiveDescription', {})
     ttl_status = ttl.get('TimeToLiveStatus', 'DISABLED')
     ttl_attribute = ttl.get('AttributeName')
@@ -930,22 +971,23 @@ def cmd_create_table(args: argparse.Namespace, console: Console) -> int:
                      'will not be cleaned up by DynamoDB')
 
 
-def _table_exists(client: Any, table: str) -> bool:
+def _existing_table(client: Any, table: str) -> Optional[Mapping[str, Any]]:
+    """The description of ``table``, or None when there is no such table."""
     try:
-        client.describe_table(TableName=table)
+        description: Mapping[str, Any] = client.describe_table(TableName=table)['Table']
     except ClientError as error:
         if error.response.get('Error', {}).get('Code') == 'ResourceNotFoundException':
-            return False
+            return None
         raise
-    return True
+    return description
 
 
 def cmd_list(args: argparse.Namespace, console: Console) -> int:
-    """Print every lock row of the table, sorted by key."""
+    """Print every lock row of the table (or of one partition key), sorted by key."""
     table = table_name_of(args)
     lock_client = make_lock_client(args, make_resource(args))
     try:
-        locks = list(lock_client.list_locks())
+        locks = list(lock_client.list_locks(getattr(args, 'listed_key', None)))
     finally:
         lock_client.close()
     now = _now()
@@ -954,8 +996,9 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         console.out(json.dumps(records, indent=2, sort_keys=True))
         return EXIT_OK
+    where = f'table {table!r}' + ('' if args.partition_key is None else f' under partition key {args.partition_key!r}')
     if not records:
-        console.out(f'No locks in table {table!r}.')
+        console.out(f'No locks in {where}.')
         return EXIT_OK
     headers = ['PARTITION KEY', 'SORT KEY', 'OWNER', 'LEASE', 'TTL EXPIRES IN', 'RECORD VERSION']
     if args.expiry_period is not None:
@@ -977,7 +1020,7 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
         rows.append(row)
     for line in _render_table(headers, rows):
         console.out(line)
-    console.out(f'{len(records)} lock(s) in table {table!r}.')
+    console.out(f'{len(records)} lock(s) in {where}.')
     return EXIT_OK
 
 

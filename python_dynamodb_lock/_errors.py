@@ -51,7 +51,8 @@ class DynamoDBLockError(Exception):
     added for code that must act on the failure without parsing ``message``:
 
     * ``reason`` -- a :class:`Reason` value, or None where the code says it all
-      (``CLIENT_SHUTDOWN``, ``ACQUIRE_TIMEOUT``, ``ACQUIRE_CANCELLED``, ``LOCK_NOT_OWNED``);
+      (``CLIENT_SHUTDOWN``, ``ACQUIRE_TIMEOUT``, ``ACQUIRE_CANCELLED``, ``LOCK_NOT_OWNED``,
+      ``GLOBAL_TABLE``);
     * ``holder`` -- for ``LOCK_STOLEN`` and ``ACQUIRE_TIMEOUT``, the lock found in the way
       (a :class:`BaseDynamoDBLock`, with ``owner_name`` and ``fencing_token``), when known.
 
@@ -66,6 +67,9 @@ class DynamoDBLockError(Exception):
     UNKNOWN = 'UNKNOWN'
     #: Not published: the threaded ``acquire_lock(cancel=event)`` ended because ``event`` was set.
     ACQUIRE_CANCELLED = 'ACQUIRE_CANCELLED'
+    #: Not published: ``for_table`` or ``create_dynamodb_table(exist_ok=True)`` found a global
+    #: table (replicated to other regions) and was not given ``allow_global_table=True``.
+    GLOBAL_TABLE = 'GLOBAL_TABLE'
 
     def __init__(self, code: str = 'UNKNOWN', message: str = 'Unknown error', *,
                  reason: Optional[str] = None, holder: Optional[Any] = None) -> None:

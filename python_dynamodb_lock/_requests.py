@@ -32,7 +32,9 @@ __all__ = [
     'Request',
     'delete_if_version',
     'free_row',
+    'following_page',
     'get',
+    'query',
     'release_row',
     'renew',
     'renew_many',
@@ -295,3 +297,26 @@ def scan(schema: Schema, exclusive_start_key: Optional[Item] = None) -> Request:
     if exclusive_start_key:
         params['ExclusiveStartKey'] = exclusive_start_key
     return Request('scan', params)
+
+
+def query(schema: Schema, partition_key: Any, exclusive_start_key: Optional[Item] = None) -> Request:
+    """One page of a strongly consistent query of the rows under one partition key (every
+    sort key of it; on a table without a sort key, the one row of that key)."""
+    params: Dict[str, Any] = {
+        'TableName': schema.table_name,
+        'KeyConditionExpression': '#partition_key = :partition_key',
+        'ExpressionAttributeNames': {'#partition_key': schema.partition_key_name},
+        'ExpressionAttributeValues': {':partition_key': partition_key},
+        'ConsistentRead': True,
+    }
+    if exclusive_start_key:
+        params['ExclusiveStartKey'] = exclusive_start_key
+    return Request('query', params)
+
+
+def following_page(request: Request, last_evaluated_key: Optional[Item]) -> Optional[Request]:
+    """The request for the page after the one ``request`` read (a scan or a query), whose
+    answer ended at ``last_evaluated_key``; None after the last page."""
+    if not last_evaluated_key:
+        return None
+    return Request(request.operation, {**request.params, 'ExclusiveStartKey': last_evaluated_key})

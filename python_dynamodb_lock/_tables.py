@@ -7,7 +7,7 @@ once as generators of :class:`AdminCall`; :func:`run_admin` runs them on a boto3
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Generator, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Generator, List, Mapping, NamedTuple, Optional, Tuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -20,23 +20,103 @@ from ._schema import Schema
 #: The TTL attribute of the published layout.
 DEFAULT_TTL_ATTRIBUTE_NAME = 'expiry_time'
 
-__all__ = ['AdminCall', 'creating_table', 'describe_failed', 'describe_key_schema', 'describing_table',
-           'for_table_arguments', 'judge_existing_table', 'lock_table_shape', 'needs_ttl_update',
-           'require_low_level_client', 'run_admin', 'run_admin_async', 'table_request']
+__all__ = ['AdminCall', 'check_global_table', 'check_tags', 'creating_table', 'describe_failed',
+           'describe_key_schema', 'describing_table', 'for_table_arguments', 'judge_existing_table',
+           'lock_table_shape', 'needs_ttl_update', 'require_low_level_client', 'run_admin', 'run_admin_async',
+           'table_request']
 
 
 #: DynamoDB's key attribute types, as the lock table's partition key may have them.
 KEY_TYPE_NAMES = {'S': 'string', 'N': 'number', 'B': 'binary'}
 
+#: AWS's limits on a table's tags: how many, and the longest key and value (in characters).
+MAX_TAGS = 50
+MAX_TAG_KEY_LENGTH = 128
+MAX_TAG_VALUE_LENGTH = 256
+
+
+def check_tags(tags: Any, argument: str = 'tags') -> List[Dict[str, str]]:
+    """``tags`` (None, a mapping of key to value, or a list of ``{'Key': ..., 'Value': ...}``)
+    as ``CreateTable``'s ``Tags``, checked against AWS's limits before any call.
+
+    :param argument: how messages name the tags (``'--tag'`` for the command line).
+    :raises TypeError, ValueError: naming ``argument``: a key that is empty, longer than 128
+        characters, repeated or starting with ``aws:`` (reserved by AWS); a value that is not a
+        string or is longer than 256 characters; more than 50 tags. The characters allowed
+        are DynamoDB's to check (it refuses the whole ``CreateTable``, which then creates nothing).
+    """
+    if tags is None:
+        return []
+    if isinstance(tags, Mapping):
+        pairs = list(tags.items())
+    elif isinstance(tags, (list, tuple)):
+        pairs = []
+        for tag in tags:
+            if not isinstance(tag, Mapping) or set(tag) != {'Key', 'Value'}:
+                raise TypeError(f"{argument} must be a mapping of key to value or a list of {{'Key': ..., "
+                                f"'Value': ...}} mappings, got the element {tag!r}")
+            pairs.append((tag['Key'], tag['Value']))
+    else:
+        raise TypeError(f"{argument} must be a mapping of key to value or a list of {{'Key': ..., 'Value': ...}} "
+                        f'mappings, not {type(tags).__name__}')
+    if len(pairs) > MAX_TAGS:
+        raise ValueError(f'{argument}: a table takes at most {MAX_TAGS} tags, got {len(pairs)}')
+    seen = set()
+    checked = []
+    for key, value in pairs:
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(f'{argument}: tag keys and values are str, got {key!r}: {value!r}')
+        if not key:
+            raise ValueError(f'{argument}: a tag key may not be empty (value {value!r})')
+        if len(key) > MAX_TAG_KEY_LENGTH:
+            raise ValueError(f'{argument}: the tag key {key[:20]!r}... has {len(key)} characters, more than AWS\'s '
+                             f'limit of {MAX_TAG_KEY_LENGTH}')
+        if len(value) > MAX_TAG_VALUE_LENGTH:
+            raise ValueError(f'{argument}: the value of tag {key!r} has {len(value)} characters, more than AWS\'s '
+                             f'limit of {MAX_TAG_VALUE_LENGTH}')
+        if key.lower().startswith('aws:'):
+            raise ValueError(f'{argument}: the tag key {key!r} starts with "aws:", a prefix AWS keeps for itself')
+        if key in seen:
+            raise ValueError(f'{argument}: the tag key {key!r} is given twice')
+        seen.add(key)
+        checked.append({'Key': key, 'Value': value})
+    return checked
+
+
+def check_global_table(description: Mapping[str, Any], allow_global_table: bool,
+                       how_to_allow: str = 'pass allow_global_table=True') -> None:
+    """Refuse a global table (one whose ``DescribeTable`` lists ``Replicas``) unless the user
+    opted in with ``allow_global_table``.
+
+    :raises DynamoDBLockError: ``GLOBAL_TABLE``, saying why: a lock's conditional writes are
+        serialised only within one region.
+    """
+    replicas = description.get('Replicas') or []
+    if not replicas or allow_global_table:
+        return
+    regions = ', '.join(sorted(str(replica.get('RegionName', '?')) for replica in replicas))
+    raise DynamoDBLockError(
+        DynamoDBLockError.GLOBAL_TABLE,
+        f'Table {description.get("TableName", "?")!r} is a global table (replicas in {regions}): a lock\'s '
+        'conditional writes are serialised only within one region, so clients in two regions can both be '
+        f'granted the same lock within the replication delay. Keep every client of a key in one region and '
+        f'{how_to_allow} to use it anyway',
+    )
+
+
+def _require_bool(argument: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f'{argument} must be a bool, not {type(value).__name__}')
+
 
 def table_request(table_name: Any, partition_key_name: Any, sort_key_name: Any, ttl_attribute_name: Any,
                   read_capacity: Any, write_capacity: Any, billing_mode: Any,
-                  partition_key_type: Any = 'S') -> Dict[str, Any]:
+                  partition_key_type: Any = 'S', tags: Any = None) -> Dict[str, Any]:
     """The ``CreateTable`` arguments for a lock table; raises TypeError/ValueError for bad ones.
 
     ``sort_key_name=None`` asks for a table whose key is the partition key alone;
     ``partition_key_type`` is the partition key's type (``'S'``, ``'N'`` or ``'B'``). The sort
-    key, when there is one, is always a string.
+    key, when there is one, is always a string. ``tags``: see :func:`check_tags`.
     """
     validation.require_text('table_name', table_name)
     names = [('partition_key_name', partition_key_name), ('ttl_attribute_name', ttl_attribute_name)]
@@ -68,6 +148,9 @@ def table_request(table_name: Any, partition_key_name: Any, sort_key_name: Any, 
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f'{argument} must be a positive int, got {value!r}')
         params['ProvisionedThroughput'] = {'ReadCapacityUnits': read_capacity, 'WriteCapacityUnits': write_capacity}
+    checked_tags = check_tags(tags)
+    if checked_tags:
+        params['Tags'] = checked_tags
     return params
 
 
@@ -230,12 +313,14 @@ AdminSteps = Generator[AdminCall, Any, Any]
 
 def creating_table(table_name: Any, partition_key_name: Any, sort_key_name: Any, ttl_attribute_name: Any,
                    read_capacity: Any, write_capacity: Any, billing_mode: Any, exist_ok: bool,
-                   partition_key_type: Any = 'S') -> AdminSteps:
-    """Create the lock table (or accept an existing one that fits, with ``exist_ok``), wait until
-    it is ACTIVE, turn TTL on, and return its description. Arguments are checked first (TypeError,
-    ValueError); DynamoDB's failures become :func:`creation_failed` errors."""
+                   partition_key_type: Any = 'S', tags: Any = None, allow_global_table: bool = False) -> AdminSteps:
+    """Create the lock table (or accept an existing one that fits, with ``exist_ok``; a global
+    one only with ``allow_global_table``), wait until it is ACTIVE, turn TTL on, and return its
+    description. Arguments are checked first (TypeError, ValueError); DynamoDB's failures become
+    :func:`creation_failed` errors."""
     params = table_request(table_name, partition_key_name, sort_key_name, ttl_attribute_name, read_capacity,
-                           write_capacity, billing_mode, partition_key_type)
+                           write_capacity, billing_mode, partition_key_type, tags)
+    _require_bool('allow_global_table', allow_global_table)
     named = {'TableName': table_name}
     try:
         try:
@@ -244,7 +329,9 @@ def creating_table(table_name: Any, partition_key_name: Any, sort_key_name: Any,
         except ClientError as exc:
             if error_code(exc) != 'ResourceInUseException':
                 raise
-            judge_existing_table((yield AdminCall('describe_table', named))['Table'], params, exist_ok)
+            existing = (yield AdminCall('describe_table', named))['Table']
+            judge_existing_table(existing, params, exist_ok)
+            check_global_table(existing, allow_global_table)
         yield AdminCall('wait:table_exists', named)
         ttl = (yield AdminCall('describe_time_to_live', named)).get('TimeToLiveDescription', {})
         if needs_ttl_update(ttl, ttl_attribute_name):
@@ -256,14 +343,17 @@ def creating_table(table_name: Any, partition_key_name: Any, sort_key_name: Any,
         raise creation_failed(table_name, exc) from exc
 
 
-def describing_table(table_name: str, kwargs: Dict[str, Any]) -> AdminSteps:
+def describing_table(table_name: str, kwargs: Dict[str, Any], allow_global_table: bool = False) -> AdminSteps:
     """``for_table``: read the table's key schema and TTL setting, and return the constructor's
-    arguments for it (see :func:`for_table_arguments`)."""
+    arguments for it (see :func:`for_table_arguments`); a global table is refused unless
+    ``allow_global_table`` (see :func:`check_global_table`)."""
+    _require_bool('allow_global_table', allow_global_table)
     named = {'TableName': table_name}
     try:
         description = (yield AdminCall('describe_table', named))['Table']
     except (ClientError, BotoCoreError) as exc:
         raise describe_failed(table_name, exc) from exc
+    check_global_table(description, allow_global_table)
     ttl, ttl_error = None, None
     try:
         ttl = (yield AdminCall('describe_time_to_live', named)).get('TimeToLiveDescription', {})

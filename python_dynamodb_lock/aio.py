@@ -40,6 +40,7 @@ from typing import (
     Sequence,
     Type,
     TypeVar,
+    Union,
     cast,
 )
 
@@ -49,11 +50,9 @@ from ._clock import Clock
 from ._core.acquire import read_row
 from ._core.guard import single_action
 from ._core.heartbeat import check_locks
-from ._core.scan import next_page
 from ._core.state import null_guard
 from ._errors import DynamoDBLockError, Reason
 from ._observe import MetricsHook
-from ._requests import scan
 from ._schema import PartitionKey
 from ._tables import creating_table, describing_table, run_admin_async
 from ._locks import BaseDynamoDBLock, HeldLock, check_for_table_arguments, suppress_after_block
@@ -340,13 +339,13 @@ class AsyncDynamoDBLockClient(TaskRunner[AsyncDynamoDBLock]):
         described: Optional[BaseDynamoDBLock] = self._describe_row(row)
         return described
 
-    async def list_locks(self) -> AsyncIterator[BaseDynamoDBLock]:
-        """Every lock in the table (a consistent, paginated scan): ``async for lock in ...``."""
-        self._check_process()
-        request: Optional[Any] = scan(self._schema)
+    async def list_locks(self, partition_key: Optional[PartitionKey] = None) -> AsyncIterator[BaseDynamoDBLock]:
+        """Every lock in the table (a consistent, paginated scan), or with ``partition_key`` the
+        locks under that key (a query): ``async for lock in ...``."""
+        request: Optional[Any] = self._listing(partition_key)
         while request is not None:
-            rows, request = next_page(self._schema, await self._store.send(request))
-            for lock in self._rows_to_locks(rows):
+            locks, request = self._listed(request, await self._store.send(request))
+            for lock in locks:
                 yield lock
 
     async def force_release_lock(self, lock: BaseDynamoDBLock) -> bool:
@@ -396,6 +395,8 @@ class AsyncDynamoDBLockClient(TaskRunner[AsyncDynamoDBLock]):
         billing_mode: str = 'PROVISIONED',
         exist_ok: bool = False,
         partition_key_type: str = 'S',
+        tags: Optional[Union[Mapping[str, str], Sequence[Mapping[str, str]]]] = None,
+        allow_global_table: bool = False,
     ) -> Dict[str, Any]:
         """Create the lock table with an aiobotocore client; see the threaded client's."""
         if not _is_async_dynamodb_client(dynamodb_client):
@@ -403,12 +404,12 @@ class AsyncDynamoDBLockClient(TaskRunner[AsyncDynamoDBLock]):
                             f'(session.create_client("dynamodb")), not {type(dynamodb_client).__name__}')
         description: Dict[str, Any] = await run_admin_async(dynamodb_client, creating_table(
             table_name, partition_key_name, sort_key_name, ttl_attribute_name, read_capacity, write_capacity,
-            billing_mode, exist_ok, partition_key_type))
+            billing_mode, exist_ok, partition_key_type, tags, allow_global_table))
         return description
 
     @classmethod
-    async def for_table(cls, dynamodb_client: DynamoDBClient, table_name: str,
-                        **kwargs: Any) -> 'AsyncDynamoDBLockClient':
+    async def for_table(cls, dynamodb_client: DynamoDBClient, table_name: str, *,
+                        allow_global_table: bool = False, **kwargs: Any) -> 'AsyncDynamoDBLockClient':
         """A client for an existing table whose key schema and TTL attribute are read from the
         table (``DescribeTable``, ``DescribeTimeToLive``); see the threaded client's
         :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.for_table`. Await
@@ -417,7 +418,8 @@ class AsyncDynamoDBLockClient(TaskRunner[AsyncDynamoDBLock]):
             raise TypeError('for_table takes an aiobotocore DynamoDB client '
                             f'(session.create_client("dynamodb")), not {type(dynamodb_client).__name__}')
         check_for_table_arguments(table_name, kwargs)
-        return cls(dynamodb_client, **(await run_admin_async(dynamodb_client, describing_table(table_name, kwargs))))
+        return cls(dynamodb_client, **(await run_admin_async(dynamodb_client, describing_table(
+            table_name, kwargs, allow_global_table))))
 
     async def wait_settled(self, timeout: Optional[float] = None) -> bool:
         """Wait until the undo of every interrupted call of this client is done (see

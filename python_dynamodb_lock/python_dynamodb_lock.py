@@ -23,7 +23,7 @@ import threading
 import time
 from types import TracebackType
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Type,
-                    TypeVar)
+                    TypeVar, Union)
 
 from botocore.exceptions import ClientError
 
@@ -33,10 +33,8 @@ from ._clock import Clock, SystemClock
 from ._core.acquire import read_row
 from ._core.guard import single_action
 from ._core.heartbeat import check_locks
-from ._core.scan import next_page
 from ._errors import DynamoDBLockError
 from ._observe import MetricsHook
-from ._requests import scan
 from ._schema import PartitionKey
 from ._tables import creating_table, describing_table, low_level_client_of, require_low_level_client, run_admin
 from ._threaded import ThreadRunner
@@ -355,18 +353,18 @@ class DynamoDBLockClient(ThreadRunner[DynamoDBLock], Defaults):
         described: Optional[BaseDynamoDBLock] = self._describe_row(row)
         return described
 
-    def list_locks(self) -> Iterator[BaseDynamoDBLock]:
-        """Every lock in the table (a consistent, paginated scan), as :class:`BaseDynamoDBLock`.
+    def list_locks(self, partition_key: Optional[PartitionKey] = None) -> Iterator[BaseDynamoDBLock]:
+        """Every lock in the table (a consistent, paginated scan), as :class:`BaseDynamoDBLock`;
+        with ``partition_key``, only the locks under that key (a consistent, paginated query).
 
         Rows that are not locks (no ``record_version_number``) are skipped.
 
-        :raises DynamoDBLockError: ``UNKNOWN`` when the scan fails.
+        :raises DynamoDBLockError: ``UNKNOWN`` when the scan or query fails.
         """
-        self._check_process()
-        request: Optional[Any] = scan(self._schema)
+        request: Optional[Any] = self._listing(partition_key)
         while request is not None:
-            rows, request = next_page(self._schema, self._store.send(request))
-            yield from self._rows_to_locks(rows)
+            locks, request = self._listed(request, self._store.send(request))
+            yield from locks
 
     def force_release_lock(self, lock: BaseDynamoDBLock) -> bool:
         """Free a lock, whoever holds it, but only if its row still carries ``lock``'s version.
@@ -436,6 +434,8 @@ class DynamoDBLockClient(ThreadRunner[DynamoDBLock], Defaults):
         billing_mode: str = 'PROVISIONED',
         exist_ok: bool = False,
         partition_key_type: str = 'S',
+        tags: Optional[Union[Mapping[str, str], Sequence[Mapping[str, str]]]] = None,
+        allow_global_table: bool = False,
     ) -> Dict[str, Any]:
         """Create the lock table, wait until it is ACTIVE, and turn TTL on for ``ttl_attribute_name``.
 
@@ -449,22 +449,27 @@ class DynamoDBLockClient(ThreadRunner[DynamoDBLock], Defaults):
         :param billing_mode: ``'PROVISIONED'`` (with ``read_capacity`` / ``write_capacity``) or
             ``'PAY_PER_REQUEST'`` (on-demand; the capacities are ignored).
         :param exist_ok: accept an existing table with the right key schema (TTL is then
-            turned on if it is off).
+            turned on if it is off; its tags are left as they are).
+        :param tags: the new table's tags: ``{'team': 'billing'}`` or
+            ``[{'Key': 'team', 'Value': 'billing'}]`` (at most 50; checked before any call).
+        :param allow_global_table: accept, with ``exist_ok``, an existing global table (see
+            the Safety page: keep every client of a key in one region).
         :returns: the table description from ``describe_table``.
         :raises DynamoDBLockError: ``UNKNOWN`` when the table exists (and ``exist_ok`` is
             False), exists with another key schema, or cannot be created; ``reason`` tells
-            which (``TABLE_EXISTS``, ``WRONG_KEY_SCHEMA``, ...).
+            which (``TABLE_EXISTS``, ``WRONG_KEY_SCHEMA``, ...). ``GLOBAL_TABLE`` for an
+            existing table with replicas, unless ``allow_global_table``.
         :raises TypeError, ValueError: for bad arguments.
         """
         require_low_level_client(dynamodb_client)
         description: Dict[str, Any] = run_admin(dynamodb_client, creating_table(
             table_name, partition_key_name, sort_key_name, ttl_attribute_name, read_capacity, write_capacity,
-            billing_mode, exist_ok, partition_key_type))
+            billing_mode, exist_ok, partition_key_type, tags, allow_global_table))
         return description
 
     @classmethod
-    def for_table(cls, dynamodb_resource: DynamoDBServiceResource, table_name: str,
-                  **kwargs: Any) -> 'DynamoDBLockClient':
+    def for_table(cls, dynamodb_resource: DynamoDBServiceResource, table_name: str, *,
+                  allow_global_table: bool = False, **kwargs: Any) -> 'DynamoDBLockClient':
         """A client for an existing table, whatever its key schema: the partition key's name and
         type, whether there is a sort key and its name, and the TTL attribute are read from the
         table (``DescribeTable`` and ``DescribeTimeToLive``), so they need not be repeated here.
@@ -475,17 +480,22 @@ class DynamoDBLockClient(ThreadRunner[DynamoDBLock], Defaults):
         On a table without a sort key, leave ``sort_key`` at its default ``'-'``; on a number
         key table, keys are ``int`` or ``Decimal``, on a binary one ``bytes``.
 
+        A global table (``DescribeTable`` lists replicas) is refused unless
+        ``allow_global_table=True``: locks are exclusive only among clients of one region (see
+        the Safety page).
+
         :raises TypeError: for ``partition_key_name``, ``sort_key_name`` or
             ``partition_key_type`` in ``kwargs`` (they come from the table), and as the
             constructor does.
         :raises DynamoDBLockError: ``UNKNOWN`` when the table cannot be described (``reason``
             ``TABLE_NOT_FOUND``, ``ACCESS_DENIED``, ...) or when its key schema cannot hold
             locks (``reason`` ``WRONG_KEY_SCHEMA``: a sort key that is not a string, a key named
-            like one of the lock's own attributes).
+            like one of the lock's own attributes); ``GLOBAL_TABLE`` for a global table.
         """
         check_for_table_arguments(table_name, kwargs)
         low_level_client = low_level_client_of(dynamodb_resource)
-        return cls(dynamodb_resource, **run_admin(low_level_client, describing_table(table_name, kwargs)))
+        return cls(dynamodb_resource, **run_admin(low_level_client, describing_table(table_name, kwargs,
+                                                                                     allow_global_table)))
 
     def wait_settled(self, timeout: Optional[float] = None) -> bool:
         """Wait until the undo of every interrupted call of this client is done (see

@@ -363,9 +363,9 @@ class BlockingAsyncClient:
     def get_lock(self, partition_key: Any, sort_key: Any = '-') -> Any:
         return self._call(lambda: self._client.get_lock(partition_key, sort_key))
 
-    def list_locks(self) -> Iterator[Any]:
+    def list_locks(self, partition_key: Any = None) -> Iterator[Any]:
         async def collect() -> List[Any]:
-            return [lock async for lock in self._client.list_locks()]
+            return [lock async for lock in self._client.list_locks(partition_key=partition_key)]
 
         return iter(self._call(collect))
 

@@ -721,3 +721,122 @@ def test_library_log_only_with_verbose(on_table: Callable[..., CliResult], local
     loud = on_table('-v', 'release', 'loud', '--force', '--yes')
     assert loud.code == 0
     assert 'Force-released' in loud.err  # the library's own log line, shown with -v
+
+
+# --------------------------------------------------------------------------------------------
+# list --partition-key, create-table --tag and --allow-global-table
+# --------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def session_hooks(monkeypatch: pytest.MonkeyPatch) -> List[Any]:
+    """Botocore hooks, ``(event name, handler)``, registered on every boto3 session the command
+    makes (and so on its clients): the test appends them."""
+    import boto3.session
+
+    hooks: List[Any] = []
+    original = boto3.session.Session
+
+    class HookedSession(original):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            for event_name, handler in hooks:
+                self.events.register(event_name, handler)
+
+    monkeypatch.setattr(boto3.session, 'Session', HookedSession)
+    return hooks
+
+
+def test_list_one_partition_key(on_table: Callable[..., CliResult], local_engine: Any,
+                                holders: Callable[..., DynamoDBLockClient], session_hooks: List[Any]) -> None:
+    holder = holders('live-holder')
+    for sort_key in ('eu', 'us'):
+        holder.acquire_lock('orders', sort_key)
+    holder.acquire_lock('orders-archive', 'eu')
+    put_dead_lock(local_engine, 'reports')
+    operations: List[str] = []
+    session_hooks.append(('before-call.dynamodb', lambda model, **kwargs: operations.append(model.name)))
+
+    records = json.loads(on_table('list', '--partition-key', 'orders', '--json').out)
+    assert [(record['partition_key'], record['sort_key']) for record in records] == [('orders', 'eu'),
+                                                                                     ('orders', 'us')]
+    assert operations == ['Query']
+    table = on_table('list', '--partition-key', 'orders')
+    assert table.code == 0, table.err
+    assert f"2 lock(s) in table {local_engine.table_name!r} under partition key 'orders'." in table.out
+    assert 'orders-archive' not in table.out and 'reports' not in table.out
+    empty = on_table('list', '--partition-key', 'nobody')
+    assert empty.code == 0 and "No locks in table" in empty.out and "under partition key 'nobody'" in empty.out
+    assert set(operations) == {'Query'}
+
+
+@pytest.mark.parametrize('argv, words', [
+    (['list', '--partition-key', ''], '--partition-key is empty'),
+    (['--partition-key-type', 'N', 'list', '--partition-key', 'abc'], "--partition-key 'abc' is not a number"),
+    (['--partition-key-type', 'B', 'list', '--partition-key', 'not base64!'], "--partition-key 'not base64!' is not "
+                                                                                'base64'),
+], ids=['empty', 'not-a-number', 'not-base64'])
+def test_list_refuses_a_bad_partition_key_before_any_call(cli: Callable[..., CliResult], argv: List[str],
+                                                          words: str, session_hooks: List[Any]) -> None:
+    operations: List[str] = []
+    session_hooks.append(('before-call.dynamodb', lambda model, **kwargs: operations.append(model.name)))
+    result = cli('--endpoint-url', 'http://127.0.0.1:9', '--region', 'us-east-1', *argv)
+    assert result.code == 2, result
+    assert words in result.err
+    assert operations == []
+    assert_no_traceback(result)
+
+
+def test_create_table_with_tags(local_engine: Any, cli: Callable[..., CliResult], new_table_names: List[str],
+                                session_hooks: List[Any]) -> None:
+    """DynamoDB Local accepts tags but cannot list them (no ListTagsOfResource): the CreateTable
+    request the command sends is what is checked."""
+    sent: List[Dict[str, Any]] = []
+    session_hooks.append(('provide-client-params.dynamodb.CreateTable', lambda params, **kwargs: sent.append(params)))
+    name = new_table_name(new_table_names)
+    result = cli('--endpoint-url', local_engine.endpoint_url, '--region', 'us-east-1', 'create-table', '--table', name,
+                 '--tag', 'team=billing', '--tag', 'env=', '--tag', 'formula=a=b')
+    assert result.code == 0, result.err
+    assert '3 tag(s)' in result.out
+    assert sent[0]['Tags'] == [{'Key': 'team', 'Value': 'billing'}, {'Key': 'env', 'Value': ''},
+                               {'Key': 'formula', 'Value': 'a=b'}]
+
+
+@pytest.mark.parametrize('tags, words', [
+    (['team'], "argument --tag: expected KEY=VALUE, got 'team'"),
+    (['=x'], '--tag: a tag key may not be empty'),
+    (['aws:x=y'], '--tag: the tag key \'aws:x\' starts with "aws:"'),
+    (['a=1', 'a=2'], "--tag: the tag key 'a' is given twice"),
+    (['k=' + 'v' * 257], '--tag: the value of tag \'k\' has 257 characters'),
+], ids=['no-equals', 'empty-key', 'aws-prefix', 'repeated', 'long-value'])
+def test_create_table_refuses_bad_tags_before_any_call(local_engine: Any, cli: Callable[..., CliResult],
+                                                       new_table_names: List[str], session_hooks: List[Any],
+                                                       tags: List[str], words: str) -> None:
+    operations: List[str] = []
+    session_hooks.append(('before-call.dynamodb', lambda model, **kwargs: operations.append(model.name)))
+    name = new_table_name(new_table_names)
+    options = [part for tag in tags for part in ('--tag', tag)]
+    result = cli('--endpoint-url', local_engine.endpoint_url, '--region', 'us-east-1', 'create-table', '--table', name,
+                 *options)
+    assert result.code == 2, result
+    assert words in result.err
+    assert operations == []
+    assert name not in local_engine.client.list_tables()['TableNames']
+    assert_no_traceback(result)
+
+
+def test_create_table_exist_ok_refuses_a_global_table_unless_allowed(on_table: Callable[..., CliResult],
+                                                                     session_hooks: List[Any]) -> None:
+    """DynamoDB Local has no global tables: a hook adds replicas to the DescribeTable answer."""
+    def add_replicas(parsed: Dict[str, Any], **kwargs: Any) -> None:
+        if 'Table' in parsed:
+            parsed['Table']['Replicas'] = [{'RegionName': 'eu-west-1'}]
+
+    session_hooks.append(('after-call.dynamodb.DescribeTable', add_replicas))
+    refused = on_table('create-table', '--exist-ok')
+    assert refused.code == 1
+    assert 'global table (replicas in eu-west-1)' in refused.err and 'pass --allow-global-table' in refused.err
+    assert 'allow_global_table=True' not in refused.err
+    assert_no_traceback(refused)
+    accepted = on_table('create-table', '--exist-ok', '--allow-global-table')
+    assert accepted.code == 0, accepted.err
+    assert 'already exists' in accepted.out

@@ -154,11 +154,12 @@ def test_operator(engine: Any, clients: LockClients) -> None:
         operator = clients.make()
         listed = list(operator.list_locks())
         assert [lock.partition_key for lock in listed] == ['stuck']
+        assert [lock.partition_key for lock in operator.list_locks(partition_key='stuck')] == ['stuck']
         assert operator.force_release_lock(operator.get_lock('stuck'))
         engine.put_lock_row('stuck-too')
         deleting = clients.make(keep_released_rows=False)
         assert deleting.force_release_lock(deleting.get_lock('stuck-too'))
-    assert {'Scan', 'GetItem'} <= set(calls.operations())
+    assert {'Scan', 'Query', 'GetItem'} <= set(calls.operations())
     assert_granted('operator', calls, tables)
 
 

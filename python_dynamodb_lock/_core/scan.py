@@ -1,11 +1,12 @@
-"""Operator reads and writes: listing locks page by page, and force-releasing one."""
+"""Operator reads and writes: listing locks page by page (a scan, or a query of one partition
+key), and force-releasing one."""
 from __future__ import annotations
 
 import uuid
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from .._errors import DynamoDBLockError
-from .._requests import Request, free_row, scan
+from .._requests import Request, following_page, free_row
 from .._schema import Schema
 from .answers import Answer, Applied, Failed, Refused, single
 from .release import ReleaseSettings
@@ -15,10 +16,12 @@ from .messages import explain
 __all__ = ['force_release', 'next_page']
 
 
-def next_page(schema: Schema, answer: Union[Answer, List[Answer]]) -> Tuple[List[Dict[str, Any]], Optional[Request]]:
-    """The rows of one scan page, and the request for the next page (None after the last).
+def next_page(schema: Schema, request: Request,
+              answer: Union[Answer, List[Answer]]) -> Tuple[List[Dict[str, Any]], Optional[Request]]:
+    """The rows of the page ``request`` (a scan or a query) read, and the request for the next
+    page (None after the last).
 
-    :raises DynamoDBLockError: ``UNKNOWN`` when the scan failed.
+    :raises DynamoDBLockError: ``UNKNOWN`` when the read failed.
     """
     answer = single(answer)
     if not isinstance(answer, Applied):
@@ -27,7 +30,7 @@ def next_page(schema: Schema, answer: Union[Answer, List[Answer]]) -> Tuple[List
                                 reason=answer.reason) from answer.error
     rows = [dict(item) for item in answer.response.get('Items', [])]
     last_key = answer.response.get('LastEvaluatedKey')
-    return rows, (scan(schema, last_key) if last_key else None)
+    return rows, following_page(request, last_key)
 
 
 def force_release(settings: ReleaseSettings, lock: Any, clock: Any) -> Protocol[bool]:
