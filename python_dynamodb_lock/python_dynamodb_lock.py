@@ -89,9 +89,11 @@ class DynamoDBLock(HeldLock):
         self.thread_lock = threading.RLock()
         self._mutex = self.thread_lock
 
-    def release(self, best_effort: bool = True) -> None:
-        """Release this lock: see :meth:`DynamoDBLockClient.release_lock`."""
-        self.lock_client.release_lock(self, best_effort)
+    def release(self, best_effort: bool = True) -> bool:
+        """Release this lock: see :meth:`DynamoDBLockClient.release_lock` (True when this call
+        released it)."""
+        released: bool = self.lock_client.release_lock(self, best_effort)
+        return released
 
     def extend(self) -> None:
         """Renew this lock now, in the calling thread, and say whether it worked: for
@@ -438,10 +440,15 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         return self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
                              reentrant)
 
-    def release_lock(self, lock: DynamoDBLock, best_effort: bool = True) -> None:
+    def release_lock(self, lock: DynamoDBLock, best_effort: bool = True) -> bool:
         """Release ``lock``: one delete, conditioned on the row still carrying its version.
 
         A lock already released is left alone. The lock may be released after :meth:`close`.
+
+        :returns: True when this call released the lock (or one reentrant hold of it, the lock
+            still held); False when it found it already released, gone (expired,
+            force-released), taken over, or held by another client, or (best effort) could not
+            reach DynamoDB. The published package returned None.
 
         With ``best_effort=True`` (the default) nothing is raised: failures are logged and the
         lock is forgotten locally either way; a row that could not be deleted is taken over by
@@ -456,7 +463,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         self._check_process()
         if not isinstance(lock, DynamoDBLock):
             raise TypeError(f'release_lock takes a DynamoDBLock, not {type(lock).__name__}')
-        self._run(self._releasing(lock, best_effort))
+        return self._run(self._releasing(lock, best_effort))
 
     def close(self, release_locks: bool = False) -> None:
         """Stop the background threads, promptly; safe to call twice and from any thread.
