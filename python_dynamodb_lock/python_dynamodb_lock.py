@@ -372,7 +372,8 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         The first attempt is a single conditional put. While the lock is held by someone else
         the client polls it with a consistent read every ``retry_period`` (default: the
         heartbeat period), and takes it over once its ``record_version_number`` has stayed the
-        same for the lock's stored lease duration, timed on this process's monotonic clock, or
+        same for the lock's stored lease duration, timed on this process's monotonic clock (from
+        when this client object first saw that version, in this call or an earlier one), or
         once its TTL ``expiry_time`` has passed. A thread waiting for a lock held by this same
         client is woken as soon as the client releases it. Losing a race to another client is
         not an error: it is one more retry.
@@ -428,7 +429,9 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         *,
         reentrant: bool = False,
     ) -> Optional[DynamoDBLock]:
-        """Acquire the lock if it can be had right now; never waits.
+        """Acquire the lock if it can be had right now; never waits. A holder whose version this
+        client has seen unchanged for its lease, over earlier calls, is taken over (see "Trying
+        again later" in the documentation).
 
         :returns: the held :class:`DynamoDBLock`, or None when someone else holds the lock.
         :raises: as :meth:`acquire_lock`, except that a held lock is not an error.
