@@ -75,7 +75,7 @@ class TaskRunner(ClientCore[L]):
             task.cancel()
         await asyncio.gather(*self._heartbeat_tasks, return_exceptions=True)
 
-    def _start_release(self, lock: L, best_effort: bool) -> 'asyncio.Task[None]':
+    def _start_release(self, lock: L, best_effort: bool) -> 'asyncio.Task[bool]':
         """A release as a task of its own, which no cancellation of its caller stops."""
         releasing = self._loop.create_task(self._run(self._releasing(lock, best_effort)))
         self._settling.add(releasing)

@@ -20,7 +20,7 @@ from boto3.dynamodb.types import Binary
 from ._clock import SystemClock
 from ._config import (AcquireArguments, Settings, acquire_arguments, check_additional_attributes, check_key,
                       make_settings)
-from ._core.acquire import AcquireAttempt, TimedOut, Written, acquire
+from ._core.acquire import AcquireAttempt, Observations, TimedOut, Written, acquire
 from ._core.first import NoneFree, acquire_first
 from ._core.effects import Drop, Emit, Hold, Protocol, Settle, Unregister
 from ._core.events import Event, Kind
@@ -156,6 +156,8 @@ class ClientCore(Generic[L]):
         self._in_flight_guard = threading.Lock()
         # Undo and follow-up work of interrupted calls (threads or tasks), until it is done.
         self._settling: Set[Any] = set()
+        # The holders' versions seen by this client's acquisitions, kept across calls.
+        self._observations = Observations()
 
     # -- read-only views (public on both clients) ---------------------------------------
 
@@ -284,18 +286,20 @@ class ClientCore(Generic[L]):
         lock._holds += 1  # type: ignore[attr-defined]
         return lock
 
-    def _release_nested(self, lock: Any, best_effort: bool) -> bool:
-        """Release one hold of a lock acquired more than once (reentrantly): True when holds
-        remain, so nothing is written; a strict release of a lost lock still raises."""
+    def _release_nested(self, lock: Any, best_effort: bool) -> Optional[bool]:
+        """Release one hold of a lock acquired more than once (reentrantly): when holds remain,
+        nothing is written and the answer is whether the lock is still held (None: this is the
+        last hold, to be released for real); a strict release of a lost lock still raises."""
         if lock._holds <= 1:
-            return False
+            return None
         lock._holds -= 1
         if not best_effort and lock._state.status == Status.INVALID:
             verdict = precheck_release(lock._state, self._owns(lock), best_effort, lock.unique_identifier,
                                        self._settings.owner_name)
             if verdict is not None and verdict.error is not None:
                 raise self._public_error(verdict.error)
-        return True
+        held: bool = lock._state.held
+        return held
 
     def _adopt(self, written: Written, app_callback: Any, raise_context_exception: bool,
                make_lock: Callable[..., L], holder: Any = None) -> Tuple[L, Optional[L]]:
@@ -387,17 +391,20 @@ class ClientCore(Generic[L]):
         if wake:
             self._registry.wake_longest_waiting(lock.unique_identifier)
 
-    def _releasing(self, lock: Any, best_effort: bool) -> Protocol[None]:
+    def _releasing(self, lock: Any, best_effort: bool) -> Protocol[bool]:
         """``release_lock``: one hold of a reentrant lock, or the release itself under the
-        lock's mutex (a heartbeat of it under way finishes first)."""
+        lock's mutex (a heartbeat of it under way finishes first). True when this call
+        released the lock (see :attr:`ReleaseVerdict.released`), or one of its holds."""
         yield Hold(lock)
         try:
-            if not self._release_nested(lock, best_effort):
-                yield from self._release_flow(lock, best_effort)
+            nested = self._release_nested(lock, best_effort)
+            if nested is not None:
+                return nested
+            return (yield from self._release_flow(lock, best_effort))
         finally:
             yield Drop(lock)
 
-    def _release_flow(self, lock: Any, best_effort: bool) -> Protocol[None]:
+    def _release_flow(self, lock: Any, best_effort: bool) -> Protocol[bool]:
         """Release ``lock`` (the driver holds its mutex): judge first whether a write is needed,
         hand the lock to this client's longest waiter for the key in the same write if there is
         one, and apply the verdict to the lock (raising its error, if any).
@@ -409,6 +416,8 @@ class ClientCore(Generic[L]):
         """
         verdict = precheck_release(lock._state, self._owns(lock), best_effort, lock.unique_identifier,
                                    self._owner_name)
+        if lock.lock_client is self:
+            self._observations.forget(lock.unique_identifier)
         if verdict is None:
             successor = self._registry.claim_successor(lock.unique_identifier)
             versions = lock._state.our_versions()
@@ -423,6 +432,7 @@ class ClientCore(Generic[L]):
                 yield Settle(release_again(self._release_settings, lock, versions, self._clock, lock.lease_duration))
                 raise
         self._apply_release(lock, verdict, verdict.handed_over)
+        return verdict.released
 
     def _begin_close(self) -> bool:
         """The first call of ``close()``: stop everything waiting. False on later calls."""
@@ -569,7 +579,7 @@ class ClientCore(Generic[L]):
         attempt = waiter.attempt
         unique_identifier = attempt.unique_identifier
         try:
-            outcome = yield from acquire(attempt, self._clock, self._shutdown.is_set)
+            outcome = yield from acquire(attempt, self._clock, self._shutdown.is_set, self._observations)
         except BaseException:
             handed = self._registry.leave(unique_identifier, waiter)
             if handed is not None:
@@ -708,7 +718,7 @@ class ClientCore(Generic[L]):
                            raise_context_exception: bool, make_lock: Callable[..., L]) -> Protocol[L]:
         """``acquire_first_lock``: the lock of the first key written, adopted and installed as
         ``acquire_lock``'s is (interrupted, what was written is settled the same way)."""
-        outcome = yield from acquire_first(attempts, self._clock, self._shutdown.is_set)
+        outcome = yield from acquire_first(attempts, self._clock, self._shutdown.is_set, self._observations)
         if isinstance(outcome, NoneFree):
             first = attempts[0]
             keys = ', '.join(repr(attempt.sort_key) for attempt in attempts)

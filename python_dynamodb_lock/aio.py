@@ -100,10 +100,10 @@ class AsyncDynamoDBLock(HeldLock):
         self.task_lock = asyncio.Lock()
         self._mutex = self.task_lock
 
-    def release(self, best_effort: bool = True) -> 'asyncio.Future[None]':
-        """Release this lock (``await lock.release()``): see
+    def release(self, best_effort: bool = True) -> 'asyncio.Future[bool]':
+        """Release this lock (``await lock.release()``, True when this call released it): see
         :meth:`AsyncDynamoDBLockClient.release_lock`; a cancelled caller does not stop it."""
-        releasing: 'asyncio.Future[None]' = self.lock_client.release_lock(self, best_effort)
+        releasing: 'asyncio.Future[bool]' = self.lock_client.release_lock(self, best_effort)
         return releasing
 
     async def extend(self) -> None:
@@ -306,9 +306,10 @@ class AsyncDynamoDBLockClient(TaskRunner[AsyncDynamoDBLock]):
         return await self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
                                    reentrant)
 
-    def release_lock(self, lock: AsyncDynamoDBLock, best_effort: bool = True) -> 'asyncio.Future[None]':
+    def release_lock(self, lock: AsyncDynamoDBLock, best_effort: bool = True) -> 'asyncio.Future[bool]':
         """Release ``lock``; see :meth:`DynamoDBLockClient.release_lock
-        <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.release_lock>`.
+        <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.release_lock>`: awaited,
+        True when this call released the lock.
 
         ``await`` it. The release starts at once, as a task of its own: cancelling the awaiting
         task (``asyncio.wait_for`` timing out, say), even before the release has begun, does not

@@ -84,9 +84,11 @@ class DynamoDBLock(HeldLock):
         self.thread_lock = threading.RLock()
         self._mutex = self.thread_lock
 
-    def release(self, best_effort: bool = True) -> None:
-        """Release this lock: see :meth:`DynamoDBLockClient.release_lock`."""
-        self.lock_client.release_lock(self, best_effort)
+    def release(self, best_effort: bool = True) -> bool:
+        """Release this lock: see :meth:`DynamoDBLockClient.release_lock` (True when this call
+        released it)."""
+        released: bool = self.lock_client.release_lock(self, best_effort)
+        return released
 
     def extend(self) -> None:
         """Renew this lock now, in the calling thread, and say whether it worked: for
@@ -239,7 +241,8 @@ class DynamoDBLockClient(ThreadRunner[DynamoDBLock], Defaults):
         The first attempt is a single conditional put. While the lock is held by someone else
         the client polls it with a consistent read every ``retry_period`` (default: the
         heartbeat period), and takes it over once its ``record_version_number`` has stayed the
-        same for the lock's stored lease duration, timed on this process's monotonic clock, or
+        same for the lock's stored lease duration, timed on this process's monotonic clock (from
+        when this client object first saw that version, in this call or an earlier one), or
         once its TTL ``expiry_time`` has passed. A thread waiting for a lock held by this same
         client is woken as soon as the client releases it. Losing a race to another client is
         not an error: it is one more retry.
@@ -291,7 +294,9 @@ class DynamoDBLockClient(ThreadRunner[DynamoDBLock], Defaults):
         *,
         reentrant: bool = False,
     ) -> Optional[DynamoDBLock]:
-        """Acquire the lock if it can be had right now; never waits.
+        """Acquire the lock if it can be had right now; never waits. A holder whose version this
+        client has seen unchanged for its lease, over earlier calls, is taken over (see "Trying
+        again later" in the documentation).
 
         :returns: the held :class:`DynamoDBLock`, or None when someone else holds the lock.
         :raises: as :meth:`acquire_lock`, except that a held lock is not an error.
@@ -303,10 +308,15 @@ class DynamoDBLockClient(ThreadRunner[DynamoDBLock], Defaults):
         return self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
                              reentrant)
 
-    def release_lock(self, lock: DynamoDBLock, best_effort: bool = True) -> None:
+    def release_lock(self, lock: DynamoDBLock, best_effort: bool = True) -> bool:
         """Release ``lock``: one delete, conditioned on the row still carrying its version.
 
         A lock already released is left alone. The lock may be released after :meth:`close`.
+
+        :returns: True when this call released the lock (or one reentrant hold of it, the lock
+            still held); False when it found it already released, gone (expired,
+            force-released), taken over, or held by another client, or (best effort) could not
+            reach DynamoDB. The published package returned None.
 
         With ``best_effort=True`` (the default) nothing is raised: failures are logged and the
         lock is forgotten locally either way; a row that could not be deleted is taken over by
@@ -321,7 +331,7 @@ class DynamoDBLockClient(ThreadRunner[DynamoDBLock], Defaults):
         self._check_process()
         if not isinstance(lock, DynamoDBLock):
             raise TypeError(f'release_lock takes a DynamoDBLock, not {type(lock).__name__}')
-        self._run(self._releasing(lock, best_effort))
+        return self._run(self._releasing(lock, best_effort))
 
     def close(self, release_locks: bool = False) -> None:
         """Stop the background threads, promptly; safe to call twice and from any thread.
@@ -437,30 +447,9 @@ class DynamoDBLockClient(ThreadRunner[DynamoDBLock], Defaults):
         tags: Optional[Union[Mapping[str, str], Sequence[Mapping[str, str]]]] = None,
         allow_global_table: bool = False,
     ) -> Dict[str, Any]:
-        """Create the lock table, wait until it is ACTIVE, and turn TTL on for ``ttl_attribute_name``.
-
-        Meant for deploy time or tests; it takes the low-level client
-        (``boto3.client('dynamodb')``).
-
-        :param sort_key_name: the string RANGE key; ``None`` creates a table whose key is the
-            partition key alone (its locks all have the sort key ``'-'``).
-        :param partition_key_type: the partition key's type: ``'S'`` (string, the published
-            layout), ``'N'`` (number) or ``'B'`` (binary).
-        :param billing_mode: ``'PROVISIONED'`` (with ``read_capacity`` / ``write_capacity``) or
-            ``'PAY_PER_REQUEST'`` (on-demand; the capacities are ignored).
-        :param exist_ok: accept an existing table with the right key schema (TTL is then
-            turned on if it is off; its tags are left as they are).
-        :param tags: the new table's tags: ``{'team': 'billing'}`` or
-            ``[{'Key': 'team', 'Value': 'billing'}]`` (at most 50; checked before any call).
-        :param allow_global_table: accept, with ``exist_ok``, an existing global table (see
-            the Safety page: keep every client of a key in one region).
-        :returns: the table description from ``describe_table``.
-        :raises DynamoDBLockError: ``UNKNOWN`` when the table exists (and ``exist_ok`` is
-            False), exists with another key schema, or cannot be created; ``reason`` tells
-            which (``TABLE_EXISTS``, ``WRONG_KEY_SCHEMA``, ...). ``GLOBAL_TABLE`` for an
-            existing table with replicas, unless ``allow_global_table``.
-        :raises TypeError, ValueError: for bad arguments.
-        """
+        """Create the lock table, wait until it is ACTIVE, and turn TTL on for ``ttl_attribute_name``;
+        takes ``boto3.client('dynamodb')``, and returns the table's description. Every argument
+        and error: :ref:`table-administration`."""
         require_low_level_client(dynamodb_client)
         description: Dict[str, Any] = run_admin(dynamodb_client, creating_table(
             table_name, partition_key_name, sort_key_name, ttl_attribute_name, read_capacity, write_capacity,
@@ -470,28 +459,9 @@ class DynamoDBLockClient(ThreadRunner[DynamoDBLock], Defaults):
     @classmethod
     def for_table(cls, dynamodb_resource: DynamoDBServiceResource, table_name: str, *,
                   allow_global_table: bool = False, **kwargs: Any) -> 'DynamoDBLockClient':
-        """A client for an existing table, whatever its key schema: the partition key's name and
-        type, whether there is a sort key and its name, and the TTL attribute are read from the
-        table (``DescribeTable`` and ``DescribeTimeToLive``), so they need not be repeated here.
-
-        ``kwargs`` are the other arguments of the constructor (``owner_name``, the periods, ...);
-        ``ttl_attribute_name`` may be given to override the table's TTL attribute (a difference
-        is logged as a warning), and is the default ``expiry_time`` when the table has no TTL.
-        On a table without a sort key, leave ``sort_key`` at its default ``'-'``; on a number
-        key table, keys are ``int`` or ``Decimal``, on a binary one ``bytes``.
-
-        A global table (``DescribeTable`` lists replicas) is refused unless
-        ``allow_global_table=True``: locks are exclusive only among clients of one region (see
-        the Safety page).
-
-        :raises TypeError: for ``partition_key_name``, ``sort_key_name`` or
-            ``partition_key_type`` in ``kwargs`` (they come from the table), and as the
-            constructor does.
-        :raises DynamoDBLockError: ``UNKNOWN`` when the table cannot be described (``reason``
-            ``TABLE_NOT_FOUND``, ``ACCESS_DENIED``, ...) or when its key schema cannot hold
-            locks (``reason`` ``WRONG_KEY_SCHEMA``: a sort key that is not a string, a key named
-            like one of the lock's own attributes); ``GLOBAL_TABLE`` for a global table.
-        """
+        """A client for an existing table whose key names and types and TTL attribute are read
+        from the table; ``kwargs`` are the constructor's other arguments. A global table is
+        refused unless ``allow_global_table``. Details and errors: :ref:`table-administration`."""
         check_for_table_arguments(table_name, kwargs)
         low_level_client = low_level_client_of(dynamodb_resource)
         return cls(dynamodb_resource, **run_admin(low_level_client, describing_table(table_name, kwargs,

@@ -201,8 +201,8 @@ class BlockingAsyncLock:
     def app_callback(self) -> Any:
         return self._facade._original_callback(self._lock.app_callback)
 
-    def release(self, best_effort: bool = True) -> None:
-        self._facade.release_lock(self, best_effort)
+    def release(self, best_effort: bool = True) -> bool:
+        return self._facade.release_lock(self, best_effort)
 
     # The asyncio lock's coroutine methods, as the threaded lock's blocking ones.
 
@@ -351,8 +351,9 @@ class BlockingAsyncClient:
             partition_key, sort_key, additional_attributes, callback, raise_context_exception, reentrant=reentrant)))
         return lock
 
-    def release_lock(self, lock: Any, best_effort: bool = True) -> None:
-        self._call(lambda: self._client.release_lock(self._unwrap(lock), best_effort))
+    def release_lock(self, lock: Any, best_effort: bool = True) -> bool:
+        released: bool = self._call(lambda: self._client.release_lock(self._unwrap(lock), best_effort))
+        return released
 
     def close(self, release_locks: bool = False) -> None:
         if self._runner.in_loop_thread():   # from a callback run inline: what an asyncio app does

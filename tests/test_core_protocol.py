@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ParamValidationError, ReadTimeoutError
 
-from python_dynamodb_lock._core.acquire import AcquireAttempt, TimedOut, Written, acquire, is_abandoned
+from python_dynamodb_lock._core.acquire import AcquireAttempt, Observations, TimedOut, Written, acquire, is_abandoned
 from python_dynamodb_lock._core.answers import Applied, Failed, Refused, judge_error
 from python_dynamodb_lock._core.effects import Call, Emit, Sleep, Unregister
 from python_dynamodb_lock._core.events import Kind
@@ -329,6 +329,21 @@ def expected_versions(request: Any) -> List[str]:
     return [value for name, value in values.items() if name.startswith(':expected_version_')]
 
 
+@pytest.mark.parametrize('answer, released_before, released', [
+    pytest.param(Refused(None), False, False, id='gone-at-the-first-attempt'),
+    pytest.param(Refused(None, retried=True), False, True, id='gone-after-a-retry-of-our-own-delete'),
+    pytest.param(Refused(dict(row('v-op'), released_at=1)), True, True, id='gone-after-our-release-that-failed'),
+])
+def test_a_row_found_gone_was_freed_by_this_release_only_when_an_earlier_attempt_of_it_explains_it(
+        answer: Any, released_before: bool, released: bool) -> None:
+    state = held_state()
+    if released_before:
+        state.note_release_maybe_applied()
+    run = run_release(answer, state=state)
+    assert run.result.outcome is ReleaseOutcome.ROW_GONE
+    assert release_verdict(run.result, True, SCHEMA, 'k|-').released is released
+
+
 def test_release_names_every_version_that_may_be_ours_and_retries_an_older_one() -> None:
     state = held_state(unconfirmed=[f'u{index}' for index in range(25)])
     run = run_release(Refused(row('u2')), Applied(), state=state)
@@ -363,23 +378,24 @@ def test_a_foreign_row_after_a_lost_release_answer_past_the_lease_is_a_theft() -
     assert state.release_maybe_applied       # a later heartbeat must not report it as stolen
 
 
-@pytest.mark.parametrize('outcome, best_effort, final_status, code', [
-    (ReleaseOutcome.RELEASED, True, Status.RELEASED, None),
-    (ReleaseOutcome.RELEASED, False, Status.RELEASED, None),
-    (ReleaseOutcome.ROW_GONE, False, Status.RELEASED, None),
-    (ReleaseOutcome.MET_NEXT_HOLDER, False, Status.RELEASED, None),
-    (ReleaseOutcome.STOLEN, True, Status.INVALID, None),
-    (ReleaseOutcome.STOLEN, False, Status.INVALID, DynamoDBLockError.LOCK_STOLEN),
-    (ReleaseOutcome.FAILED, True, Status.RELEASED, None),            # forgotten; taken over after its lease
-    (ReleaseOutcome.FAILED, False, None, DynamoDBLockError.UNKNOWN),  # still held, so it can be retried
+@pytest.mark.parametrize('outcome, best_effort, final_status, code, released', [
+    (ReleaseOutcome.RELEASED, True, Status.RELEASED, None, True),
+    (ReleaseOutcome.RELEASED, False, Status.RELEASED, None, True),
+    (ReleaseOutcome.ROW_GONE, False, Status.RELEASED, None, False),       # expired or force-released
+    (ReleaseOutcome.MET_NEXT_HOLDER, False, Status.RELEASED, None, True),  # an earlier attempt of ours freed it
+    (ReleaseOutcome.STOLEN, True, Status.INVALID, None, False),
+    (ReleaseOutcome.STOLEN, False, Status.INVALID, DynamoDBLockError.LOCK_STOLEN, False),
+    (ReleaseOutcome.FAILED, True, Status.RELEASED, None, False),          # forgotten; taken over after its lease
+    (ReleaseOutcome.FAILED, False, None, DynamoDBLockError.UNKNOWN, False),  # still held, so it can be retried
 ])
 def test_what_a_release_tells_the_caller(outcome: ReleaseOutcome, best_effort: bool, final_status: Optional[str],
-                                         code: Optional[str]) -> None:
+                                         code: Optional[str], released: bool) -> None:
     result = ReleaseResult(outcome, row('v-thief', 'thief') if outcome is ReleaseOutcome.STOLEN else None,
                            SERVER_ERROR if outcome is ReleaseOutcome.FAILED else None)
     verdict = release_verdict(result, best_effort, SCHEMA, 'k|-')
     assert verdict.final_status == final_status
     assert (verdict.error.code if verdict.error else None) == code
+    assert verdict.released is released
     if code == DynamoDBLockError.LOCK_STOLEN:
         assert 'thief' in verdict.error.message and verdict.error.reason == Reason.TAKEN_OVER
 
@@ -406,9 +422,11 @@ def test_release_precheck(status: str, owned: bool, best_effort: bool, goes_ahea
 # Acquiring
 # --------------------------------------------------------------------------------------------
 
-def attempt(retry_timeout: float = 0.0, retry_period: float = 5.0) -> AcquireAttempt:
+def attempt(retry_timeout: float = 0.0, retry_period: float = 5.0,
+            max_clock_skew: Optional[float] = None) -> AcquireAttempt:
     template = SCHEMA.lock_item('k', '-', 'me', LEASE, '', 0)
-    return AcquireAttempt(SCHEMA, 'k', '-', 'k|-', template, retry_period, retry_timeout, 3600.0, LEASE)
+    return AcquireAttempt(SCHEMA, 'k', '-', 'k|-', template, retry_period, retry_timeout, 3600.0, LEASE,
+                          max_clock_skew=max_clock_skew)
 
 
 def own_row_of(request: Any) -> Dict[str, Any]:
@@ -708,3 +726,114 @@ def test_a_heartbeat_refused_by_a_transaction_in_progress_is_sent_again() -> Non
     settings = HeartbeatSettings(SCHEMA, 5.0, 20.0, 3600.0, -1, 1)
     run = drive(renew_one(settings, lock, FakeClock()), scripted(conflict, Applied()), clock=FakeClock())
     assert run.result.verdict is RenewalVerdict.RENEWED and len(run.calls) == 2 and run.sleeps == [0.05]
+
+
+# --------------------------------------------------------------------------------------------
+# What a client has seen, kept across its acquisitions
+# --------------------------------------------------------------------------------------------
+
+def test_a_version_seen_again_keeps_the_time_it_was_first_seen_and_a_new_one_starts_over() -> None:
+    seen = Observations()
+    assert seen.first_seen('k|-', 'v1', 10.0) == 10.0
+    assert seen.first_seen('k|-', 'v1', 25.0) == 10.0
+    assert seen.first_seen('k|-', 'v2', 30.0) == 30.0      # the holder renewed: watched afresh
+    assert seen.first_seen('k|-', 'v1', 31.0) == 31.0      # only the latest version counts
+    assert seen.first_seen('other|-', 'v1', 32.0) == 32.0  # per key
+    seen.forget('k|-')
+    assert seen.first_seen('k|-', 'v1', 40.0) == 40.0
+    assert len(seen) == 2
+
+
+def test_the_memory_is_bounded_and_forgets_the_least_recently_seen_key_first() -> None:
+    seen = Observations(capacity=3)
+    for index, key in enumerate(['a', 'b', 'c']):
+        seen.first_seen(key, 'v', float(index))
+    seen.first_seen('a', 'v', 5.0)                         # 'a' seen again: now the most recent
+    seen.first_seen('d', 'v', 6.0)                         # over capacity: 'b' goes
+    assert len(seen) == 3
+    assert seen.first_seen('a', 'v', 7.0) == 0.0
+    assert seen.first_seen('b', 'v', 8.0) == 8.0           # forgotten: watched afresh (later, never sooner)
+
+
+def test_the_default_bound_is_the_documented_one() -> None:
+    seen = Observations()
+    for index in range(1500):
+        seen.first_seen(f'key-{index}', 'v', float(index))
+    assert len(seen) == 1000
+
+
+def one_try(clock: FakeClock, seen: Optional[Observations], holder: Callable[[], Dict[str, Any]],
+            max_clock_skew: Optional[float] = None) -> Run:
+    """One ``try_acquire_lock`` (retry_timeout 0) against the row ``holder()`` returns; a takeover
+    write conditioned on the row's version is applied."""
+    def answer(request: Any) -> Any:
+        current = holder()
+        if request.operation == WRITE and current['record_version_number'] in expected_versions(request):
+            return Applied()
+        return Refused(current) if request.operation == WRITE else Applied({'Item': current})
+
+    return drive(acquire(attempt(0.0, max_clock_skew=max_clock_skew), clock, lambda: False, seen), answer,
+                 clock=clock)
+
+
+def tries_until_taken(clock: FakeClock, seen: Optional[Observations], holder: Callable[[], Dict[str, Any]],
+                      tries: int, max_clock_skew: Optional[float] = None) -> Optional[int]:
+    """Try once per second, up to ``tries`` times: the number of the try that took the lock over."""
+    for number in range(1, tries + 1):
+        run = one_try(clock, seen, holder, max_clock_skew)
+        if isinstance(run.result, Written):
+            return number
+        assert isinstance(run.result, TimedOut) and run.sleeps == []
+        clock.now += 1.0
+    return None
+
+
+@pytest.mark.parametrize('max_clock_skew', [None, 1.0])
+def test_one_try_per_second_takes_a_dead_holder_over_once_its_version_stayed_the_same_for_its_lease(
+        max_clock_skew: Optional[float]) -> None:
+    clock = FakeClock()
+    dead = dict(row('v-dead', 'dead'), lease_expiry=clock.time() + LEASE)
+    seen = Observations()
+    taken_at = tries_until_taken(clock, seen, lambda: dead, int(LEASE) + 5, max_clock_skew)
+    assert taken_at is not None and taken_at <= LEASE + 2
+    assert taken_at == LEASE + 1          # seen first at try 1, unchanged for the lease at try 31
+    assert len(seen) == 0                 # acquired: the key is forgotten
+
+
+def test_without_the_memory_each_try_starts_afresh_and_never_takes_over() -> None:
+    clock = FakeClock()
+    dead = row('v-dead', 'dead')          # its TTL is an hour away
+    assert tries_until_taken(clock, None, lambda: dead, int(LEASE) * 3) is None
+
+
+@pytest.mark.parametrize('max_clock_skew', [None, 1.0])
+def test_a_holder_that_renews_between_tries_is_never_taken_over(max_clock_skew: Optional[float]) -> None:
+    clock = FakeClock()
+    renewals = iter(range(1000))
+
+    def live() -> Dict[str, Any]:         # a new version, and a lease_expiry ahead, at every look
+        return dict(row(f'v{next(renewals)}', 'live'), lease_expiry=clock.time() + LEASE)
+
+    assert tries_until_taken(clock, Observations(), live, int(LEASE) * 4, max_clock_skew) is None
+
+
+def test_a_holder_renewing_slower_than_the_tries_is_watched_from_its_latest_version() -> None:
+    clock = FakeClock()
+    versions = {'current': 'v0'}
+    seen = Observations()
+    holder = lambda: row(versions['current'], 'slow')   # noqa: E731
+    assert tries_until_taken(clock, seen, holder, 20) is None     # 20 s of v0
+    versions['current'] = 'v1'                                    # it renewed, then died
+    taken_at = tries_until_taken(clock, seen, holder, int(LEASE) + 5)
+    assert taken_at == LEASE + 1                                  # a whole lease from the first sight of v1
+
+
+def test_a_waiting_acquire_goes_on_watching_from_what_an_earlier_try_saw() -> None:
+    clock = FakeClock()
+    dead = row('v-dead', 'dead')
+    seen = Observations()
+    assert tries_until_taken(clock, seen, lambda: dead, 20) is None     # tries at 0..19 s
+    answers = [Refused(dead)] + [Applied({'Item': dead})] * 2 + [Applied()]
+    run = drive(acquire(attempt(retry_timeout=60.0), clock, lambda: False, seen), scripted(*answers), clock=clock)
+    assert isinstance(run.result, Written) and run.result.replaced == dead
+    assert run.sleeps == [5.0, 5.0]                  # 20 + 10 s: the lease, counted from the first try

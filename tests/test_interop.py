@@ -76,9 +76,10 @@ def installing_lock(path: pathlib.Path) -> Iterator[None]:
 class Published:
     """A published client in its own process, driven line by line."""
 
-    def __init__(self, version: str, endpoint: str, table: str) -> None:
+    def __init__(self, version: str, endpoint: str, table: str, **settings: float) -> None:
+        """``settings``: seconds other than the module's for ``heartbeat``, ``safe``, ``lease``, ``expiry``."""
         config = {'endpoint': endpoint, 'table': table, 'owner': f'published-{version}', 'heartbeat': HEARTBEAT,
-                  'safe': SAFE, 'lease': LEASE, 'expiry': EXPIRY}
+                  'safe': SAFE, 'lease': LEASE, 'expiry': EXPIRY, **settings}
         env = {**os.environ, 'PYTHONPATH': str(published_folder(version))}
         self.process = subprocess.Popen(
             [sys.executable, str(ROOT / 'tests' / '_published_worker.py'), json.dumps(config)],

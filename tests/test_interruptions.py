@@ -199,6 +199,37 @@ def test_a_release_cancelled_while_freeing_a_row_handed_to_a_waiter_that_gave_up
     run(main())
 
 
+def test_a_caller_cancelled_while_awaiting_its_release_gets_no_result_and_the_release_still_completes(
+        local_engine: LockTable) -> None:
+    """The release runs as a task of its own: the awaiting caller, cancelled while the release
+    write is held back, gets ``CancelledError`` (no True/False); the release then lands, and a
+    later release of the lock finds nothing to free (False)."""
+    async def main() -> None:
+        async with local_engine.async_lock_client(clock=ManualClock(), background_heartbeats=False) as client:
+            lock = await client.acquire_lock('released-anyway')
+            with FaultInjector(local_engine.resource) as faults:
+                gate = Gate()
+                faults.before_call('UpdateItem', gate, when=is_release)
+
+                async def release_it() -> bool:
+                    released: bool = await lock.release()
+                    return released
+
+                caller = asyncio.ensure_future(release_it())
+                await gate.holding.wait()
+                caller.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await caller
+                assert local_engine.read_held_row('released-anyway') is not None     # still on its way
+                gate.open()
+                assert await client.wait_settled(REAL_TIMEOUT)
+            assert lock.status == DynamoDBLock.RELEASED
+            assert_free(local_engine, 'released-anyway')
+            assert await lock.release() is False
+
+    run(main())
+
+
 # --- threaded: cancel= and Ctrl-C -------------------------------------------------------------------
 
 @pytest.mark.threaded_only

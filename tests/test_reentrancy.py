@@ -36,15 +36,15 @@ def test_the_holding_thread_gets_the_same_lock_again_without_a_write(engine: Loc
     assert calls.calls == []
     assert outer.holds == 3
 
-    inner.release()
-    again.release()
+    assert inner.release() is True           # one hold released; the lock is still held
+    assert again.release() is True
     assert outer.status == DynamoDBLock.LOCKED
     assert engine.read_held_row('job') is not None
     assert client.held_locks() == [outer]
-    outer.release()
+    assert outer.release() is True
     assert outer.status == DynamoDBLock.RELEASED
     assert engine.read_held_row('job') is None
-    outer.release()                          # one more: nothing to do
+    assert outer.release() is False          # one more: nothing to do
     assert client.held_locks() == []
 
 
@@ -94,7 +94,7 @@ def test_a_strict_release_of_a_nested_hold_of_a_lost_lock_raises(engine: LockTab
     with pytest.raises(DynamoDBLockError) as stolen:
         lock.release(best_effort=False)
     assert stolen.value.code == DynamoDBLockError.LOCK_STOLEN
-    lock.release()                           # best effort: silent
+    assert lock.release() is False           # best effort: silent, and says the lock is not held
     assert engine.read_item('strict')['owner_name'] == 'thief'
 
 
@@ -170,12 +170,13 @@ def test_the_holding_task_gets_the_same_lock_again(async_table: LockTable) -> No
                     assert inner is outer
                 assert await client.try_acquire_lock('job', reentrant=True) is outer
             assert calls.calls == []
-            await outer.release()
+            assert await outer.release() is True        # the awaited result: one hold released
             assert outer.status == AsyncDynamoDBLock.LOCKED
             assert async_table.read_held_row('job') is not None
-            await outer.release()
+            assert await outer.release() is True        # the row released
             assert outer.status == AsyncDynamoDBLock.RELEASED
             assert async_table.read_held_row('job') is None
+            assert await client.release_lock(outer) is False     # already released
 
     asyncio.run(scenario())
 

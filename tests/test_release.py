@@ -49,7 +49,7 @@ def test_release_is_one_conditional_write(engine: Any, clients: LockClients, bes
     client = clients.make(keep_released_rows=keep_released_rows)
     lock = client.acquire_lock('release-me')
     with CallRecorder(engine.resource) as calls:
-        client.release_lock(lock, best_effort=best_effort)
+        assert client.release_lock(lock, best_effort=best_effort) is True     # this call released it
     if keep_released_rows:
         assert calls.operations() == ['UpdateItem'] and is_release(calls.calls[0].params)
     else:
@@ -65,8 +65,8 @@ def test_release_defaults_to_best_effort(engine: Any, clients: LockClients) -> N
     client = clients.make()
     lock = client.acquire_lock('default-best-effort')
     engine.steal_row('default-best-effort')
-    client.release_lock(lock)          # would raise LOCK_STOLEN if strict
-    lock.release()                     # and so would the lock's own method
+    assert client.release_lock(lock) is False     # would raise LOCK_STOLEN if strict
+    assert lock.release() is False                # and so would the lock's own method
     assert lock.status == DynamoDBLock.INVALID
 
 
@@ -74,9 +74,9 @@ def test_release_defaults_to_best_effort(engine: Any, clients: LockClients) -> N
 def test_releasing_twice_is_a_no_op(engine: Any, clients: LockClients, best_effort: bool) -> None:
     client = clients.make()
     lock = client.acquire_lock('twice')
-    lock.release()
+    assert lock.release() is True
     with CallRecorder(engine.resource) as calls:
-        client.release_lock(lock, best_effort=best_effort)
+        assert client.release_lock(lock, best_effort=best_effort) is False     # already released
     assert calls.calls == []
     assert lock.status == DynamoDBLock.RELEASED
 
@@ -88,7 +88,7 @@ def test_release_of_a_lock_held_by_another_client(engine: Any, clients: LockClie
     with CallRecorder(engine.resource) as calls:
         with pytest.raises(DynamoDBLockError) as raised:
             mine.release_lock(their_lock, best_effort=False)
-        mine.release_lock(their_lock, best_effort=True)      # silent
+        assert mine.release_lock(their_lock, best_effort=True) is False      # silent: not ours
     assert raised.value.code == DynamoDBLockError.LOCK_NOT_OWNED
     assert calls.calls == []
     assert their_lock.status == DynamoDBLock.LOCKED
@@ -119,7 +119,7 @@ def test_best_effort_release_of_a_stolen_lock_is_silent(engine: Any, clients: Lo
     client = clients.make()
     lock = client.acquire_lock('stolen-quietly')
     engine.steal_row('stolen-quietly')
-    client.release_lock(lock, best_effort=True)
+    assert client.release_lock(lock, best_effort=True) is False
     assert lock.status == DynamoDBLock.INVALID
     assert not is_registered(client, lock)
     assert engine.read_item('stolen-quietly')['owner_name'] == 'thief'
@@ -139,7 +139,7 @@ def test_release_of_a_lock_whose_row_is_gone_counts_as_released(engine: Any, cli
         assert operator.force_release_lock(operator.get_lock('vanished'))
         assert engine.read_held_row('vanished') is None
         kept = engine.read_item('vanished')
-    client.release_lock(lock, best_effort=best_effort)
+    assert client.release_lock(lock, best_effort=best_effort) is False     # gone already: not freed by this call
     assert lock.status == DynamoDBLock.RELEASED
     assert not is_registered(client, lock)
     if gone == 'deleted':
@@ -167,7 +167,7 @@ def test_strict_release_error_is_unknown_and_keeps_the_lock_held(engine: Any, cl
     assert not is_acquire(calls.calls[0].params)
     assert lock.status == DynamoDBLock.LOCKED
     assert engine.read_held_row('sticky')['record_version_number'] == lock.record_version_number
-    client.release_lock(lock, best_effort=False)   # and the release can be retried
+    assert client.release_lock(lock, best_effort=False) is True   # and the release can be retried
     assert_released(engine, lock, 'sticky')
     assert lock.status == DynamoDBLock.RELEASED
 
@@ -180,7 +180,7 @@ def test_best_effort_release_error_forgets_the_lock(engine: Any, clients: LockCl
     with FaultInjector(engine.resource) as faults:
         failed = faults.fail_calls('UpdateItem', code='InternalServerError', status=500, when=is_release)
         faults.fail_calls('GetItem', code='InternalServerError', status=500)
-        client.release_lock(lock, best_effort=True)
+        assert client.release_lock(lock, best_effort=True) is False    # the row was not freed
     assert failed.hits == 1
     assert lock.status not in (DynamoDBLock.LOCKED, DynamoDBLock.IN_DANGER)
     assert not is_registered(client, lock)
@@ -202,7 +202,7 @@ def test_release_whose_answer_was_lost_is_a_successful_release(engine: Any, clie
         # The release is the only write of the block (``when`` needs the body, which the
         # raising variant does not see).
         lost = faults.lose_answers('UpdateItem' if keep_released_rows else 'DeleteItem', retry=retry)
-        client.release_lock(lock, best_effort=False)
+        assert client.release_lock(lock, best_effort=False) is True
     assert lost.hits == 1
     assert len(calls.writes()) == 1
     assert not keep_released_rows or is_release(calls.writes()[0].params)
@@ -224,7 +224,7 @@ def test_lost_release_answer_then_the_next_holder_is_still_a_successful_release(
             'UpdateItem' if keep_released_rows else 'DeleteItem', retry=True,
             when=is_release if keep_released_rows else None,
             between=lambda: taken.append(next_holder.acquire_lock('handed-on', retry_timeout=seconds0)))
-        client.release_lock(lock, best_effort=False)
+        assert client.release_lock(lock, best_effort=False) is True     # our first attempt freed it
     assert lost.hits == 1
     assert lock.status == DynamoDBLock.RELEASED
     assert engine.read_held_row('handed-on')['record_version_number'] == taken[0].record_version_number
@@ -240,7 +240,7 @@ def test_release_after_a_lost_heartbeat_answer(engine: Any, clients: LockClients
         faults.lose_answers('UpdateItem', retry=False)
         client.send_heartbeats([lock])
     assert engine.read_item('unconfirmed')['record_version_number'] != lock.record_version_number
-    client.release_lock(lock, best_effort=False)
+    assert client.release_lock(lock, best_effort=False) is True
     assert_released(engine, lock, 'unconfirmed')
     assert lock.status == DynamoDBLock.RELEASED
 
@@ -264,7 +264,7 @@ def test_release_after_close_still_releases(engine: Any, clients: LockClients) -
     lock = client.acquire_lock('after-close')
     client.close()
     assert engine.read_held_row('after-close') is not None      # close does not release by default
-    client.release_lock(lock, best_effort=False)
+    assert client.release_lock(lock, best_effort=False) is True
     assert_released(engine, lock, 'after-close')
 
 
@@ -300,8 +300,8 @@ def test_an_older_lock_object_cannot_release_or_stop_a_newer_lock(engine: Any, c
     new = client.acquire_lock('reused-key')
     stale = stale_copy(new)
     with CallRecorder(engine.resource) as calls:
-        client.release_lock(old, best_effort=False)             # RELEASED: a no-op
-        client.release_lock(stale, best_effort=True)            # not the registered object: silent
+        assert client.release_lock(old, best_effort=False) is False     # RELEASED: a no-op
+        assert client.release_lock(stale, best_effort=True) is False    # not the registered object: silent
         with pytest.raises(DynamoDBLockError) as raised:
             client.release_lock(stale, best_effort=False)
         client.send_heartbeats([old])
@@ -325,7 +325,7 @@ def test_a_stolen_lock_object_does_not_disturb_the_reacquired_lock(engine: Any, 
     assert old.status == DynamoDBLock.INVALID
     delete_row(engine, 'stolen-then-back')                     # the thief releases
     new = client.acquire_lock('stolen-then-back')
-    client.release_lock(old, best_effort=True)                  # silent
+    assert client.release_lock(old, best_effort=True) is False  # silent
     with pytest.raises(DynamoDBLockError) as raised:            # strict: says the lock was lost
         client.release_lock(old, best_effort=False)
     assert raised.value.code == DynamoDBLockError.LOCK_STOLEN

@@ -5,12 +5,19 @@ The first attempt is one conditional put. A refused put returns the row in the w
 watches that row's ``record_version_number`` on its own monotonic clock and takes the lock over
 with a put conditioned on that exact version once it has stayed the same for the lease stored
 in the row (or once the row's TTL has passed). No two clients' clocks are compared.
+
+What a client has seen is kept across its calls (:class:`Observations`): a version first seen by
+an earlier ``try_acquire_lock`` or ``acquire_lock`` of the same client object is still being
+watched by the next one, so that one try per invocation of a long-lived client takes a dead
+holder over once its version has stayed the same for its lease.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
+import threading
 import uuid
-from typing import Any, Callable, Dict, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
 
 from .._errors import DynamoDBLockError, Reason
 from .._requests import Request, acquire_free, acquire_over, free_row, get
@@ -28,8 +35,8 @@ from .effects import Call, Emit, Pending, Protocol, Settle, Sleep
 from .events import Event, Kind
 from .messages import describe_key, explain
 
-__all__ = ['AcquireAttempt', 'TimedOut', 'Written', 'acquire', 'free_if_landed', 'is_abandoned', 'new_lock_item',
-           'read_row', 'token_floor', 'undo_write', 'with_token']
+__all__ = ['MAX_OBSERVED_KEYS', 'AcquireAttempt', 'Observations', 'TimedOut', 'Written', 'acquire', 'free_if_landed',
+           'is_abandoned', 'new_lock_item', 'read_row', 'token_floor', 'undo_write', 'with_token']
 
 # How many refused writes are judged at once, without a wait, before the next poll.
 _IMMEDIATE_RETRIES = 3
@@ -70,6 +77,49 @@ class TimedOut:
     blocking: Optional[Item]
 
 
+#: How many keys a client remembers what it saw at (see :class:`Observations`).
+MAX_OBSERVED_KEYS = 1000
+
+
+class Observations:
+    """What one client has seen at each key, across its acquisitions: the version of the row in
+    the way, and when (on the client's monotonic clock) that version was first seen.
+
+    A version is a fresh UUID at every write of the row, so seeing the same one twice means the
+    row was not written in between: the holder did not renew. Only the latest version of a key
+    is kept; a different one starts the watch again. At most ``capacity`` keys are kept, the
+    least recently seen forgotten first (forgetting only makes a later takeover wait longer).
+    Safe to share between the threads of a client.
+    """
+
+    def __init__(self, capacity: int = MAX_OBSERVED_KEYS) -> None:
+        self._capacity = capacity
+        self._seen: 'collections.OrderedDict[str, Tuple[Optional[str], float]]' = collections.OrderedDict()
+        self._guard = threading.Lock()
+
+    def first_seen(self, key: str, version: Optional[str], now: float) -> float:
+        """Note that the row at ``key`` carries ``version`` at ``now``: when that version was
+        first seen there, unchanged since (``now`` when it is new)."""
+        with self._guard:
+            seen = self._seen.get(key)
+            if seen is None or seen[0] != version:
+                seen = (version, now)
+                self._seen[key] = seen
+            self._seen.move_to_end(key)
+            while len(self._seen) > self._capacity:
+                self._seen.popitem(last=False)
+            return seen[1]
+
+    def forget(self, key: str) -> None:
+        """This client acquired or released ``key``: what it saw there is over."""
+        with self._guard:
+            self._seen.pop(key, None)
+
+    def __len__(self) -> int:
+        with self._guard:
+            return len(self._seen)
+
+
 class _Blocked:
     """A write was refused: ``row`` is what is in the way (None: the row is free)."""
 
@@ -108,8 +158,13 @@ def is_abandoned(schema: Schema, row: Mapping[str, Any], unchanged_for: float, w
     return lease_expiry is not None and lease_expiry + max_clock_skew < wall_now
 
 
-def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) -> Protocol[Union[Written, TimedOut]]:
+def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool],
+            observations: Optional[Observations] = None) -> Protocol[Union[Written, TimedOut]]:
     """The acquire loop: the item written, or :class:`TimedOut`.
+
+    The holder's version is watched from when ``observations`` (the client's memory, kept
+    across calls; by default one for this call only) first saw it; the key is forgotten there
+    once written.
 
     ``Sleep`` returns True when this client released the key meanwhile (the next step is then a
     write at once instead of a read), or the :class:`Written` row a release of this client wrote
@@ -119,11 +174,11 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) 
         write or read fails.
     """
     schema = attempt.schema
+    seen = observations if observations is not None else Observations()
+    key = attempt.unique_identifier
     started = clock.monotonic()
     deadline = started + attempt.retry_timeout
     blocking: Optional[Item] = None     # the row in the way; None: believed free
-    watched_version: Optional[str] = None
-    watched_since = 0.0
     immediate_retries = 0
     warned_unfenced = False
     while True:
@@ -134,8 +189,7 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) 
         else:
             version = Schema.version_of(blocking)
             now = clock.monotonic()
-            if version != watched_version:
-                watched_version, watched_since = version, now
+            watched_since = seen.first_seen(key, version, now)
             if not warned_unfenced and Schema.fencing_token_of(blocking) is None:
                 warned_unfenced = True
                 yield Emit(Event(Kind.UNFENCED_HOLDER, attempt.unique_identifier,
@@ -147,6 +201,7 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) 
                     'duration': now - watched_since}))
                 outcome = yield from _write(attempt, clock, blocking)
         if isinstance(outcome, Written):
+            seen.forget(key)
             return dataclasses.replace(outcome, waited=clock.monotonic() - started)
         if outcome is not None and immediate_retries < _IMMEDIATE_RETRIES:
             # A write was refused: judge the row now in the way (None: it is free) at once.
@@ -163,6 +218,7 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) 
                          fields={'owner': Schema.owner_of(blocking), 'retry_in': wait}))
         released_here = yield Sleep(wait)
         if isinstance(released_here, Written):   # a release in this client handed the lock over to us
+            seen.forget(key)
             return dataclasses.replace(released_here, waited=clock.monotonic() - started)
         immediate_retries = 0
         _raise_if_closed(is_closed)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
-from .acquire import AcquireAttempt, TimedOut, Written, acquire
+from .acquire import AcquireAttempt, Observations, TimedOut, Written, acquire
 from .effects import Protocol, Sleep
 
 __all__ = ['FirstWritten', 'NoneFree', 'acquire_first']
@@ -38,9 +38,10 @@ class NoneFree:
     timed_out: List[TimedOut]
 
 
-def acquire_first(attempts: Sequence[AcquireAttempt], clock: Any,
-                  is_closed: Callable[[], bool]) -> Protocol[Union[FirstWritten, NoneFree]]:
-    """Acquire the first of ``attempts`` that can be had.
+def acquire_first(attempts: Sequence[AcquireAttempt], clock: Any, is_closed: Callable[[], bool],
+                  observations: Optional[Observations] = None) -> Protocol[Union[FirstWritten, NoneFree]]:
+    """Acquire the first of ``attempts`` that can be had (``observations``: the client's memory
+    of the holders' versions, as for :func:`~python_dynamodb_lock._core.acquire.acquire`).
 
     A ``Sleep`` answered True (woken early) makes every waiting key poll at once.
 
@@ -76,7 +77,7 @@ def acquire_first(attempts: Sequence[AcquireAttempt], clock: Any,
 
     try:
         for index, attempt in enumerate(attempts):
-            live[index] = acquire(attempt, clock, is_closed)
+            live[index] = acquire(attempt, clock, is_closed, observations)
             won = yield from step(index, None)
             if won is not None:
                 return won

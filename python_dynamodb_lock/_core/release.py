@@ -39,12 +39,14 @@ class ReleaseResult:
     row: Optional[Dict[str, Any]] = None
     failed: Optional[Failed] = None
     handed: Optional[Written] = None    # the row written for the successor the lock was handed to
+    earlier_attempt: bool = False       # ROW_GONE: an earlier attempt of this release may have freed it
 
 
 @dataclasses.dataclass(frozen=True)
 class ReleaseVerdict:
     """What a release comes to: the lock's final status (None: still held), the event to emit,
-    and the error to raise (None: return normally)."""
+    the error to raise (None: return normally), and what ``release()`` returns (``released``:
+    whether this release freed the row)."""
 
     final_status: Optional[str]
     event: Kind
@@ -53,6 +55,7 @@ class ReleaseVerdict:
     handed_over: bool = False
     duration: Optional[float] = None    # seconds the release took
     detail: str = ''                    # why a best-effort release failed (for the log)
+    released: bool = False              # this release freed the row (False: gone, not ours, failed)
 
 
 def precheck_release(state: LockState, owned_here: bool, best_effort: bool,
@@ -137,7 +140,7 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any,
         if Schema.version_of(row) == ours:
             return released(row)              # ours landed; botocore's retry met it
         if row is None or Schema.is_released(row):
-            return ReleaseResult(ReleaseOutcome.ROW_GONE)
+            return ReleaseResult(ReleaseOutcome.ROW_GONE, earlier_attempt=answer.retried or state.release_maybe_applied)
         if (answer.retried or state.release_maybe_applied) and state.lease_running(clock.monotonic()):
             return ReleaseResult(ReleaseOutcome.MET_NEXT_HOLDER, row)
         return ReleaseResult(ReleaseOutcome.STOLEN, row)
@@ -203,15 +206,19 @@ def release_verdict(result: ReleaseResult, best_effort: bool, schema: Schema, un
     """What the caller is told, and the lock's final status.
 
     A failed strict release keeps the lock held (and renewed) so that it can be retried; a
-    failed best-effort release forgets it (others take it over after its lease).
+    failed best-effort release forgets it (others take it over after its lease). The release
+    freed the row (``released``) when its write was applied, or when an earlier attempt of it
+    (a retry after a lost answer, or a release of this lock that reported a failure) explains
+    the row found gone or held by the next holder; a row gone otherwise (expired,
+    force-released) or taken over was not freed by it.
     """
     outcome = result.outcome
     if outcome is ReleaseOutcome.RELEASED:
-        return ReleaseVerdict(Status.RELEASED, Kind.RELEASED)
+        return ReleaseVerdict(Status.RELEASED, Kind.RELEASED, released=True)
     if outcome is ReleaseOutcome.ROW_GONE:
-        return ReleaseVerdict(Status.RELEASED, Kind.RELEASE_ROW_GONE)
+        return ReleaseVerdict(Status.RELEASED, Kind.RELEASE_ROW_GONE, released=result.earlier_attempt)
     if outcome is ReleaseOutcome.MET_NEXT_HOLDER:
-        return ReleaseVerdict(Status.RELEASED, Kind.RELEASE_MET_NEXT_HOLDER)
+        return ReleaseVerdict(Status.RELEASED, Kind.RELEASE_MET_NEXT_HOLDER, released=True)
     if outcome is ReleaseOutcome.STOLEN:
         loss = loss_from_row(result.row)
         error = None if best_effort else _stolen_error(unique_identifier, loss, 'before it was')

@@ -1,0 +1,145 @@
+"""One ``try_acquire_lock`` per call takes a dead holder over (issue 19), on DynamoDB Local, with
+both clients.
+
+A client remembers, across its calls, the version of the row it found in the way at each key
+and when it first saw it (on its clock). A dead holder's version stays the same, so one try per
+(fake) second from the same client object takes the lock over once the version has stayed the
+same for the lease stored in the row: within lease + 2 tries, never sooner than the lease. A live
+holder renews, so its version changes between tries and it is never taken over. Rows written
+by the published 0.9.1 / 0.9.3 packages are taken over the same way, only once their holder is
+dead. Time is the shared ManualClock of the test's clients; nothing is timed.
+"""
+from __future__ import annotations
+
+import datetime
+from typing import Any, Iterator, Optional
+
+import pytest
+
+from helpers import LockClients, step
+from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock
+from python_dynamodb_lock.testing import LockTable, wait_until
+from test_interop import PUBLISHED, Published
+
+seconds = datetime.timedelta
+LEASE = 10          # the holders' lease; the trying clients keep the default lease (30 s)
+SHORT = {'lease_duration': seconds(seconds=LEASE), 'heartbeat_period': seconds(seconds=2),
+         'safe_period': seconds(seconds=6)}
+
+
+def tries_until_taken(clients: LockClients, trier: Any, key: str, most: int) -> Optional[Any]:
+    """``trier.try_acquire_lock(key)`` once per fake second, up to ``most`` tries: (how many tries
+    it took, the lock), or None when every try found the lock held."""
+    for number in range(1, most + 1):
+        lock = trier.try_acquire_lock(key)
+        if lock is not None:
+            return number, lock
+        clients.clock.advance(1)
+    return None
+
+
+@pytest.mark.parametrize('max_clock_skew', [None, seconds(seconds=1)], ids=['no-skew', 'skew'])
+def test_a_dead_holder_is_taken_over_by_one_try_per_second_within_its_lease_and_two_tries(
+        local_engine: LockTable, local_clients: LockClients, max_clock_skew: Optional[datetime.timedelta]) -> None:
+    holder = local_clients.make(local_engine.new_resource(), owner_name='holder', **SHORT)
+    dead = holder.acquire_lock('job')
+    holder.close()                                   # no release, no more heartbeats: its row is left
+    trier = local_clients.make(owner_name='trier', max_clock_skew=max_clock_skew)
+    taken = tries_until_taken(local_clients, trier, 'job', LEASE + 2)
+    assert taken is not None, f'not taken over within {LEASE + 2} tries'
+    number, lock = taken
+    assert number == LEASE + 1                       # the row's lease (not the trier's) after the first sight
+    assert lock.took_over_from is not None and lock.took_over_from.owner_name == 'holder'
+    assert lock.fencing_token == dead.fencing_token + 1
+    assert local_engine.read_held_row('job')['record_version_number'] == lock.record_version_number
+    assert dead.release() is False                   # expired and taken: not released by this call
+    assert lock.release() is True
+
+
+def test_a_live_holder_is_never_taken_over_by_repeated_tries(local_engine: LockTable,
+                                                             local_clients: LockClients) -> None:
+    holder = local_clients.make(local_engine.new_resource(), hand_driven=False, owner_name='holder', **SHORT)
+    held = holder.acquire_lock('busy')
+    trier = local_clients.make(owner_name='trier')
+    for _ in range(4 * LEASE):
+        assert trier.try_acquire_lock('busy') is None
+        step(local_clients.clock, 1, holder)         # its heartbeat thread (or task) renews every 2 s
+    assert held.status == DynamoDBLock.LOCKED
+    assert local_engine.read_held_row('busy')['record_version_number'] == held.record_version_number
+    assert held.release() is True
+
+
+def test_a_waiting_acquire_goes_on_from_what_earlier_tries_of_its_client_saw(local_engine: LockTable,
+                                                                            local_clients: LockClients) -> None:
+    holder = local_clients.make(local_engine.new_resource(), owner_name='holder', **SHORT)
+    holder.acquire_lock('job')
+    holder.close()
+    trier = local_clients.make(owner_name='trier')
+    assert tries_until_taken(local_clients, trier, 'job', LEASE - 2) is None     # LEASE - 3 s seen unchanged
+    started = local_clients.clock.monotonic()
+    with local_clients.clock.auto_advance_in_current_thread():
+        lock = trier.acquire_lock('job', retry_period=seconds(seconds=1), retry_timeout=seconds(seconds=LEASE))
+    assert lock.took_over_from.owner_name == 'holder'
+    assert local_engine.read_held_row('job')['record_version_number'] == lock.record_version_number
+    assert local_clients.clock.monotonic() - started <= 4      # the rest of the lease, not a whole one
+
+
+def test_the_memory_belongs_to_the_client_object_a_new_client_per_try_starts_afresh(
+        local_engine: LockTable, local_clients: LockClients) -> None:
+    holder = local_clients.make(local_engine.new_resource(), owner_name='holder', **SHORT)
+    holder.acquire_lock('job')
+    holder.close()
+    for _ in range(2 * LEASE):                       # as a cron job or Lambda making its client per run
+        fresh = local_clients.make(owner_name='fresh')
+        assert fresh.try_acquire_lock('job') is None
+        fresh.close()
+        local_clients.clock.advance(1)
+    assert local_engine.read_held_row('job')['owner_name'] == 'holder'
+
+
+# --- rows of the published package ------------------------------------------------------
+
+#: The published holder's TTL epoch: far beyond the test, so that only the watch takes it over.
+PUBLISHED_EXPIRY = 3600.0
+PUBLISHED_LEASE = 2.0
+
+
+@pytest.fixture(params=sorted(PUBLISHED))
+def published(request: pytest.FixtureRequest, local_engine: LockTable) -> Iterator[Published]:
+    client = Published(request.param, local_engine.endpoint_url, local_engine.table_name,
+                       lease=PUBLISHED_LEASE, expiry=PUBLISHED_EXPIRY)
+    yield client
+    client.close()
+
+
+def test_a_dead_published_holder_is_taken_over_by_one_try_per_second(published: Published,
+                                                                     local_engine: LockTable,
+                                                                     local_clients: LockClients) -> None:
+    assert published.acquire('shared', timeout=1)['event'] == 'acquired'
+    published.process.kill()                         # the published holder dies holding the lock
+    published.process.wait(10)
+    row = local_engine.read_item('shared')
+    assert 'fencing_token' not in row and 'lease_expiry' not in row      # the published layout
+    trier = local_clients.make(owner_name='trier')
+    taken = tries_until_taken(local_clients, trier, 'shared', int(PUBLISHED_LEASE) + 2)
+    assert taken is not None and taken[0] == PUBLISHED_LEASE + 1
+    lock = taken[1]
+    assert lock.took_over_from.owner_name.startswith('published-')
+    assert lock.took_over_from.record_version_number == row['record_version_number']
+
+
+def test_a_live_published_holder_is_never_taken_over_by_repeated_tries(published: Published,
+                                                                       local_engine: LockTable,
+                                                                       local_clients: LockClients) -> None:
+    assert published.acquire('shared', timeout=1)['event'] == 'acquired'
+    trier = local_clients.make(owner_name='trier')
+    version = local_engine.read_item('shared')['record_version_number']
+    for _ in range(int(4 * PUBLISHED_LEASE)):
+        assert trier.try_acquire_lock('shared') is None
+        # The published holder renews on real time (every 0.25 s): one renewal per fake second.
+        wait_until(lambda seen=version: local_engine.read_item('shared')['record_version_number'] != seen,
+                   message=lambda: 'the published holder stopped renewing')
+        version = local_engine.read_item('shared')['record_version_number']
+        local_clients.clock.advance(1)
+    assert local_engine.read_item('shared')['owner_name'].startswith('published-')
+    assert published.send(cmd='release')['event'] == 'released'
