@@ -34,6 +34,17 @@ def wait_for(predicate: Any, timeout: float = 30.0, what: str = 'condition') -> 
         time.sleep(0.02)
 
 
+def catches(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has installed a handler for ``signum`` (Linux: ``SigCgt`` in
+    /proc; elsewhere assume so after the caller's own wait)."""
+    try:
+        with open(f'/proc/{pid}/status') as status:
+            caught = next(line for line in status if line.startswith('SigCgt:'))
+    except (OSError, StopIteration):
+        return True
+    return bool(int(caught.split()[1], 16) >> (signum - 1) & 1)
+
+
 def python_command(source: str) -> List[str]:
     return [sys.executable, '-c', textwrap.dedent(source)]
 
@@ -443,6 +454,8 @@ def test_a_signal_while_waiting_stops_waiting(runner: Runner, local_engine: Any,
     marker = tmp_path / 'ran'
     process = runner.start('contended', python_command(f'open({str(marker)!r}, "w").close()'), '--wait', '60')
     time.sleep(2)
+    # A loaded machine may still be importing boto3 after two seconds: signal the waiting CLI.
+    wait_for(lambda: catches(process.pid, signal.SIGTERM), what='the CLI to handle SIGTERM')
     process.send_signal(signal.SIGTERM)
     finished = finish(process, timeout=20)
     assert finished.code == 128 + signal.SIGTERM, finished
