@@ -17,10 +17,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import pytest
 
-from helpers import CallbackRecorder, FaultInjector, is_asyncio
-from python_dynamodb_lock._clock import SystemClock
+from helpers import BackgroundCall, CallbackRecorder, FaultInjector, is_asyncio
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockError
-from python_dynamodb_lock.testing import REAL_TIMEOUT, CallRecorder, LockTable
+from python_dynamodb_lock.testing import REAL_TIMEOUT, CallRecorder, LockTable, SystemClock
 from test_aio import eventually, run
 from test_interop import EXPIRY, LEASE, Published, published  # noqa: F401  (a fixture)
 
@@ -291,35 +290,44 @@ def test_transaction_conflicts_are_sent_again(local_engine: LockTable, local_cli
     assert [held_by(local_engine, key) for key in ('c1', 'c2', 'c3')] == [None] * 3
 
 
+def test_a_lost_answer_is_asked_again_with_the_same_token(local_engine: LockTable, local_clients: Any) -> None:
+    """The acquiring transaction commits but its answer is lost (a read timeout after it landed):
+    it is sent again with the same ClientRequestToken, which DynamoDB answers as committed,
+    instead of being refused by its own rows."""
+    ours = make(local_clients, 'ours')
+    with FaultInjector(local_engine.resource) as faults, CallRecorder(local_engine.resource) as calls:
+        lost = faults.lose_answers('TransactWriteItems', retry=False)
+        multi = acquire_locks(ours, ['l1', 'l2'], retry_timeout=seconds(0))
+    assert lost.hits == 1
+    sent = calls.of('TransactWriteItems')
+    assert len(sent) == 2 and sent[0].params['ClientRequestToken'] == sent[1].params['ClientRequestToken']
+    for lock in multi.locks:
+        row = local_engine.read_item(lock.partition_key)
+        assert row['record_version_number'] == lock.record_version_number
+        assert row['fencing_token'] == lock.fencing_token
+    multi.release(best_effort=False)
+
+
 # --- interrupted while the transaction is in flight --------------------------------------------
 
 @pytest.mark.threaded_only
 def test_cancel_while_the_transaction_is_held_back_frees_every_key_once_it_lands(local_engine: LockTable) -> None:
     client = local_engine.lock_client(background_heartbeats=False)
     cancel, release_write, sending = threading.Event(), threading.Event(), threading.Event()
-    outcome: List[BaseException] = []
 
     def hold_back(params: Dict[str, Any]) -> None:
         sending.set()
         release_write.wait(REAL_TIMEOUT)
 
-    def acquire() -> None:
-        try:
-            client.acquire_locks(['i1', 'i2', 'i3'], cancel=cancel)
-        except BaseException as exc:   # noqa: B036
-            outcome.append(exc)
-
     with FaultInjector(local_engine.resource) as faults:
         faults.before_call('TransactWriteItems', hold_back)
-        thread = threading.Thread(target=acquire)
-        thread.start()
+        call = BackgroundCall(client.acquire_locks, ['i1', 'i2', 'i3'], cancel=cancel)
         assert sending.wait(REAL_TIMEOUT)
         cancel.set()
-        thread.join(REAL_TIMEOUT)
-        assert not thread.is_alive()
+        error = call.error()            # the caller returns while the transaction is still held back
         release_write.set()
         assert client.wait_settled(REAL_TIMEOUT)
-    assert isinstance(outcome[0], DynamoDBLockError) and outcome[0].code == DynamoDBLockError.ACQUIRE_CANCELLED
+    assert isinstance(error, DynamoDBLockError) and error.code == DynamoDBLockError.ACQUIRE_CANCELLED
     for key in ('i1', 'i2', 'i3'):
         landed = local_engine.read_item(key)
         assert landed is not None and landed.get('released_at') is not None    # landed, then freed
