@@ -22,11 +22,11 @@ import uuid
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from .._errors import DynamoDBLockError, Reason
-from .._requests import free_row, get_many, transact
+from .._requests import Request, free_row, get_many, transact
 from .._schema import COL_RECORD_VERSION_NUMBER, Item, Schema
 from .acquire import AcquireAttempt, Watch, Written, free_if_landed, free_landed, raise_if_closed, read_row, \
     with_token, write_request
-from .answers import Applied, Failed, deserialize
+from .answers import Answer, Applied, Failed, deserialize
 from .effects import Call, Emit, Pending, Protocol, Settle, Sleep
 from .events import Event, Kind
 from .guard import (GUARD_ATTEMPTS, MAX_ACTIONS, RETRYABLE_ERRORS, RETRYABLE_REASONS, UNANSWERED_ATTEMPTS, backoff,
@@ -95,17 +95,18 @@ def acquire_all(attempts: Sequence[AcquireAttempt], clock: Any,
         if isinstance(outcome, AllWritten):
             waited = clock.monotonic() - started
             return AllWritten(tuple(dataclasses.replace(written, waited=waited) for written in outcome.written))
-        if isinstance(outcome, _Conflicted) and conflicts < GUARD_ATTEMPTS:
-            # Not a refusal: nothing is known to be in the way. Sent again soon, even by a call
-            # that makes one attempt (retry_timeout 0).
-            yield Emit(Event(Kind.GUARD_RETRY, name, fields={'code': 'TransactionConflict', 'attempt': conflicts + 1}))
-            yield Sleep(backoff(conflicts))
-            conflicts += 1
-            continue
-        conflicts = 0
-        if immediate_retries < _IMMEDIATE_RETRIES and all(watch.blocking is None for watch in watches):
-            immediate_retries += 1     # refused, but every key looks free now: again at once
-            continue
+        if isinstance(outcome, _Conflicted):
+            if conflicts < GUARD_ATTEMPTS:
+                # Not a refusal: nothing is known to be in the way. Sent again soon, even by a
+                # call that makes one attempt (retry_timeout 0).
+                yield Sleep(backoff(conflicts))
+                conflicts += 1
+                continue
+        else:
+            conflicts = 0
+            if immediate_retries < _IMMEDIATE_RETRIES and all(watch.blocking is None for watch in watches):
+                immediate_retries += 1     # refused, but every key looks free now: again at once
+                continue
         blocking = next((watch.blocking for watch in watches if watch.blocking is not None), None)
         remaining = deadline - clock.monotonic()
         if remaining <= 0:
@@ -132,43 +133,57 @@ def _transact(watches: Sequence[Watch], ready: Sequence[bool], clock: Any,
         items.append(item)
         actions.append(transaction_action(write))
     versions = [str(item[COL_RECORD_VERSION_NUMBER]) for item in items]
-    request = transact(actions, str(uuid.uuid4()))
-    for attempt in range(GUARD_ATTEMPTS):
-        try:
-            answer = yield Call(request)
-        except GeneratorExit:
-            raise
-        except BaseException:
-            # Interrupted while the transaction was in flight: it may land, now or later.
-            yield Settle(undo_all([watch.attempt for watch in watches], clock, versions))
-            raise
-        if not isinstance(answer, Failed) or answer.code == _CANCELLED or attempt + 1 >= UNANSWERED_ATTEMPTS \
-                or not (answer.maybe_applied or answer.code in RETRYABLE_ERRORS):
-            break
-        yield Sleep(backoff(attempt))   # the same token: if an earlier attempt committed, so did this one
-    yield Emit(Event(Kind.ACQUIRE_ATTEMPT, name, fields={
-        'outcome': type(answer).__name__.lower(), 'takeover': any(row is not None for row in over),
-        'duration': clock.monotonic() - attempt_started}))
-    rows: Optional[List[Optional[Item]]] = None
-    if isinstance(answer, Applied) or answer.maybe_applied:
-        rows = yield from _read_rows(schema, watches)
-    if rows is not None and all(Schema.version_of(row) == version for row, version in zip(rows, versions)):
-        return AllWritten(tuple(Written(with_token(item, row), attempt_started, replaced)
-                                for item, row, replaced in zip(items, rows, over)))
-    if isinstance(answer, Applied):
-        # Committed, but the rows could not be read back: the tokens stay unknown.
-        return AllWritten(tuple(Written(item, attempt_started, replaced) for item, replaced in zip(items, over)))
-    assert isinstance(answer, Failed), answer
-    if answer.code == _CANCELLED:
-        judged = yield from _judge_cancelled(watches, ready, reasons_of(answer.error))
-        if judged is not None:
-            return judged
-    if answer.maybe_applied and rows is None:
-        # The outcome stays unknown and the rows could not be read: free whatever landed.
-        for watch, version in zip(watches, versions):
-            yield from free_if_landed(watch.attempt, clock, version)
+    attempts = [watch.attempt for watch in watches]
+    answer: Optional[Answer] = None
+    try:
+        answer = yield from _send(transact(actions, str(uuid.uuid4())))
+        yield Emit(Event(Kind.ACQUIRE_ATTEMPT, name, fields={
+            'outcome': type(answer).__name__.lower(), 'takeover': any(row is not None for row in over),
+            'duration': clock.monotonic() - attempt_started}))
+        assert isinstance(answer, (Applied, Failed)), answer
+        rows: Optional[List[Optional[Item]]] = None
+        if isinstance(answer, Applied) or answer.maybe_applied:
+            rows = yield from _read_rows(schema, watches)
+        if rows is not None and all(Schema.version_of(row) == version for row, version in zip(rows, versions)):
+            return AllWritten(tuple(Written(with_token(item, row), attempt_started, replaced)
+                                    for item, row, replaced in zip(items, rows, over)))
+        if isinstance(answer, Applied):
+            # Committed, but the rows could not be read back: the tokens stay unknown.
+            return AllWritten(tuple(Written(item, attempt_started, replaced) for item, replaced in zip(items, over)))
+        if answer.code == _CANCELLED:
+            judged = yield from _judge_cancelled(watches, ready, reasons_of(answer.error))
+            if judged is not None:
+                return judged
+        if answer.maybe_applied and rows is None:
+            # The outcome stays unknown and the rows could not be read: free whatever landed.
+            for attempt, version in zip(attempts, versions):
+                yield from free_if_landed(attempt, clock, version)
+    except GeneratorExit:
+        raise
+    except BaseException:
+        # Interrupted (cancelled, Ctrl-C) while the transaction was in flight, or after it may
+        # have landed: nobody will be handed these rows, so whatever of them landed is freed.
+        if answer is None:
+            yield Settle(undo_all(attempts, clock, versions))
+        elif not isinstance(answer, Failed) or answer.maybe_applied:
+            yield Settle(_free_written(attempts, clock, versions, isinstance(answer, Applied)))
+        raise
     raise DynamoDBLockError(DynamoDBLockError.UNKNOWN, f'Could not acquire {name}: {explain(schema, answer.error)}',
                             reason=answer.reason) from answer.error
+
+
+def _send(request: Request) -> Protocol[Answer]:
+    """Send a transaction; again, with the same client request token, while its answer may
+    have been lost (if an earlier attempt committed, DynamoDB answers as if this one did)."""
+    answer: Answer = Applied({})
+    for attempt in range(UNANSWERED_ATTEMPTS):
+        answer = yield Call(request)
+        if not isinstance(answer, Failed) or answer.code == _CANCELLED \
+                or not (answer.maybe_applied or answer.code in RETRYABLE_ERRORS):
+            return answer
+        if attempt + 1 < UNANSWERED_ATTEMPTS:
+            yield Sleep(backoff(attempt))
+    return answer
 
 
 def _judge_cancelled(watches: Sequence[Watch], ready: Sequence[bool],
@@ -226,8 +241,15 @@ def undo_all(attempts: Sequence[AcquireAttempt], clock: Any, versions: Sequence[
     answer = yield Pending()
     if isinstance(answer, Failed) and not answer.maybe_applied:
         return      # cancelled or refused before it was applied: nothing of ours landed
+    yield from _free_written(attempts, clock, versions, isinstance(answer, Applied))
+
+
+def _free_written(attempts: Sequence[AcquireAttempt], clock: Any, versions: Sequence[str],
+                  known: bool) -> Protocol[None]:
+    """Free every key a transaction of ours wrote (``known``: it surely committed), as an
+    interrupted single write is freed."""
     for attempt, version in zip(attempts, versions):
-        yield from free_landed(attempt, clock, version, isinstance(answer, Applied))
+        yield from free_landed(attempt, clock, version, known)
 
 
 def free_all(schema: Schema, locks: Sequence[Any], clock: Any, expiry_period: float,
