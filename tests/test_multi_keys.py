@@ -12,6 +12,7 @@ import asyncio
 import datetime
 import random
 import threading
+import time
 from collections import Counter
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -175,6 +176,7 @@ def test_overlapping_sets_in_any_order_never_deadlock_nor_hold_part_of_a_set(loc
                     acquired[client.owner_name] += 1
                 assert [lock.partition_key for lock in multi.locks] == keys
                 assert all(lock.status == 'LOCKED' for lock in multi.locks)
+                time.sleep(rng.uniform(0.0, 0.01))      # hold the set a little, so that sets overlap in time
                 with guard:
                     for key in keys:
                         holders[key] -= 1
