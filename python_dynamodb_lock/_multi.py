@@ -275,3 +275,8 @@ class TaskMultiKeys(TaskRunner[L]):
         acquired: Optional[AsyncDynamoDBMultiLock] = await self._run(self._multi_acquisition(
             attempts, asyncio.current_task(), timeout_is_error, multi, self._new_lock))
         return acquired
+
+
+# Reprs, pickles and the documentation name the public import paths.
+DynamoDBMultiLock.__module__ = 'python_dynamodb_lock'
+AsyncDynamoDBMultiLock.__module__ = 'python_dynamodb_lock.aio'

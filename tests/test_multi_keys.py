@@ -139,10 +139,21 @@ def test_bad_keys_are_refused_before_anything_is_written(local_engine: LockTable
     with CallRecorder(local_engine.resource) as calls:
         multi = acquire_locks(ours, hundred, retry_timeout=seconds(0))
     assert calls.count('TransactWriteItems') == 1
-    assert len(set(multi.fencing_tokens)) >= 1 and None not in multi.fencing_tokens
+    for lock in (multi.locks[0], multi.locks[57], multi.locks[99]):
+        assert lock.fencing_token is not None
+        assert lock.fencing_token == local_engine.read_item(lock.partition_key)['fencing_token']
     assert multi.actions_left == 0
     multi.release()
     assert held_by(local_engine, 'key-99') is None
+
+
+def test_a_client_that_keeps_no_released_rows_deletes_the_set(local_engine: LockTable, local_clients: Any) -> None:
+    ours = make(local_clients, 'ours', keep_released_rows=False)
+    multi = acquire_locks(ours, ['d1', 'd2'])
+    with CallRecorder(local_engine.resource) as calls:
+        multi.release(best_effort=False)
+    assert calls.count('TransactWriteItems') == 1
+    assert local_engine.read_item('d1') is None and local_engine.read_item('d2') is None
 
 
 # --- no deadlock, no partial set: a small torture -------------------------------------------

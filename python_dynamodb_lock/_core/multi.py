@@ -136,7 +136,7 @@ def _transact(watches: Sequence[Watch], ready: Sequence[bool], clock: Any,
     attempts = [watch.attempt for watch in watches]
     answer: Optional[Answer] = None
     try:
-        answer = yield from _send(transact(actions, str(uuid.uuid4())))
+        answer = yield from _send_transaction(transact(actions, str(uuid.uuid4())))
         yield Emit(Event(Kind.ACQUIRE_ATTEMPT, name, fields={
             'outcome': type(answer).__name__.lower(), 'takeover': any(row is not None for row in over),
             'duration': clock.monotonic() - attempt_started}))
@@ -172,7 +172,7 @@ def _transact(watches: Sequence[Watch], ready: Sequence[bool], clock: Any,
                             reason=answer.reason) from answer.error
 
 
-def _send(request: Request) -> Protocol[Answer]:
+def _send_transaction(request: Request) -> Protocol[Answer]:
     """Send a transaction; again, with the same client request token, while its answer may
     have been lost (if an earlier attempt committed, DynamoDB answers as if this one did)."""
     answer: Answer = Applied({})
