@@ -16,7 +16,7 @@ import datetime
 import threading
 from types import TracebackType
 from typing import (TYPE_CHECKING, Any, Callable, Coroutine, Dict, Generator, Generic, Mapping, Optional, Sequence,
-                    Tuple, Type, TypeVar, Union, cast)
+                    Set, Tuple, Type, TypeVar, Union, cast)
 
 from ._aio_runner import TaskRunner
 from ._core.guard import MAX_ACTIONS
@@ -48,7 +48,7 @@ class _MultiLock(Generic[L]):
         self.app_callback = app_callback
         self.raise_context_exception = raise_context_exception
         self._locks: Tuple[L, ...] = ()
-        self._told: set = set()   # type: ignore[type-arg]
+        self._told: Set[str] = set()     # the codes told once, already told
         self._told_guard = threading.Lock()
 
     def _attach(self, locks: Sequence[L]) -> None:
