@@ -11,8 +11,9 @@ from ._observe import LockEvent
 from ._locks import HeldLock
 from ._schema import TableLayout
 from .python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
+from ._multi import DynamoDBMultiLock
 from .recipes import LeaderElection, LossReason, Permit, Semaphore
 
-__all__ = ['BaseDynamoDBLock', 'DynamoDBLock', 'DynamoDBLockClient', 'DynamoDBLockError', 'HeldLock', 'LeaderElection',
-           'LockEvent', 'LossReason', 'Permit', 'Reason', 'Semaphore', 'TableLayout',
+__all__ = ['BaseDynamoDBLock', 'DynamoDBLock', 'DynamoDBLockClient', 'DynamoDBLockError', 'DynamoDBMultiLock',
+           'HeldLock', 'LeaderElection', 'LockEvent', 'LossReason', 'Permit', 'Reason', 'Semaphore', 'TableLayout',
            '__version__']

@@ -77,7 +77,11 @@ class TaskRunner(ClientCore[L]):
 
     def _start_release(self, lock: L, best_effort: bool) -> 'asyncio.Task[bool]':
         """A release as a task of its own, which no cancellation of its caller stops."""
-        releasing = self._loop.create_task(self._run(self._releasing(lock, best_effort)))
+        return self._start_detached(self._releasing(lock, best_effort))
+
+    def _start_detached(self, protocol: Protocol[T]) -> 'asyncio.Task[T]':
+        """Run ``protocol`` (a release) as a task of its own, which no cancellation of its caller stops."""
+        releasing = self._loop.create_task(self._run(protocol))
         self._settling.add(releasing)
         releasing.add_done_callback(self._settling.discard)
         releasing.add_done_callback(_retrieve)

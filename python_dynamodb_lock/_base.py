@@ -27,7 +27,9 @@ from ._core.events import Event, Kind
 from ._core.heartbeat import (Batching, HeartbeatSettings, check_round, extend, heartbeat_round, renew_batch,
                               renew_one)
 from ._core.messages import describe_key
-from ._core.guard import check_actions, guarded_write
+from ._core.guard import MAX_TRANSACTION_BYTES, check_actions, guarded_write, size_of
+from ._core.answers import Applied
+from ._core.multi import MAX_KEYS, NotAll, acquire_all, free_all, set_name
 from ._core.scan import force_release, next_page
 from ._core.release import (ReleaseSettings, ReleaseVerdict, free_handed, precheck_release, release, release_again,
                             release_verdict)
@@ -354,12 +356,15 @@ class ClientCore(Generic[L]):
                         client_token: Optional[str], wire: Any) -> Protocol[Dict[str, Any]]:
         """Check a guarded write before anything is sent, and the protocol that sends it."""
         self._check_process()
-        if lock.lock_client is not self:
-            raise DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED, f'{lock.unique_identifier} is not held by '
-                                    f'this client ({self._settings.owner_name})')
+        locks = lock if isinstance(lock, tuple) else (lock,)    # a tuple: a multi-lock's locks
+        for each in locks:
+            if each.lock_client is not self:
+                raise DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED, f'{each.unique_identifier} is not held by '
+                                        f'this client ({self._settings.owner_name})')
         if typed:
             items = wire.to_python('transact_write_items', {'TransactItems': items})['TransactItems']
-        actions = check_actions(self._schema, lock.partition_key, lock.sort_key, items)
+        actions = check_actions(self._schema, locks[0].partition_key, locks[0].sort_key, items,
+                                [(each.partition_key, each.sort_key) for each in locks[1:]])
         unknown = sorted(set(options) - {'ReturnConsumedCapacity', 'ReturnItemCollectionMetrics'})
         if unknown:
             raise TypeError(f'transact_write_items takes TransactItems, ClientRequestToken, ReturnConsumedCapacity '
@@ -426,13 +431,25 @@ class ClientCore(Generic[L]):
             except BaseException:
                 if successor is not None:
                     self._registry.hand_over(lock.unique_identifier, successor, None)
-                lock._state.forget(Status.RELEASED)
-                self._unregister(lock)
-                self._emit(Kind.RELEASE_INTERRUPTED, lock)
-                yield Settle(release_again(self._release_settings, lock, versions, self._clock, lock.lease_duration))
+                yield self._release_cut_short([(lock, versions)])
                 raise
         self._apply_release(lock, verdict, verdict.handed_over)
         return verdict.released
+
+    def _release_cut_short(self, locks: Sequence[Tuple[Any, Sequence[str]]]) -> Any:
+        """Releases an interruption cut short: each lock is forgotten at once (nobody renews it),
+        and the returned ``Settle`` finishes its release apart from the caller, until its row no
+        longer carries its ``versions``."""
+        for lock, _ in locks:
+            lock._state.forget(Status.RELEASED)
+            self._unregister(lock)
+            self._emit(Kind.RELEASE_INTERRUPTED, lock)
+
+        def releasing_again() -> Protocol[None]:
+            for lock, versions in locks:
+                yield from release_again(self._release_settings, lock, versions, self._clock, lock.lease_duration)
+
+        return Settle(releasing_again())
 
     def _begin_close(self) -> bool:
         """The first call of ``close()``: stop everything waiting. False on later calls."""
@@ -595,19 +612,33 @@ class ClientCore(Generic[L]):
     def _installing(self, lock: L, previous: Optional[L]) -> Protocol[L]:
         """The last step of an acquisition, after :meth:`_adopt`: settle the older lock object
         it replaced, and refuse the lock if the client was closed meanwhile."""
-        settled = previous is None
+        installed = yield from self._installing_all([(lock, previous)])
+        return installed[0]
+
+    def _installing_all(self, adopted: Sequence[Tuple[L, Optional[L]]]) -> Protocol[List[L]]:
+        """:meth:`_installing` for the locks of one acquisition (several for ``acquire_locks``):
+        interrupted or refused, every one of them is given up."""
+        settled = 0       # how many of the older lock objects are settled
         try:
-            if previous is not None:
-                yield Hold(previous)      # a release or heartbeat of it under way finishes first
-                self._settle_replaced(previous)
-                settled = True
-                yield Drop(previous)
+            for _, previous in adopted:
+                if previous is not None:
+                    yield Hold(previous)      # a release or heartbeat of it under way finishes first
+                    self._settle_replaced(previous)
+                    settled += 1
+                    yield Drop(previous)
+                else:
+                    settled += 1
             if self._shutdown.is_set():
                 raise DynamoDBLockError(DynamoDBLockError.CLIENT_SHUTDOWN, 'The lock client has been closed')
         except BaseException:
-            yield Settle(self._give_up(lock, None if settled else previous))
+            yield Settle(self._give_up_all([(lock, previous if index >= settled else None)
+                                            for index, (lock, previous) in enumerate(adopted)]))
             raise
-        return lock
+        return [lock for lock, _ in adopted]
+
+    def _give_up_all(self, adopted: Sequence[Tuple[Any, Any]]) -> Protocol[None]:
+        for lock, previous in adopted:
+            yield from self._give_up(lock, previous)
 
     def _give_up(self, lock: Any, previous: Any) -> Protocol[None]:
         """An acquisition whose caller is not handed ``lock``: settle the older lock object it
@@ -732,6 +763,111 @@ class ClientCore(Generic[L]):
             )
         lock, previous = self._adopt(outcome.written, app_callback, raise_context_exception, make_lock, holder)
         return (yield from self._installing(lock, previous))
+
+    # -- several keys at once, all or nothing (``acquire_locks``) ------------------------
+
+    def _multi_attempts(self, keys: Any, retry_period: Any, retry_timeout: Any, additional_attributes: Any,
+                        app_callback: Any) -> List[AcquireAttempt]:
+        """Check the arguments of ``acquire_locks`` (before anything is written): one
+        acquisition per key, each checked as ``acquire_lock`` checks its own."""
+        self._check_process()
+        if isinstance(keys, (str, bytes, Mapping)) or not isinstance(keys, Sequence):
+            raise TypeError('keys must be a list or tuple of partition keys or (partition_key, sort_key) tuples, '
+                            f'not {type(keys).__name__}')
+        if not 1 <= len(keys) <= MAX_KEYS:
+            raise ValueError(f'keys must hold from 1 to {MAX_KEYS} keys (one TransactWriteItems call takes at most '
+                             f'{MAX_KEYS} actions), got {len(keys)}; nothing was written')
+        attempts: List[AcquireAttempt] = []
+        seen: Set[str] = set()
+        for index, key in enumerate(keys):
+            if isinstance(key, tuple) and len(key) != 2:
+                raise ValueError(f'keys[{index}] must be a partition key or a (partition_key, sort_key) tuple, '
+                                 f'got a tuple of {len(key)}')
+            partition_key, sort_key = key if isinstance(key, tuple) else (key, '-')
+            arguments = acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
+                                          additional_attributes, app_callback)
+            attempt = self._attempt(partition_key, sort_key, arguments)
+            if attempt.unique_identifier in seen:
+                raise ValueError(f'keys names {attempt.unique_identifier} more than once')
+            seen.add(attempt.unique_identifier)
+            attempts.append(attempt)
+        size = size_of(attempts[0].item_template) * len(attempts)
+        if size > MAX_TRANSACTION_BYTES:
+            raise ValueError(f'acquiring these keys with these additional_attributes writes about {size} bytes in one '
+                             f'transaction; DynamoDB takes at most {MAX_TRANSACTION_BYTES}')
+        return attempts
+
+    def _multi_acquisition(self, attempts: Sequence[AcquireAttempt], holder: Any, timeout_is_error: bool,
+                           multi: Any, make_lock: Callable[..., L]) -> Protocol[Any]:
+        """``acquire_locks``: every key written in one transaction (:func:`acquire_all`), each
+        row adopted and installed as ``acquire_lock``'s is, and handed to ``multi`` (whose
+        ``_member_callback`` the locks call). None after a timeout that is not an error."""
+        outcome = yield from acquire_all(attempts, self._clock, self._shutdown.is_set, self._observations)
+        if isinstance(outcome, NotAll):
+            if not timeout_is_error:
+                return None
+            held = [(attempt, row) for attempt, row in zip(attempts, outcome.blocking) if row is not None]
+            what = ', '.join(f'{attempt.unique_identifier} held by {Schema.owner_of(row)}' for attempt, row in held)
+            raise DynamoDBLockError(
+                DynamoDBLockError.ACQUIRE_TIMEOUT,
+                f'Could not acquire all of {set_name(attempts)} within {attempts[0].retry_timeout}s: '
+                f'{what or "the transaction kept conflicting"}; none of them is held',
+                holder=self._describe_row(held[0][1] if held else None))
+        adopted = [self._adopt(written, multi._member_callback, multi.raise_context_exception, make_lock, holder)
+                   for written in outcome.written]
+        multi._attach([lock for lock, _ in adopted])
+        yield from self._installing_all(adopted)
+        return multi
+
+    def _releasing_all(self, locks: Sequence[Any], best_effort: bool) -> Protocol[None]:
+        """A multi-lock's release: the rows of every held lock freed in one transaction per 100
+        (under every lock's mutex, taken in one order); when a transaction cannot free them all
+        (a key lost meanwhile, DynamoDB failing), the locks are released one by one, each judged
+        on its own. Every lock is dealt with before the first error is raised."""
+        held: List[Any] = []
+        errors: List[DynamoDBLockError] = []
+        pending: List[Any] = []
+        try:
+            for lock in sorted(locks, key=lambda each: str(each.unique_identifier)):
+                yield Hold(lock)
+                held.append(lock)
+            for lock in locks:
+                verdict = precheck_release(lock._state, self._owns(lock), best_effort, lock.unique_identifier,
+                                           self._owner_name)
+                if verdict is None:
+                    pending.append(lock)
+                else:
+                    self._applying(lock, verdict, errors)
+            for start in range(0, len(pending), MAX_KEYS):
+                chunk = pending[start:start + MAX_KEYS]
+                started = self._clock.monotonic()
+                answer = yield from free_all(self._schema, chunk, self._clock, self._settings.expiry_period,
+                                             self._settings.keep_released_rows)
+                for lock in chunk:
+                    if isinstance(answer, Applied):
+                        self._applying(lock, ReleaseVerdict(Status.RELEASED, Kind.RELEASED,
+                                                            duration=self._clock.monotonic() - started), errors)
+                    else:
+                        try:
+                            yield from self._release_flow(lock, best_effort)
+                        except DynamoDBLockError as error:
+                            errors.append(error)
+        except BaseException:
+            left = [(lock, lock._state.our_versions()) for lock in pending if lock._state.held]
+            if left:
+                yield self._release_cut_short(left)
+            raise
+        finally:
+            for lock in held:
+                yield Drop(lock)
+        if errors:
+            raise errors[0]
+
+    def _applying(self, lock: Any, verdict: ReleaseVerdict, errors: List[DynamoDBLockError]) -> None:
+        try:
+            self._apply_release(lock, verdict)
+        except DynamoDBLockError as error:
+            errors.append(error)
 
 
 def unique_identifier_of(partition_key: Any, sort_key: str) -> str:

@@ -34,11 +34,13 @@ __all__ = [
     'free_row',
     'following_page',
     'get',
+    'get_many',
     'query',
     'release_row',
     'renew',
     'renew_many',
     'scan',
+    'transact',
 ]
 
 #: The most statements DynamoDB takes in one BatchExecuteStatement call.
@@ -289,6 +291,21 @@ def get(schema: Schema, partition_key: Any, sort_key: str) -> Request:
     """A strongly consistent read of one row."""
     return Request('get_item', {'TableName': schema.table_name, 'Key': schema.key(partition_key, sort_key),
                                 'ConsistentRead': True})
+
+
+def get_many(schema: Schema, keys: Sequence[Tuple[Any, str]]) -> Request:
+    """One serializable read of up to 100 rows (``TransactGetItems``): the answer's
+    ``Responses`` hold them in the order of ``keys``."""
+    return Request('transact_get_items', {'TransactItems': [
+        {'Get': {'TableName': schema.table_name, 'Key': schema.key(partition_key, sort_key)}}
+        for partition_key, sort_key in keys]})
+
+
+def transact(actions: Sequence[Dict[str, Any]], client_request_token: str) -> Request:
+    """One ``TransactWriteItems`` call: every action applied, or none; the token makes a
+    repeated call idempotent for 10 minutes (an answer lost on the way is asked again safely)."""
+    return Request('transact_write_items', {'TransactItems': list(actions),
+                                            'ClientRequestToken': client_request_token})
 
 
 def scan(schema: Schema, exclusive_start_key: Optional[Item] = None) -> Request:

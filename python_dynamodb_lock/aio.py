@@ -32,7 +32,6 @@ from typing import (
     Callable,
     Coroutine,
     Dict,
-    Generator,
     Iterable,
     List,
     Mapping,
@@ -45,7 +44,7 @@ from typing import (
 )
 
 from . import _config
-from ._aio_runner import TaskRunner
+from ._multi import Acquisition, AsyncDynamoDBMultiLock, TaskMultiKeys
 from ._clock import Clock
 from ._core.acquire import read_row
 from ._core.guard import single_action
@@ -61,7 +60,8 @@ from ._locks import Defaults as _Defaults
 if TYPE_CHECKING:  # the types-aiobotocore types (pip install 'types-aiobotocore[dynamodb]'); nothing at run time
     from types_aiobotocore_dynamodb import DynamoDBClient
 
-__all__ = ['AsyncDynamoDBLock', 'AsyncDynamoDBLockClient', 'BaseDynamoDBLock', 'DynamoDBLockError', 'Reason']
+__all__ = ['AsyncDynamoDBLock', 'AsyncDynamoDBLockClient', 'AsyncDynamoDBMultiLock', 'BaseDynamoDBLock',
+           'DynamoDBLockError', 'Reason']
 
 logger = logging.getLogger('python_dynamodb_lock.python_dynamodb_lock')
 
@@ -147,45 +147,15 @@ class AsyncDynamoDBLock(HeldLock):
         return suppress_after_block(self, exc_type, exc_value, traceback)
 
 
-class _Acquisition(Coroutine[Any, Any, AsyncDynamoDBLock]):
+class _Acquisition(Acquisition[AsyncDynamoDBLock]):
     """What :meth:`AsyncDynamoDBLockClient.acquire_lock` returns: a coroutine (await it for the
     lock, or schedule it with ``asyncio.create_task``), or an async context manager holding the
-    lock for the ``async with`` block.
+    lock for the ``async with`` block (see :class:`~python_dynamodb_lock._multi.Acquisition`)."""
 
-    It is a :class:`collections.abc.Coroutine` delegating ``send``, ``throw`` and ``close`` to
-    the acquisition's own coroutine (as aiohttp's request context managers do), so that it can
-    be used wherever asyncio takes a coroutine; awaited once, like any coroutine.
-    """
-
-    __slots__ = ('_coroutine', '_lock')
-
-    def __init__(self, coroutine: Coroutine[Any, Any, AsyncDynamoDBLock]) -> None:
-        self._coroutine = coroutine
-        self._lock: Optional[AsyncDynamoDBLock] = None
-
-    def send(self, value: Any) -> Any:
-        return self._coroutine.send(value)
-
-    def throw(self, *args: Any) -> Any:
-        return self._coroutine.throw(*args)
-
-    def close(self) -> None:
-        self._coroutine.close()
-
-    def __await__(self) -> Generator[Any, None, AsyncDynamoDBLock]:
-        return self._coroutine.__await__()
-
-    async def __aenter__(self) -> AsyncDynamoDBLock:
-        self._lock = await self._coroutine
-        return self._lock
-
-    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc_value: Optional[BaseException],
-                        traceback: Optional[TracebackType]) -> bool:
-        assert self._lock is not None
-        return await self._lock.__aexit__(exc_type, exc_value, traceback)
+    __slots__ = ()
 
 
-class AsyncDynamoDBLockClient(TaskRunner[AsyncDynamoDBLock]):
+class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
     """Hands out distributed locks stored in one DynamoDB table, and keeps them alive, in asyncio.
 
     Create it inside a running event loop (it starts two tasks: the heartbeat sender and the

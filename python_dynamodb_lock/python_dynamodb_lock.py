@@ -37,7 +37,7 @@ from ._errors import DynamoDBLockError
 from ._observe import MetricsHook
 from ._schema import PartitionKey
 from ._tables import creating_table, describing_table, low_level_client_of, require_low_level_client, run_admin
-from ._threaded import ThreadRunner
+from ._multi import ThreadMultiKeys
 
 if TYPE_CHECKING:  # the boto3-stubs types (pip install 'boto3-stubs[dynamodb]'); nothing at run time
     from mypy_boto3_dynamodb import DynamoDBClient, DynamoDBServiceResource
@@ -163,7 +163,7 @@ class DynamoDBLock(HeldLock):
         return suppress_after_block(self, exc_type, exc_value, traceback)
 
 
-class DynamoDBLockClient(ThreadRunner[DynamoDBLock], Defaults):
+class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
     """Hands out distributed locks stored in one DynamoDB table, and keeps them alive.
 
     Create one client at start-up and :meth:`close` it at shut-down. The constructor starts

@@ -35,8 +35,9 @@ from .effects import Call, Emit, Pending, Protocol, Settle, Sleep
 from .events import Event, Kind
 from .messages import describe_key, explain
 
-__all__ = ['MAX_OBSERVED_KEYS', 'AcquireAttempt', 'Observations', 'TimedOut', 'Written', 'acquire', 'free_if_landed',
-           'is_abandoned', 'new_lock_item', 'read_row', 'token_floor', 'undo_write', 'with_token']
+__all__ = ['MAX_OBSERVED_KEYS', 'AcquireAttempt', 'Observations', 'TimedOut', 'Watch', 'Written', 'acquire',
+           'free_if_landed', 'free_landed', 'is_abandoned', 'new_lock_item', 'raise_if_closed', 'read_row',
+           'token_floor', 'undo_write', 'with_token', 'write_request']
 
 # How many refused writes are judged at once, without a wait, before the next poll.
 _IMMEDIATE_RETRIES = 3
@@ -178,37 +179,23 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool],
     key = attempt.unique_identifier
     started = clock.monotonic()
     deadline = started + attempt.retry_timeout
-    blocking: Optional[Item] = None     # the row in the way; None: believed free
+    watch = Watch(attempt, seen)
     immediate_retries = 0
-    warned_unfenced = False
     while True:
-        _raise_if_closed(is_closed)
+        raise_if_closed(is_closed)
         outcome: Union[Written, _Blocked, None] = None
-        if blocking is None:
-            outcome = yield from _write(attempt, clock, None)
-        else:
-            version = Schema.version_of(blocking)
-            now = clock.monotonic()
-            watched_since = seen.first_seen(key, version, now)
-            if not warned_unfenced and Schema.fencing_token_of(blocking) is None:
-                warned_unfenced = True
-                yield Emit(Event(Kind.UNFENCED_HOLDER, attempt.unique_identifier,
-                                 fields={'owner': Schema.owner_of(blocking)}))
-            if is_abandoned(schema, blocking, now - watched_since, clock.time(), attempt.default_lease,
-                            attempt.max_clock_skew):
-                yield Emit(Event(Kind.TAKING_OVER, attempt.unique_identifier, fields={
-                    'owner': Schema.owner_of(blocking), 'version': version, 'unchanged_for': now - watched_since,
-                    'duration': now - watched_since}))
-                outcome = yield from _write(attempt, clock, blocking)
+        if (yield from watch.may_write(clock)):
+            outcome = yield from _write(attempt, clock, watch.blocking)
         if isinstance(outcome, Written):
             seen.forget(key)
             return dataclasses.replace(outcome, waited=clock.monotonic() - started)
         if outcome is not None and immediate_retries < _IMMEDIATE_RETRIES:
             # A write was refused: judge the row now in the way (None: it is free) at once.
-            blocking = outcome.row
+            watch.see(outcome.row)
             immediate_retries += 1
             continue
         remaining = deadline - clock.monotonic()
+        blocking = watch.blocking
         if remaining <= 0:
             yield Emit(Event(Kind.ACQUIRE_TIMED_OUT, attempt.unique_identifier, fields={
                 'owner': Schema.owner_of(blocking), 'duration': clock.monotonic() - started}))
@@ -221,11 +208,56 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool],
             seen.forget(key)
             return dataclasses.replace(released_here, waited=clock.monotonic() - started)
         immediate_retries = 0
-        _raise_if_closed(is_closed)
+        raise_if_closed(is_closed)
         if released_here:
-            blocking = None     # this client just released the key: go straight to the write
+            watch.see(None)     # this client just released the key: go straight to the write
         else:
-            blocking = _Blocked((yield from read_row(schema, attempt.partition_key, attempt.sort_key, 'read'))).row
+            watch.see((yield from read_row(schema, attempt.partition_key, attempt.sort_key, 'read')))
+
+
+class Watch:
+    """What a waiter knows of one key: the row in the way (``blocking``; None: believed free),
+    and since when that row's version has stayed the same, on this process's monotonic clock.
+
+    Written once for every acquisition: ``acquire`` keeps one, ``acquire_all`` one per key.
+    """
+
+    __slots__ = ('attempt', 'blocking', '_seen', '_warned_unfenced')
+
+    def __init__(self, attempt: AcquireAttempt, observations: Optional[Observations] = None) -> None:
+        self.attempt = attempt
+        self.blocking: Optional[Item] = None
+        # The client's memory of what it saw at this key, across its calls (try_acquire_lock
+        # once a minute still sees a dead holder's version stay the same); a private one if none.
+        self._seen = observations if observations is not None else Observations()
+        self._warned_unfenced = False
+
+    def see(self, row: Optional[Item]) -> None:
+        """The row now in the way, as an answer or a read gave it (a released row is free)."""
+        self.blocking = _Blocked(row).row
+
+    def may_write(self, clock: Any) -> Protocol[bool]:
+        """Whether the key may be written now: it is believed free, or the holder in the way
+        is presumed dead (its version unchanged for its lease: ``TAKING_OVER`` is emitted, and
+        the write goes over ``blocking``)."""
+        attempt, blocking = self.attempt, self.blocking
+        if blocking is None:
+            return True
+        version = Schema.version_of(blocking)
+        now = clock.monotonic()
+        since = self._seen.first_seen(attempt.unique_identifier, version, now)
+        if not self._warned_unfenced and Schema.fencing_token_of(blocking) is None:
+            self._warned_unfenced = True
+            yield Emit(Event(Kind.UNFENCED_HOLDER, attempt.unique_identifier,
+                             fields={'owner': Schema.owner_of(blocking)}))
+        unchanged_for = now - since
+        if not is_abandoned(attempt.schema, blocking, unchanged_for, clock.time(), attempt.default_lease,
+                            attempt.max_clock_skew):
+            return False
+        yield Emit(Event(Kind.TAKING_OVER, attempt.unique_identifier, fields={
+            'owner': Schema.owner_of(blocking), 'version': version, 'unchanged_for': unchanged_for,
+            'duration': unchanged_for}))
+        return True
 
 
 def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Protocol[Union[Written, _Blocked]]:
@@ -236,13 +268,8 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Pro
     # answer arrives (a lost answer, a retry after backoff): time our own side from here,
     # before the wall-clock reading of the lease_expiry we write.
     attempt_started = clock.monotonic()
-    item = new_lock_item(attempt, clock)
+    item, write = write_request(attempt, clock, blocking)
     new_version = item[COL_RECORD_VERSION_NUMBER]
-    if blocking is None:
-        write = acquire_free(schema, item, token_floor(clock))
-    else:
-        write = acquire_over(schema, item, [str(Schema.version_of(blocking))], token_floor(clock),
-                             schema.extra_names(blocking))
     try:
         answer = yield Call(write)
     except GeneratorExit:
@@ -277,6 +304,17 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Pro
         f'{explain(schema, answer.error)}',
         reason=answer.reason,
     ) from answer.error
+
+
+def write_request(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Tuple[Item, Request]:
+    """A new acquisition's item, and the conditional write of it: where the key is free
+    (``blocking`` None), or over the abandoned row ``blocking`` (conditioned on its version)."""
+    schema = attempt.schema
+    item = new_lock_item(attempt, clock)
+    if blocking is None:
+        return item, acquire_free(schema, item, token_floor(clock))
+    return item, acquire_over(schema, item, [str(Schema.version_of(blocking))], token_floor(clock),
+                              schema.extra_names(blocking))
 
 
 def new_lock_item(attempt: AcquireAttempt, clock: Any) -> Item:
@@ -327,7 +365,13 @@ def undo_write(attempt: AcquireAttempt, clock: Any, version: str) -> Protocol[No
         return      # refused: nothing of ours landed
     if isinstance(answer, Failed) and not answer.maybe_applied:
         return      # refused before it was applied (throttled, invalid)
-    known = isinstance(answer, (Applied, Refused))
+    yield from free_landed(attempt, clock, version, isinstance(answer, (Applied, Refused)))
+
+
+def free_landed(attempt: AcquireAttempt, clock: Any, version: str, known: bool) -> Protocol[None]:
+    """Free the row an interrupted write of ours (``version``) left: ``known`` when the write
+    surely landed. When that cannot be told yet, the row is watched for one lease in the
+    background (``Settle(follow_up=True)``), and freed whenever it carries ``version``."""
     landed = yield from free_if_landed(attempt, clock, version, assume_landed=known)
     if landed or (known and landed is None):
         return
@@ -420,6 +464,6 @@ def read_row(schema: Schema, partition_key: Any, sort_key: str,
     raise DynamoDBLockError(DynamoDBLockError.UNKNOWN, message, reason=answer.reason) from answer.error
 
 
-def _raise_if_closed(is_closed: Callable[[], bool]) -> None:
+def raise_if_closed(is_closed: Callable[[], bool]) -> None:
     if is_closed():
         raise DynamoDBLockError(DynamoDBLockError.CLIENT_SHUTDOWN, 'The lock client has been closed')

@@ -35,7 +35,9 @@ from .events import Event, Kind
 from .messages import explain
 from .state import Status, loss_from_row
 
-__all__ = ['GUARD_ATTEMPTS', 'MAX_ACTIONS', 'MAX_TRANSACTION_BYTES', 'check_actions', 'guarded_write', 'single_action']
+__all__ = ['GUARD_ATTEMPTS', 'MAX_ACTIONS', 'MAX_TRANSACTION_BYTES', 'RETRYABLE_ERRORS', 'RETRYABLE_REASONS',
+           'UNANSWERED_ATTEMPTS', 'backoff', 'check_actions', 'guarded_write', 'reasons_of', 'single_action',
+           'size_of', 'transaction_action']
 
 #: DynamoDB's limits on one TransactWriteItems call: 100 actions (ours included), 4 MB.
 MAX_ACTIONS = 100
@@ -48,9 +50,9 @@ _BACKOFF_CAP = 1.0
 UNANSWERED_ATTEMPTS = 3
 
 _ACTION_KINDS = ('Put', 'Update', 'Delete', 'ConditionCheck')
-_RETRYABLE_REASONS = frozenset({'TransactionConflict', 'ThrottlingError', 'ProvisionedThroughputExceeded',
+RETRYABLE_REASONS = frozenset({'TransactionConflict', 'ThrottlingError', 'ProvisionedThroughputExceeded',
                                 'RequestLimitExceeded'})
-_RETRYABLE_ERRORS = frozenset({'TransactionInProgressException', 'TransactionConflictException'})
+RETRYABLE_ERRORS = frozenset({'TransactionInProgressException', 'TransactionConflictException'})
 
 
 # What a single put/update/delete call may carry into its transaction action; the rest of
@@ -64,6 +66,18 @@ _ACTION_FIELDS = {
                'ReturnValuesOnConditionCheckFailure'),
 }
 _TRANSACTION_OPTIONS = ('ReturnConsumedCapacity', 'ReturnItemCollectionMetrics')
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before sending a transaction again after ``attempt`` (0-based) conflicted."""
+    return float(min(_BACKOFF_CAP, _BACKOFF_BASE * 2 ** attempt))
+
+
+def transaction_action(request: Request) -> Dict[str, Any]:
+    """One of the lock's own conditional writes (:mod:`~python_dynamodb_lock._requests`) as a
+    ``TransactWriteItems`` action (what a transaction cannot carry, ``ReturnValues``, is dropped)."""
+    kind = {'put_item': 'Put', 'update_item': 'Update', 'delete_item': 'Delete'}[request.operation]
+    return {kind: {name: value for name, value in request.params.items() if name in _ACTION_FIELDS[kind]}}
 
 
 def single_action(kind: str, params: Mapping[str, Any]) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
@@ -83,23 +97,27 @@ def single_action(kind: str, params: Mapping[str, Any]) -> Tuple[List[Dict[str, 
     return [action], options
 
 
-def check_actions(schema: Schema, partition_key: Any, sort_key: str, actions: Any) -> List[Dict[str, Any]]:
+def check_actions(schema: Schema, partition_key: Any, sort_key: str, actions: Any,
+                  more_keys: Sequence[Tuple[Any, str]] = ()) -> List[Dict[str, Any]]:
     """Check the application's actions before anything is sent (``TransactItems`` as the boto3
     client takes them, values as Python values).
 
+    :param more_keys: the other lock keys checked in the same transaction (a multi-lock's).
     :raises TypeError, ValueError: an action that is not one of Put/Update/Delete/ConditionCheck
-        with a ``TableName``, an action on the lock row itself, more than 99 actions (the
-        guard's own check is the 100th), an estimated size over 4 MB, or ``ReturnValues``
-        (transactions return no values).
+        with a ``TableName``, an action on a lock row itself, more actions than fit beside the
+        guard's own checks (one per lock, 100 in all), an estimated size over 4 MB, or
+        ``ReturnValues`` (transactions return no values).
     """
     if isinstance(actions, (str, bytes, Mapping)) or not isinstance(actions, Sequence):
         raise TypeError(f'TransactItems must be a list of actions, not {type(actions).__name__}')
     if not actions:
         raise ValueError('TransactItems must hold at least one action')
-    if len(actions) > MAX_ACTIONS - 1:
-        raise ValueError(f'a guarded write holds at most {MAX_ACTIONS - 1} actions (DynamoDB allows {MAX_ACTIONS} '
-                         f'per transaction and the lock check is one), got {len(actions)}')
-    lock_key = schema.key(partition_key, sort_key)
+    checks = 1 + len(more_keys)
+    if len(actions) > MAX_ACTIONS - checks:
+        what = 'the lock check is one' if checks == 1 else f'the checks of its {checks} locks take {checks}'
+        raise ValueError(f'a guarded write holds at most {MAX_ACTIONS - checks} actions (DynamoDB allows '
+                         f'{MAX_ACTIONS} per transaction and {what}), got {len(actions)}')
+    lock_keys = [schema.key(key, sort) for key, sort in ((partition_key, sort_key), *more_keys)]
     size = 0
     for index, action in enumerate(actions):
         if not isinstance(action, Mapping) or len(action) != 1 or next(iter(action)) not in _ACTION_KINDS:
@@ -113,11 +131,11 @@ def check_actions(schema: Schema, partition_key: Any, sort_key: str, actions: An
         target = body.get('Item') if kind == 'Put' else body.get('Key')
         if not isinstance(target, Mapping):
             raise TypeError(f"TransactItems[{index}][{kind!r}] must have {'an Item' if kind == 'Put' else 'a Key'}")
-        if body['TableName'] == schema.table_name and all(target.get(name) == value
-                                                           for name, value in lock_key.items()):
+        if body['TableName'] == schema.table_name and any(
+                all(target.get(name) == value for name, value in lock_key.items()) for lock_key in lock_keys):
             raise ValueError(f'TransactItems[{index}] writes the lock row itself, which the guard checks; keep data '
                              'on the lock in additional_attributes, or in another item')
-        size += _size_of(body)
+        size += size_of(body)
     if size > MAX_TRANSACTION_BYTES:
         raise ValueError(f'the guarded write is about {size} bytes; DynamoDB takes at most {MAX_TRANSACTION_BYTES} '
                          'bytes per transaction')
@@ -127,54 +145,61 @@ def check_actions(schema: Schema, partition_key: Any, sort_key: str, actions: An
 def guarded_write(schema: Schema, lock: Any, actions: List[Dict[str, Any]], options: Mapping[str, Any],
                   client_token: Optional[str] = None) -> Protocol[Dict[str, Any]]:
     """Send ``actions`` (checked by :func:`check_actions`) with the lock check, in one
-    transaction; the answer of ``TransactWriteItems``.
+    transaction; the answer of ``TransactWriteItems``. ``lock`` may be a tuple of locks (a
+    multi-lock's): each one's acquisition is checked in the same transaction.
 
-    :raises DynamoDBLockError: ``LOCK_STOLEN`` when the lock is no longer held (nothing is
-        written; ``holder`` names who holds the key now), ``LOCK_NOT_OWNED`` when this lock was
-        released, ``UNKNOWN`` when DynamoDB fails otherwise (with ``reason``; for an outcome
-        that stays unknown the message says so, and the transaction may have been applied).
+    :raises DynamoDBLockError: ``LOCK_STOLEN`` when the lock (any of them) is no longer held
+        (nothing is written; ``holder`` names who holds the key now), ``LOCK_NOT_OWNED`` when
+        this lock was released, ``UNKNOWN`` when DynamoDB fails otherwise (with ``reason``; for
+        an outcome that stays unknown the message says so, and the transaction may have been
+        applied).
     :raises botocore.exceptions.ClientError: the ``TransactionCanceledException`` of an
         application condition that refused.
     """
-    state = lock._state
-    status = state.status
-    if status == Status.INVALID:
-        loss = state.loss or loss_from_row(None)
-        raise _stolen(lock, loss.row, loss.reason, 'so nothing was sent')
-    if status not in Status.HELD or state.acquisition_id is None:
-        raise DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED,
-                                f'{lock.unique_identifier} is not held ({status}): nothing was written')
-    check = {'ConditionCheck': {
-        'TableName': schema.table_name,
-        'Key': schema.key(lock.partition_key, lock.sort_key),
-        'ConditionExpression': '#acquisition = :acquisition',
-        'ExpressionAttributeNames': {'#acquisition': COL_ACQUISITION_ID},
-        'ExpressionAttributeValues': {':acquisition': state.acquisition_id},
-        'ReturnValuesOnConditionCheckFailure': 'ALL_OLD',
-    }}
+    locks = tuple(lock) if isinstance(lock, (list, tuple)) else (lock,)
+    checks = []
+    for each in locks:
+        state = each._state
+        status = state.status
+        if status == Status.INVALID:
+            loss = state.loss or loss_from_row(None)
+            raise _stolen(each, loss.row, loss.reason, 'so nothing was sent')
+        if status not in Status.HELD or state.acquisition_id is None:
+            raise DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED,
+                                    f'{each.unique_identifier} is not held ({status}): nothing was written')
+        checks.append({'ConditionCheck': {
+            'TableName': schema.table_name,
+            'Key': schema.key(each.partition_key, each.sort_key),
+            'ConditionExpression': '#acquisition = :acquisition',
+            'ExpressionAttributeNames': {'#acquisition': COL_ACQUISITION_ID},
+            'ExpressionAttributeValues': {':acquisition': state.acquisition_id},
+            'ReturnValuesOnConditionCheckFailure': 'ALL_OLD',
+        }})
+    lock = locks[0]
     token = client_token or str(uuid.uuid4())
     unanswered = 0
     for attempt in range(GUARD_ATTEMPTS):
-        params = {**options, 'TransactItems': [*actions, check], 'ClientRequestToken': token}
+        params = {**options, 'TransactItems': [*actions, *checks], 'ClientRequestToken': token}
         answer = yield Call(Request('transact_write_items', params))
         if isinstance(answer, Applied):
             return dict(answer.response)
         assert isinstance(answer, Failed), answer
         if answer.code == 'TransactionCanceledException':
-            reasons = _reasons(answer.error)
-            lock_reason = reasons[-1] if len(reasons) == len(actions) + 1 else {}
-            if lock_reason.get('Code') == 'ConditionalCheckFailed':
-                yield from _lost(lock, deserialize(lock_reason.get('Item')))
+            reasons = reasons_of(answer.error)
+            lock_reasons = reasons[len(actions):] if len(reasons) == len(actions) + len(checks) else []
+            for each, lock_reason in zip(locks, lock_reasons):
+                if lock_reason.get('Code') == 'ConditionalCheckFailed':
+                    yield from _lost(each, deserialize(lock_reason.get('Item')))
             if any(reason.get('Code') == 'ConditionalCheckFailed' for reason in reasons):
                 raise answer.error              # the application's own condition refused
-            if not any(reason.get('Code') in _RETRYABLE_REASONS for reason in reasons):
+            if not any(reason.get('Code') in RETRYABLE_REASONS for reason in reasons):
                 raise _failed(schema, lock, answer, 'the transaction was cancelled')
             if not unanswered:
                 # Nothing was applied: the next attempt is a new transaction. After an attempt
                 # that may have been applied the token stays, so that DynamoDB's idempotency
                 # can never let that attempt and a later one both commit.
                 token = str(uuid.uuid4())
-        elif answer.maybe_applied or answer.code in _RETRYABLE_ERRORS:
+        elif answer.maybe_applied or answer.code in RETRYABLE_ERRORS:
             unanswered += answer.maybe_applied
             if unanswered >= UNANSWERED_ATTEMPTS:
                 raise _failed(schema, lock, answer, 'the outcome is unknown (it may have been applied; sending it '
@@ -183,7 +208,7 @@ def guarded_write(schema: Schema, lock: Any, actions: List[Dict[str, Any]], opti
         else:
             raise _failed(schema, lock, answer, 'nothing was written')
         yield Emit(Event(Kind.GUARD_RETRY, lock.unique_identifier, lock, {'code': answer.code, 'attempt': attempt + 1}))
-        yield Sleep(min(_BACKOFF_CAP, _BACKOFF_BASE * 2 ** attempt))
+        yield Sleep(backoff(attempt))
     raise _failed(schema, lock, answer, f'it kept conflicting with other writes ({GUARD_ATTEMPTS} attempts); '
                   'nothing was written')
 
@@ -222,13 +247,13 @@ def _failed(schema: Schema, lock: Any, answer: Failed, what: str) -> DynamoDBLoc
     return error
 
 
-def _reasons(error: BaseException) -> List[Dict[str, Any]]:
+def reasons_of(error: BaseException) -> List[Dict[str, Any]]:
     response = getattr(error, 'response', {}) or {}
     reasons = response.get('CancellationReasons') or []
     return [dict(reason) for reason in reasons if isinstance(reason, Mapping)]
 
 
-def _size_of(value: Any) -> int:
+def size_of(value: Any) -> int:
     """An upper estimate of a value's size as DynamoDB counts it (names and values, in bytes)."""
     if isinstance(value, str):
         return len(value.encode('utf-8', errors='surrogatepass'))
@@ -240,8 +265,8 @@ def _size_of(value: Any) -> int:
         digits = len(str(value)) if not (isinstance(value, float) and not math.isfinite(value)) else 8
         return 1 + (digits + 1) // 2
     if isinstance(value, Mapping):
-        return 3 + sum(_size_of(str(name)) + _size_of(item) + 1 for name, item in value.items())
+        return 3 + sum(size_of(str(name)) + size_of(item) + 1 for name, item in value.items())
     if isinstance(value, (list, tuple, set, frozenset)):
-        return 3 + sum(_size_of(item) + 1 for item in value)
+        return 3 + sum(size_of(item) + 1 for item in value)
     value_bytes = getattr(value, 'value', None)    # boto3 Binary
     return len(value_bytes) if isinstance(value_bytes, (bytes, bytearray)) else 64

@@ -1,0 +1,282 @@
+"""Several keys at once, all or nothing: ``acquire_locks`` / ``try_acquire_locks`` of both clients,
+and the multi-lock objects they return.
+
+The decisions are in :mod:`python_dynamodb_lock._core.multi` (one transaction, the watch of each
+key) and :class:`~python_dynamodb_lock._base.ClientCore` (``_multi_attempts``,
+``_multi_acquisition``, ``_releasing_all``). Here are only the public faces: the two mixins the
+clients inherit their methods from, and :class:`DynamoDBMultiLock` /
+:class:`AsyncDynamoDBMultiLock`. Each key is an ordinary held lock of the client (registered,
+renewed by the batched heartbeats, listed by ``held_locks``); the multi-lock ties them together.
+See the "Several keys at once" page of the documentation.
+"""
+from __future__ import annotations
+
+import asyncio
+import datetime
+import threading
+from types import TracebackType
+from typing import (TYPE_CHECKING, Any, Callable, Coroutine, Dict, Generator, Generic, Mapping, Optional, Sequence,
+                    Set, Tuple, Type, TypeVar, Union, cast)
+
+from ._aio_runner import TaskRunner
+from ._core.guard import MAX_ACTIONS
+from ._core.multi import set_name
+from ._core.state import Status
+from ._locks import suppress_after_block
+from ._schema import PartitionKey
+from ._threaded import ThreadRunner
+
+if TYPE_CHECKING:
+    from .aio import AsyncDynamoDBLock  # noqa: F401  (named in quotes: a runtime import would be circular)
+    from .python_dynamodb_lock import DynamoDBLock  # noqa: F401
+
+__all__ = ['Acquisition', 'AsyncDynamoDBMultiLock', 'DynamoDBMultiLock', 'Key', 'TaskMultiKeys', 'ThreadMultiKeys']
+
+#: One key of ``acquire_locks``: a partition key (sort key ``'-'``) or ``(partition_key, sort_key)``.
+Key = Union[PartitionKey, Tuple[PartitionKey, str]]
+L = TypeVar('L')
+T = TypeVar('T')
+_CODES_TOLD_ONCE = frozenset({'LOCK_STOLEN'})
+
+
+class _MultiLock(Generic[L]):
+    """What both multi-locks share: the locks, the set's status, and its callback."""
+
+    def __init__(self, lock_client: Any, app_callback: Optional[Callable[..., Any]],
+                 raise_context_exception: bool) -> None:
+        self.lock_client = lock_client
+        self.app_callback = app_callback
+        self.raise_context_exception = raise_context_exception
+        self._locks: Tuple[L, ...] = ()
+        self._told: Set[str] = set()     # the codes told once, already told
+        self._told_guard = threading.Lock()
+
+    def _attach(self, locks: Sequence[L]) -> None:
+        self._locks = tuple(locks)
+
+    @property
+    def locks(self) -> Tuple[L, ...]:
+        """One held lock per key, in the order the keys were given (each with its own
+        ``fencing_token``)."""
+        return self._locks
+
+    @property
+    def unique_identifier(self) -> str:
+        """The keys' identifiers, as log lines name the set."""
+        return set_name(self._locks)
+
+    @property
+    def status(self) -> str:
+        """The set's status: ``INVALID`` once any key was lost, ``RELEASED`` once any key was
+        released, else ``IN_DANGER`` while any key is, else ``LOCKED``."""
+        statuses = {lock.status for lock in self._locks}  # type: ignore[attr-defined]
+        for status in (Status.INVALID, Status.RELEASED, Status.IN_DANGER, Status.PENDING):
+            if status in statuses:
+                return status
+        return Status.LOCKED
+
+    @property
+    def fencing_tokens(self) -> Tuple[Optional[int], ...]:
+        """Every key's fencing token, in the order of :attr:`locks`."""
+        return tuple(lock.fencing_token for lock in self._locks)  # type: ignore[attr-defined]
+
+    @property
+    def actions_left(self) -> int:
+        """How many actions of the application's fit in one guarded write under this set
+        (DynamoDB's 100 per transaction, less one check per key)."""
+        return MAX_ACTIONS - len(self._locks)
+
+    def _member_callback(self, code: str, lock: Any) -> Any:
+        """Each key's ``app_callback``: the set's callback, called with the set; ``LOCK_STOLEN``
+        once, whichever keys are lost."""
+        if code in _CODES_TOLD_ONCE:
+            with self._told_guard:
+                if code in self._told:
+                    return None
+                self._told.add(code)
+        return None if self.app_callback is None else self.app_callback(code, self)
+
+    def _guard(self, items: Any, typed: bool, options: Mapping[str, Any], client_token: Optional[str]) -> Any:
+        client = self.lock_client
+        return client._guard_protocol(self._locks, items, typed, options, client_token, client._store.wire)
+
+    def __str__(self) -> str:
+        return f'{type(self).__name__}({self.unique_identifier}, status={self.status})'
+
+    __repr__ = __str__
+
+
+class DynamoDBMultiLock(_MultiLock['DynamoDBLock']):
+    """Every key of :meth:`DynamoDBLockClient.acquire_locks
+    <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.acquire_locks>`, held together.
+
+    A context manager (released best effort on exit). Losing any key makes the whole set lost:
+    ``status`` reads ``INVALID``, the callback is called once with ``LOCK_STOLEN`` and the set, and
+    a strict :meth:`release` raises ``LOCK_STOLEN`` (after freeing the other keys).
+    """
+
+    def release(self, best_effort: bool = True) -> None:
+        """Free every key still held: one ``TransactWriteItems`` call per 100 keys; see
+        :doc:`multi_keys` for what happens when one of them was lost."""
+        client = self.lock_client
+        client._check_process()
+        client._run(client._releasing_all(self._locks, best_effort))
+
+    def transact_write_items(self, TransactItems: Sequence[Mapping[str, Any]], *, typed: bool = False,
+                             ClientRequestToken: Optional[str] = None, **options: Any) -> Dict[str, Any]:
+        """Write only while every key is held: the application's actions (at most
+        :attr:`actions_left`) and one check per key, in one transaction; otherwise as
+        :meth:`DynamoDBLock.transact_write_items
+        <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLock.transact_write_items>`."""
+        response: Dict[str, Any] = self.lock_client._run(self._guard(TransactItems, typed, options,
+                                                                     ClientRequestToken))
+        return response
+
+    def __enter__(self) -> 'DynamoDBMultiLock':
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc_value: Optional[BaseException],
+                 traceback: Optional[TracebackType]) -> bool:
+        self.release(best_effort=True)
+        return suppress_after_block(cast(Any, self), exc_type, exc_value, traceback)
+
+
+class AsyncDynamoDBMultiLock(_MultiLock['AsyncDynamoDBLock']):
+    """The asyncio twin of :class:`DynamoDBMultiLock`: ``await multi.release()``,
+    ``await multi.transact_write_items(...)``, ``async with``."""
+
+    def release(self, best_effort: bool = True) -> 'asyncio.Future[None]':
+        """Free every key still held (``await`` it); a cancelled caller does not stop it."""
+        client = self.lock_client
+        client._check_process()
+        return asyncio.shield(client._start_detached(client._releasing_all(self._locks, best_effort)))
+
+    async def transact_write_items(self, TransactItems: Sequence[Mapping[str, Any]], *, typed: bool = False,
+                                   ClientRequestToken: Optional[str] = None, **options: Any) -> Dict[str, Any]:
+        """Write only while every key is held; see :meth:`DynamoDBMultiLock.transact_write_items`."""
+        response: Dict[str, Any] = await self.lock_client._run(self._guard(TransactItems, typed, options,
+                                                                           ClientRequestToken))
+        return response
+
+    async def __aenter__(self) -> 'AsyncDynamoDBMultiLock':
+        return self
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc_value: Optional[BaseException],
+                        traceback: Optional[TracebackType]) -> bool:
+        await asyncio.shield(self.release(best_effort=True))
+        return suppress_after_block(cast(Any, self), exc_type, exc_value, traceback)
+
+
+class Acquisition(Coroutine[Any, Any, T]):
+    """What an asyncio acquisition returns: a coroutine (await it for the result, or schedule it
+    with ``asyncio.create_task``), or an async context manager holding the result for the
+    ``async with`` block.
+
+    It is a :class:`collections.abc.Coroutine` delegating ``send``, ``throw`` and ``close`` to
+    the acquisition's own coroutine (as aiohttp's request context managers do), so that it can
+    be used wherever asyncio takes a coroutine; awaited once, like any coroutine.
+    """
+
+    __slots__ = ('_coroutine', '_result')
+
+    def __init__(self, coroutine: Coroutine[Any, Any, T]) -> None:
+        self._coroutine = coroutine
+        self._result: Any = None
+
+    def send(self, value: Any) -> Any:
+        return self._coroutine.send(value)
+
+    def throw(self, *args: Any) -> Any:
+        return self._coroutine.throw(*args)
+
+    def close(self) -> None:
+        self._coroutine.close()
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self._coroutine.__await__()
+
+    async def __aenter__(self) -> T:
+        self._result = await self._coroutine
+        return cast(T, self._result)
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc_value: Optional[BaseException],
+                        traceback: Optional[TracebackType]) -> bool:
+        assert self._result is not None
+        suppress: bool = await self._result.__aexit__(exc_type, exc_value, traceback)
+        return suppress
+
+
+class ThreadMultiKeys(ThreadRunner[L]):
+    """``acquire_locks`` and ``try_acquire_locks`` of the threaded client."""
+
+    def acquire_locks(self, keys: Sequence[Key], retry_period: Optional[datetime.timedelta] = None,
+                      retry_timeout: Optional[datetime.timedelta] = None,
+                      additional_attributes: Optional[Mapping[str, Any]] = None,
+                      app_callback: Optional[Callable[[str, DynamoDBMultiLock], Any]] = None,
+                      raise_context_exception: bool = False, *,
+                      cancel: Optional[threading.Event] = None) -> DynamoDBMultiLock:
+        """Acquire every key of ``keys`` (partition keys, or ``(partition_key, sort_key)``
+        tuples; 1 to 100, distinct) or none, in one ``TransactWriteItems``, waiting as
+        :meth:`acquire_lock` waits; see :doc:`multi_keys`.
+
+        :raises TypeError, ValueError: for bad arguments (any key), before anything is written.
+        :raises DynamoDBLockError: as :meth:`acquire_lock`; after ``ACQUIRE_TIMEOUT`` no key is held.
+        """
+        multi = self._acquire_all(keys, retry_period, retry_timeout, additional_attributes, app_callback,
+                                  raise_context_exception, True, cancel)
+        assert multi is not None
+        return multi
+
+    def try_acquire_locks(self, keys: Sequence[Key], additional_attributes: Optional[Mapping[str, Any]] = None,
+                          app_callback: Optional[Callable[[str, DynamoDBMultiLock], Any]] = None,
+                          raise_context_exception: bool = False) -> Optional[DynamoDBMultiLock]:
+        """Acquire every key of ``keys`` if they can all be had right now (one attempt); None
+        when any is held by someone else, and then none is."""
+        return self._acquire_all(keys, None, datetime.timedelta(0), additional_attributes, app_callback,
+                                 raise_context_exception, False, None)
+
+    def _acquire_all(self, keys: Any, retry_period: Any, retry_timeout: Any, additional_attributes: Any,
+                     app_callback: Any, raise_context_exception: bool, timeout_is_error: bool,
+                     cancel: Optional[threading.Event]) -> Optional[DynamoDBMultiLock]:
+        attempts = self._multi_attempts(keys, retry_period, retry_timeout, additional_attributes, app_callback)
+        self._check_cancel(cancel)
+        multi = DynamoDBMultiLock(self, app_callback, raise_context_exception)
+        wake = threading.Event() if cancel is not None else None   # never the client's shutdown event
+        acquired: Optional[DynamoDBMultiLock] = self._run(self._multi_acquisition(
+            attempts, threading.current_thread(), timeout_is_error, multi, self._new_lock), wake, cancel)
+        return acquired
+
+
+class TaskMultiKeys(TaskRunner[L]):
+    """``acquire_locks`` and ``try_acquire_locks`` of the asyncio client."""
+
+    def acquire_locks(self, keys: Sequence[Key], retry_period: Optional[datetime.timedelta] = None,
+                      retry_timeout: Optional[datetime.timedelta] = None,
+                      additional_attributes: Optional[Mapping[str, Any]] = None,
+                      app_callback: Optional[Callable[[str, AsyncDynamoDBMultiLock], Any]] = None,
+                      raise_context_exception: bool = False) -> Acquisition[AsyncDynamoDBMultiLock]:
+        """Acquire every key of ``keys`` or none (``await`` it, or ``async with``); see the
+        threaded client's :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.acquire_locks`.
+        Cancelling the task leaves no key held."""
+        attempts = self._multi_attempts(keys, retry_period, retry_timeout, additional_attributes, app_callback)
+        return Acquisition(cast(Coroutine[Any, Any, AsyncDynamoDBMultiLock],
+                                self._acquire_all(attempts, app_callback, raise_context_exception, True)))
+
+    async def try_acquire_locks(self, keys: Sequence[Key], additional_attributes: Optional[Mapping[str, Any]] = None,
+                                app_callback: Optional[Callable[[str, AsyncDynamoDBMultiLock], Any]] = None,
+                                raise_context_exception: bool = False) -> Optional[AsyncDynamoDBMultiLock]:
+        """Acquire every key of ``keys`` if they can all be had right now; None otherwise."""
+        attempts = self._multi_attempts(keys, None, datetime.timedelta(0), additional_attributes, app_callback)
+        return await self._acquire_all(attempts, app_callback, raise_context_exception, False)
+
+    async def _acquire_all(self, attempts: Any, app_callback: Any, raise_context_exception: bool,
+                           timeout_is_error: bool) -> Optional[AsyncDynamoDBMultiLock]:
+        multi = AsyncDynamoDBMultiLock(self, app_callback, raise_context_exception)
+        acquired: Optional[AsyncDynamoDBMultiLock] = await self._run(self._multi_acquisition(
+            attempts, asyncio.current_task(), timeout_is_error, multi, self._new_lock))
+        return acquired
+
+
+# Reprs, pickles and the documentation name the public import paths.
+DynamoDBMultiLock.__module__ = 'python_dynamodb_lock'
+AsyncDynamoDBMultiLock.__module__ = 'python_dynamodb_lock.aio'
