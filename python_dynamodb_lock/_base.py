@@ -19,7 +19,7 @@ from boto3.dynamodb.types import Binary
 
 from ._clock import SystemClock
 from ._config import (AcquireArguments, Settings, acquire_arguments, check_additional_attributes, check_key,
-                      make_settings)
+                      make_settings, require_bool)
 from ._core.acquire import AcquireAttempt, TimedOut, Written, acquire
 from ._core.first import NoneFree, acquire_first
 from ._core.effects import Drop, Emit, Hold, Protocol, Settle, Unregister
@@ -31,6 +31,7 @@ from ._core.guard import check_actions, guarded_write
 from ._core.scan import force_release
 from ._core.release import (ReleaseSettings, ReleaseVerdict, free_handed, precheck_release, release, release_again,
                             release_verdict)
+from ._core.shared import holders_of
 from ._core.state import Status
 from ._errors import DynamoDBLockError, Reason
 from ._observe import Observer, logger
@@ -260,7 +261,15 @@ class ClientCore(Generic[L]):
         return AcquireAttempt(self._schema, partition_key, sort_key, unique_identifier, arguments.item_template,
                               arguments.retry_period, arguments.retry_timeout, self._settings.expiry_period,
                               self._settings.lease_duration, self._settings.keep_released_rows,
-                              self._settings.max_clock_skew)
+                              self._settings.max_clock_skew, arguments.shared)
+
+    def _shared_arguments(self, arguments: AcquireArguments, shared: Any) -> AcquireArguments:
+        """``arguments`` of an acquisition with ``shared=`` checked (before anything is written)."""
+        if not require_bool('shared', shared):
+            return arguments
+        if self._schema.extra_names(arguments.item_template):
+            raise ValueError('a shared lock takes no additional_attributes (the row belongs to all its holders)')
+        return dataclasses.replace(arguments, shared=True)
 
     def _woken(self, wake: Any, woken: bool) -> Any:
         """What a ``Sleep`` on ``wake`` answers: False when its time ran out; for a waiter woken
@@ -311,7 +320,8 @@ class ClientCore(Generic[L]):
         state.acquired(written.attempt_started, token, Schema.acquisition_of(written.item))
         lock.took_over_from = self._describe_row(written.replaced)  # type: ignore[attr-defined]
         lock._holder = holder  # type: ignore[attr-defined]
-        previous = self._registry.register(lock, lock.unique_identifier)  # type: ignore[attr-defined]
+        lock.shared = written.shared  # type: ignore[attr-defined]
+        previous = self._registry.register(lock, _slot(lock))
         self._emit(Kind.ACQUIRED, lock, version=state.version, duration=written.waited,
                    fencing_token=token, takeover=written.replaced is not None)
         return lock, previous
@@ -352,6 +362,8 @@ class ClientCore(Generic[L]):
         if lock.lock_client is not self:
             raise DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED, f'{lock.unique_identifier} is not held by '
                                     f'this client ({self._settings.owner_name})')
+        if lock.shared:
+            raise ValueError(f'{lock.unique_identifier} is a shared lock: guarded writes need an exclusive one')
         if typed:
             items = wire.to_python('transact_write_items', {'TransactItems': items})['TransactItems']
         actions = check_actions(self._schema, lock.partition_key, lock.sort_key, items)
@@ -366,7 +378,7 @@ class ClientCore(Generic[L]):
     # -- releasing ---------------------------------------------------------------------
 
     def _owns(self, lock: Any) -> bool:
-        return lock.lock_client is self and self._registry.holds(lock, lock.unique_identifier)
+        return lock.lock_client is self and self._registry.holds(lock, _slot(lock))
 
     def _apply_release(self, lock: Any, verdict: ReleaseVerdict, handed_over: bool = False) -> None:
         """Apply a release verdict to ``lock``; raise its error, if any. A lock handed over to a
@@ -382,7 +394,7 @@ class ClientCore(Generic[L]):
             raise self._public_error(verdict.error)
 
     def _unregister(self, lock: Any, wake: bool = True) -> None:
-        self._registry.forget(lock, lock.unique_identifier)
+        self._registry.forget(lock, _slot(lock))
         if wake:
             self._registry.wake_longest_waiting(lock.unique_identifier)
 
@@ -409,7 +421,7 @@ class ClientCore(Generic[L]):
         verdict = precheck_release(lock._state, self._owns(lock), best_effort, lock.unique_identifier,
                                    self._owner_name)
         if verdict is None:
-            successor = self._registry.claim_successor(lock.unique_identifier)
+            successor = None if lock.shared else self._registry.claim_successor(lock.unique_identifier)
             versions = lock._state.our_versions()
             try:
                 verdict = yield from self._release_protocol(lock, best_effort, successor)
@@ -495,9 +507,9 @@ class ClientCore(Generic[L]):
             for lock in locks:
                 if (yield Hold(lock, wait=False)):
                     free.append(lock)
-            one_by_one = [lock for lock in locks if lock not in free]
+            one_by_one = [lock for lock in locks if lock not in free or lock.shared]
             try:
-                owned = [lock for lock in free if self._owns(lock)]
+                owned = [lock for lock in free if self._owns(lock) and not lock.shared]   # shared: one by one
                 one_by_one += yield from renew_batch(self._heartbeat_settings, owned, self._batching, self._clock)
             finally:
                 for lock in free:
@@ -614,7 +626,9 @@ class ClientCore(Generic[L]):
         attributes a row lacks (one written by another program) read as empty."""
         if not row or Schema.is_released(row):
             return None
-        return self._base_lock_class(**self._schema.lock_fields(row, self._settings.lease_duration))
+        described = self._base_lock_class(**self._schema.lock_fields(row, self._settings.lease_duration))
+        described.shared_holders = holders_of(row, self._settings.lease_duration)
+        return described
 
     def _public_error(self, error: DynamoDBLockError) -> DynamoDBLockError:
         """The error with ``holder`` as a ``BaseDynamoDBLock`` instead of a raw row."""
@@ -706,6 +720,14 @@ class ClientCore(Generic[L]):
             )
         lock, previous = self._adopt(outcome.written, app_callback, raise_context_exception, make_lock, holder)
         return (yield from self._installing(lock, previous))
+
+
+def _slot(lock: Any) -> str:
+    """Where the registry keeps a held lock: its key, or for a shared lock its key and its
+    holder id (a client may hold several shared locks on one key)."""
+    if getattr(lock, 'shared', False):
+        return f'{lock.unique_identifier}\x00{lock._state.acquisition_id}'
+    return str(lock.unique_identifier)
 
 
 def unique_identifier_of(partition_key: Any, sort_key: str) -> str:

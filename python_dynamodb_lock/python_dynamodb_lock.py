@@ -235,6 +235,7 @@ class DynamoDBLockClient(ThreadRunner[DynamoDBLock], Defaults):
         *,
         reentrant: bool = False,
         cancel: Optional[threading.Event] = None,
+        shared: bool = False,
     ) -> DynamoDBLock:
         """Acquire the lock on ``(partition_key, sort_key)``, waiting for it if it is held.
 
@@ -262,6 +263,8 @@ class DynamoDBLockClient(ThreadRunner[DynamoDBLock], Defaults):
             or a call to DynamoDB in flight, ends within about 50 ms with ``ACQUIRE_CANCELLED``,
             and nothing is held. A write that was in flight is undone in the background once
             its answer arrives (see "Interruptions" in the documentation).
+        :param shared: a shared (read) lock: many shared holders, or one exclusive holder, per
+            key (see "Shared locks" in the documentation); no ``additional_attributes``.
 
         Interrupted by ``KeyboardInterrupt`` (Ctrl-C), the call raises it within about half a
         second, whatever DynamoDB does; a write that was in flight may still land, so it is
@@ -277,6 +280,7 @@ class DynamoDBLockClient(ThreadRunner[DynamoDBLock], Defaults):
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
                                               additional_attributes, app_callback)
         _config.require_bool('reentrant', reentrant)
+        arguments = self._shared_arguments(arguments, shared)
         self._check_cancel(cancel)
         lock = self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True,
                              reentrant, cancel)
@@ -292,16 +296,19 @@ class DynamoDBLockClient(ThreadRunner[DynamoDBLock], Defaults):
         raise_context_exception: bool = False,
         *,
         reentrant: bool = False,
+        shared: bool = False,
     ) -> Optional[DynamoDBLock]:
         """Acquire the lock if it can be had right now; never waits.
 
         :returns: the held :class:`DynamoDBLock`, or None when someone else holds the lock.
         :raises: as :meth:`acquire_lock`, except that a held lock is not an error.
+        ``shared``: as :meth:`acquire_lock`'s.
         """
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, None, datetime.timedelta(0),
                                               additional_attributes, app_callback)
         _config.require_bool('reentrant', reentrant)
+        arguments = self._shared_arguments(arguments, shared)
         return self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
                              reentrant)
 

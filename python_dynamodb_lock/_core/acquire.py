@@ -29,7 +29,7 @@ from .events import Event, Kind
 from .messages import describe_key, explain
 
 __all__ = ['AcquireAttempt', 'TimedOut', 'Written', 'acquire', 'free_if_landed', 'is_abandoned', 'new_lock_item',
-           'read_row', 'token_floor', 'undo_write', 'with_token']
+           'read_row', 'token_floor', 'undo', 'undo_write', 'with_token', 'write_failed']
 
 # How many refused writes are judged at once, without a wait, before the next poll.
 _IMMEDIATE_RETRIES = 3
@@ -50,6 +50,7 @@ class AcquireAttempt:
     default_lease: float         # for rows without a readable lease
     keep_released_rows: bool = True
     max_clock_skew: Optional[float] = None   # trust wall clocks to this much: take over past lease_expiry
+    shared: bool = False         # a shared (read) lock: see _core/shared.py
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +62,7 @@ class Written:
     attempt_started: float
     replaced: Optional[Item] = None   # the abandoned row this write took over
     waited: float = 0.0               # seconds from the start of the acquisition
+    shared: bool = False              # a shared holder's entry (``item`` is its view of the row)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,10 +75,11 @@ class TimedOut:
 class _Blocked:
     """A write was refused: ``row`` is what is in the way (None: the row is free)."""
 
-    __slots__ = ('row',)
+    __slots__ = ('row', 'raw')
 
     def __init__(self, row: Optional[Item]) -> None:
         self.row = None if Schema.is_released(row) else row
+        self.raw = row     # a released row too: shared acquirers read its writer-waiting marker
 
 
 def token_floor(clock: Any) -> int:
@@ -118,9 +121,11 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) 
     :raises DynamoDBLockError: ``CLIENT_SHUTDOWN`` once ``is_closed()``; ``UNKNOWN`` when a
         write or read fails.
     """
+    from .shared_ops import WriterWait, join_step, writer_step   # (they build on this module)
     schema = attempt.schema
     started = clock.monotonic()
     deadline = started + attempt.retry_timeout
+    writer = WriterWait(attempt)    # what this acquisition knows of shared holders in its way
     blocking: Optional[Item] = None     # the row in the way; None: believed free
     watched_version: Optional[str] = None
     watched_since = 0.0
@@ -129,8 +134,12 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) 
     while True:
         _raise_if_closed(is_closed)
         outcome: Union[Written, _Blocked, None] = None
-        if blocking is None:
+        if attempt.shared:
+            outcome = yield from join_step(attempt, clock, blocking, writer.watch)
+        elif blocking is None:
             outcome = yield from _write(attempt, clock, None)
+        elif writer.in_the_way(blocking):
+            outcome = yield from writer_step(attempt, clock, blocking, writer)
         else:
             version = Schema.version_of(blocking)
             now = clock.monotonic()
@@ -148,16 +157,17 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) 
                 outcome = yield from _write(attempt, clock, blocking)
         if isinstance(outcome, Written):
             return dataclasses.replace(outcome, waited=clock.monotonic() - started)
-        if outcome is not None and immediate_retries < _IMMEDIATE_RETRIES:
+        if isinstance(outcome, _Blocked) and immediate_retries < _IMMEDIATE_RETRIES:
             # A write was refused: judge the row now in the way (None: it is free) at once.
-            blocking = outcome.row
+            blocking = outcome.raw if attempt.shared else outcome.row
             immediate_retries += 1
             continue
         remaining = deadline - clock.monotonic()
         if remaining <= 0:
+            yield from writer.give_up(clock)
             yield Emit(Event(Kind.ACQUIRE_TIMED_OUT, attempt.unique_identifier, fields={
                 'owner': Schema.owner_of(blocking), 'duration': clock.monotonic() - started}))
-            return TimedOut(blocking)
+            return TimedOut(None if Schema.is_released(blocking) else blocking)
         wait = min(attempt.retry_period, remaining)
         yield Emit(Event(Kind.WAITING, attempt.unique_identifier,
                          fields={'owner': Schema.owner_of(blocking), 'retry_in': wait}))
@@ -169,7 +179,8 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) 
         if released_here:
             blocking = None     # this client just released the key: go straight to the write
         else:
-            blocking = _Blocked((yield from read_row(schema, attempt.partition_key, attempt.sort_key, 'read'))).row
+            read = _Blocked((yield from read_row(schema, attempt.partition_key, attempt.sort_key, 'read')))
+            blocking = read.raw if attempt.shared else read.row
 
 
 def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Protocol[Union[Written, _Blocked]]:
@@ -215,12 +226,19 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Pro
         landed = yield from _settle_unanswered_write(attempt, clock, new_version)
         if landed is not None:
             return Written(with_token(item, landed), attempt_started, blocking)
-    raise DynamoDBLockError(
+    raise write_failed(attempt, answer)
+
+
+def write_failed(attempt: AcquireAttempt, answer: Failed) -> DynamoDBLockError:
+    """The error of an acquiring write that failed (and did not land)."""
+    error = DynamoDBLockError(
         DynamoDBLockError.UNKNOWN,
-        f'Could not acquire {describe_key(schema, attempt.partition_key, attempt.sort_key)}: '
-        f'{explain(schema, answer.error)}',
+        f'Could not acquire {describe_key(attempt.schema, attempt.partition_key, attempt.sort_key)}: '
+        f'{explain(attempt.schema, answer.error)}',
         reason=answer.reason,
-    ) from answer.error
+    )
+    error.__cause__ = answer.error
+    return error
 
 
 def new_lock_item(attempt: AcquireAttempt, clock: Any) -> Item:
@@ -266,21 +284,31 @@ def undo_write(attempt: AcquireAttempt, clock: Any, version: str) -> Protocol[No
     the write may still be on the wire, and a late landing is freed too. Past that lease a late
     landing is an abandoned lock like any other: others take it over after its lease.
     """
+    return (yield from undo(attempt, clock, lambda row: Schema.version_of(row) == version,
+                            lambda known: free_if_landed(attempt, clock, version, assume_landed=known)))
+
+
+def undo(attempt: AcquireAttempt, clock: Any, ours: Callable[[Optional[Item]], bool],
+         free: Callable[[bool], Protocol[Optional[bool]]]) -> Protocol[None]:
+    """:func:`undo_write` for any acquiring write: ``ours(row)`` says whether a row returned
+    with a refusal is our write's; ``free(known_landed)`` frees what it left (as
+    :func:`free_if_landed` answers)."""
     answer = yield Pending()
-    if isinstance(answer, Refused) and Schema.version_of(answer.item) != version:
+    if isinstance(answer, Refused) and not ours(answer.item):
         return      # refused: nothing of ours landed
     if isinstance(answer, Failed) and not answer.maybe_applied:
         return      # refused before it was applied (throttled, invalid)
     known = isinstance(answer, (Applied, Refused))
-    landed = yield from free_if_landed(attempt, clock, version, assume_landed=known)
+    landed = yield from free(known)
     if landed or (known and landed is None):
         return
-    yield Settle(_watch_for_late_landing(attempt, clock, version, known), follow_up=True)
+    yield Settle(_watch_for_late_landing(attempt, clock, known, free), follow_up=True)
 
 
-def _watch_for_late_landing(attempt: AcquireAttempt, clock: Any, version: str, known: bool) -> Protocol[None]:
-    """Read the row at growing intervals for one lease, and free it whenever it carries
-    ``version`` (an interrupted write of ours that landed late, or whose undo failed)."""
+def _watch_for_late_landing(attempt: AcquireAttempt, clock: Any, known: bool,
+                            free: Callable[[bool], Protocol[Optional[bool]]]) -> Protocol[None]:
+    """Read the row at growing intervals for one lease, and free it whenever it carries our
+    write (an interrupted write of ours that landed late, or whose undo failed)."""
     lease = attempt.schema.lease_of(attempt.item_template, attempt.default_lease)
     watch_until = clock.monotonic() + lease
     delay = _FIRST_FOLLOW_UP
@@ -296,7 +324,7 @@ def _watch_for_late_landing(attempt: AcquireAttempt, clock: Any, version: str, k
         if (yield Sleep(min(delay, remaining))):
             watch_until = clock.monotonic()   # the client is closing: one last look, then stop
         delay = min(delay * 2, _LONGEST_FOLLOW_UP)
-        landed = yield from free_if_landed(attempt, clock, version, assume_landed=known)
+        landed = yield from free(known)
         if landed or (known and landed is None):
             return
 
