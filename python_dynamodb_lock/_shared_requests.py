@@ -68,6 +68,13 @@ class _Expression:
         placeholders = [self.value(f':entry_version_{index}', version) for index, version in enumerate(versions)]
         self.conditions.append(f'#shared.#me.#v IN ({", ".join(placeholders)})')
 
+    def remove_dead(self, dead_holders: Optional[Mapping[str, str]]) -> None:
+        """Remove the entries of ``dead_holders`` ({holder id: the version watched unchanged
+        for its lease}), each conditioned on still carrying that version."""
+        for index, (dead_id, version) in enumerate(sorted((dead_holders or {}).items())):
+            self.removes.append(f'#shared.{self.name(f"#dead{index}", dead_id)}')
+            self.conditions.append(f'#shared.#dead{index}.#v = {self.value(f":dead{index}", version)}')
+
     def marker_absent_or(self, alternative: Optional[str]) -> None:
         self.name('#writer', COL_WRITER_WAITING)
         if alternative is None:
@@ -132,9 +139,7 @@ def join(schema: Schema, partition_key: Any, sort_key: str, holder_id: str, hold
         update.conditions += ['attribute_exists(#shared)',
                               f'attribute_not_exists({update.name("#released_at", COL_RELEASED_AT)})',
                               f'size(#shared) < {update.value(":max_holders", max_holders)}']
-        for index, (dead_id, version) in enumerate(sorted((dead_holders or {}).items())):
-            update.removes.append(f'#shared.{update.name(f"#dead{index}", dead_id)}')
-            update.conditions.append(f'#shared.#dead{index}.#v = {update.value(f":dead{index}", version)}')
+        update.remove_dead(dead_holders)
         if raise_lease:
             update.sets.append('#lease = :lease')
             update.conditions.append('(attribute_not_exists(#lease) OR #lease <= :lease)')
@@ -204,10 +209,12 @@ def leave(schema: Schema, partition_key: Any, sort_key: str, holder_id: str, exp
 
 
 def mark_writer(schema: Schema, partition_key: Any, sort_key: str, waiter_id: str, owner: str, version: str,
-                lease: float, dead_marker: Optional[str]) -> Request:
+                lease: float, dead_marker: Optional[str], dead_holders: Optional[Mapping[str, str]] = None) -> Request:
     """Set (or refresh) the writer-waiting marker of an exclusive acquirer on a shared row:
-    refused unless there is no marker, or it is the waiter's own, or it carries ``dead_marker``."""
+    refused unless there is no marker, or it is the waiter's own, or it carries ``dead_marker``.
+    The entries of ``dead_holders`` are removed in the same write (see :func:`join`)."""
     update = _Expression(schema)
+    update.remove_dead(dead_holders)
     update.name('#writer', COL_WRITER_WAITING)
     update.sets.append('#writer = ' + update.value(':marker', {WRITER_ID: waiter_id, SHARED_OWNER: owner,
                                                               SHARED_VERSION: version,

@@ -1,24 +1,186 @@
-"""Shared (read) locks (docs/shared_locks.rst), on DynamoDB Local, for both clients."""
+"""Shared (read) locks (docs/shared_locks.rst), on DynamoDB Local, for both clients.
+
+Exclusion claims run on DynamoDB Local. Time is a ManualClock shared by the test's clients
+(hand-driven: heartbeats are sent by the test), so that "a lease passed" is a step of the
+clock, not a sleep.
+"""
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
 
-from helpers import LockClients
+import pytest
+
+from helpers import BackgroundCall, LockClients, step
+from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockError
 
 seconds = timedelta
+# Short periods: a lease is a few steps of the clock.
+PERIODS = {'heartbeat_period': seconds(seconds=1), 'safe_period': seconds(seconds=2),
+           'lease_duration': seconds(seconds=3)}
+LEASE = 3
+
+
+def reader(clients: LockClients, name: str) -> Any:
+    return clients.make(owner_name=name, **PERIODS)
+
+
+def holder_id(lock: Any) -> str:
+    return str(lock._state.acquisition_id)
 
 
 def test_many_shared_holders_at_once_exclude_an_exclusive_one(local_engine: Any, local_clients: LockClients) -> None:
-    readers = [local_clients.make(owner_name=f'reader-{index}') for index in range(3)]
-    writer = local_clients.make(owner_name='writer')
-    locks = [reader.acquire_lock('key', shared=True, retry_timeout=seconds(0)) for reader in readers]
+    readers = [reader(local_clients, f'reader-{index}') for index in range(3)]
+    writer = reader(local_clients, 'writer')
+    locks = [client.acquire_lock('key', shared=True, retry_timeout=seconds(0)) for client in readers]
+    locks.append(readers[0].acquire_lock('key', shared=True, retry_timeout=seconds(0)))   # twice in one client
+    assert all(lock.shared and lock.status == lock.LOCKED for lock in locks)
     row = local_engine.read_item('key')
-    assert sorted(row['shared_holders']) == sorted(lock._state.acquisition_id for lock in locks)
+    assert sorted(row['shared_holders']) == sorted(holder_id(lock) for lock in locks)
+    assert 'acquisition_id' not in row and row['lease_duration'] == LEASE
     assert writer.try_acquire_lock('key') is None
     described = writer.get_lock('key')
-    assert {holder.owner_name for holder in described.shared_holders} == {'reader-0', 'reader-1', 'reader-2'}
-    for lock in locks:
+    assert sorted(holder.owner_name for holder in described.shared_holders) == [
+        'reader-0', 'reader-0', 'reader-1', 'reader-2']
+    assert [lock.shared_holders for lock in writer.list_locks()] == [described.shared_holders]
+    for lock in locks[:-1]:
         lock.release(best_effort=False)
-    lock = writer.try_acquire_lock('key')
-    assert lock is not None
+        assert writer.try_acquire_lock('key') is None        # one shared holder is enough
+    locks[-1].release(best_effort=False)
+    row = local_engine.read_item('key')
+    assert row.get('released_at') is not None and 'shared_holders' not in row   # the last one freed it
+    assert writer.try_acquire_lock('key') is not None
+
+
+def test_an_exclusive_holder_excludes_shared_ones_who_then_see_its_fencing_token(
+        local_engine: Any, local_clients: LockClients) -> None:
+    writer, readers = reader(local_clients, 'writer'), [reader(local_clients, f'r{index}') for index in range(2)]
+    exclusive = writer.acquire_lock('key', retry_timeout=seconds(0))
+    assert readers[0].try_acquire_lock('key', shared=True) is None
+    token = exclusive.fencing_token
+    exclusive.release(best_effort=False)
+    shared = [client.acquire_lock('key', shared=True, retry_timeout=seconds(0)) for client in readers]
+    assert [lock.fencing_token for lock in shared] == [token, token]   # the last exclusive release's
+    for lock in shared:
+        lock.release(best_effort=False)
+    after = writer.acquire_lock('key', retry_timeout=seconds(0))
+    assert after.fencing_token == token + 1          # shared holds take no token
+
+
+def test_a_shared_holder_renews_its_own_entry_and_the_row_version(local_engine: Any,
+                                                                  local_clients: LockClients) -> None:
+    first, second = reader(local_clients, 'first'), reader(local_clients, 'second')
+    mine = first.acquire_lock('key', shared=True, retry_timeout=seconds(0))
+    other = second.acquire_lock('key', shared=True, retry_timeout=seconds(0))
+    before = local_engine.read_item('key')
+    first.send_heartbeats()
+    after = local_engine.read_item('key')
+    assert after['record_version_number'] != before['record_version_number']     # published clients see it move
+    assert after['shared_holders'][holder_id(mine)]['version'] == mine.record_version_number \
+        != before['shared_holders'][holder_id(mine)]['version']
+    assert after['shared_holders'][holder_id(other)] == before['shared_holders'][holder_id(other)]
+    assert mine.status == mine.LOCKED and other.status == other.LOCKED
+
+
+def test_a_dead_shared_holder_is_removed_after_its_lease_while_a_live_one_keeps_the_writer_out(
+        local_engine: Any, local_clients: LockClients) -> None:
+    clock = local_clients.clock
+    alive, dead, writer = (reader(local_clients, name) for name in ('alive', 'dead', 'writer'))
+    kept = alive.acquire_lock('key', shared=True, retry_timeout=seconds(0))
+    gone = dead.acquire_lock('key', shared=True, retry_timeout=seconds(0))
+    waiter = BackgroundCall(writer.acquire_lock, 'key', retry_period=seconds(seconds=1),
+                            retry_timeout=seconds(hours=1))
+    step(clock, 0, writer, threads=[waiter.thread])
+    assert local_engine.read_item('key')['writer_waiting']['owner'] == 'writer'
+    for _ in range(LEASE + 2):           # 'dead' never renews; 'alive' does
+        alive.send_heartbeats()
+        step(clock, 1, writer, threads=[waiter.thread])
+    row = local_engine.read_item('key')
+    assert list(row['shared_holders']) == [holder_id(kept)]     # the dead entry is gone, the live one kept
+    assert not waiter.done                                      # and the writer still waits for it
+    dead.send_heartbeats()                                      # the dead holder comes back: its lock is lost
+    assert gone.status == gone.INVALID
+    kept.release(best_effort=False)
+    step(clock, 1, writer, threads=[waiter.thread])
+    lock = waiter.result()
+    assert lock.status == lock.LOCKED and not lock.shared
+    assert 'writer_waiting' not in local_engine.read_item('key')
+
+
+def test_an_abandoned_shared_row_is_taken_over_by_a_writer_after_the_lease(local_engine: Any,
+                                                                           local_clients: LockClients) -> None:
+    clock = local_clients.clock
+    dead, writer = reader(local_clients, 'dead'), reader(local_clients, 'writer')
+    gone = dead.acquire_lock('key', shared=True, retry_timeout=seconds(0))
+    waiter = BackgroundCall(writer.acquire_lock, 'key', retry_period=seconds(seconds=1),
+                            retry_timeout=seconds(hours=1))
+    step(clock, LEASE + 1, writer, threads=[waiter.thread])
+    lock = waiter.result()
+    assert lock.took_over_from is not None and lock.took_over_from.shared_holders[0].owner_name == 'dead'
+    row = local_engine.read_item('key')
+    assert 'shared_holders' not in row and row['acquisition_id'] == holder_id(lock)
+    dead.send_heartbeats()
+    assert gone.status == gone.INVALID
+
+
+def test_a_waiting_writer_is_not_starved_by_new_shared_holders(local_engine: Any,
+                                                               local_clients: LockClients) -> None:
+    clock = local_clients.clock
+    first, late, writer = reader(local_clients, 'first'), reader(local_clients, 'late'), reader(local_clients, 'w')
+    held = first.acquire_lock('key', shared=True, retry_timeout=seconds(0))
+    assert late.try_acquire_lock('key', shared=True) is not None      # no writer waits yet: joins
+    late.release_lock(late.held_locks()[0], best_effort=False)
+    waiter = BackgroundCall(writer.acquire_lock, 'key', retry_period=seconds(seconds=1),
+                            retry_timeout=seconds(hours=1))
+    step(clock, 0, writer, threads=[waiter.thread])
+    for _ in range(3):                                                 # a stream of new readers
+        assert late.try_acquire_lock('key', shared=True) is None
+        first.send_heartbeats()
+        step(clock, 1, writer, threads=[waiter.thread])
+    held.release(best_effort=False)
+    step(clock, 1, writer, threads=[waiter.thread])
+    exclusive = waiter.result()
+    assert late.try_acquire_lock('key', shared=True) is None           # the writer holds it now
+    exclusive.release(best_effort=False)
+    assert late.try_acquire_lock('key', shared=True) is not None
+
+
+def test_a_dead_writers_marker_is_ignored_after_its_lease(local_engine: Any, local_clients: LockClients) -> None:
+    clock = local_clients.clock
+    first, late, writer = reader(local_clients, 'first'), reader(local_clients, 'late'), reader(local_clients, 'w')
+    first.acquire_lock('key', shared=True, retry_timeout=seconds(0))
+    waiter = BackgroundCall(writer.acquire_lock, 'key', retry_period=seconds(seconds=1),
+                            retry_timeout=seconds(seconds=1))
+    step(clock, 2, writer, threads=[waiter.thread])
+    with pytest.raises(DynamoDBLockError):
+        waiter.result()            # timed out: it takes its marker off
+    assert 'writer_waiting' not in local_engine.read_item('key')
+    # A marker whose writer died (left behind): new readers wait one lease for it, then join.
+    layout = writer.table_layout
+    key = {layout.partition_key_name: 'key'}
+    if layout.sort_key_name is not None:
+        key[layout.sort_key_name] = '-'
+    local_engine.resource.Table(layout.table_name).update_item(
+        Key=key, UpdateExpression='SET writer_waiting = :marker',
+        ExpressionAttributeValues={':marker': {'id': 'gone', 'owner': 'gone', 'version': 'v', 'lease': LEASE}})
+    assert late.try_acquire_lock('key', shared=True) is None
+    joiner = BackgroundCall(late.acquire_lock, 'key', shared=True, retry_period=seconds(seconds=1),
+                            retry_timeout=seconds(hours=1))
+    for _ in range(LEASE + 1):
+        first.send_heartbeats()
+        step(clock, 1, late, threads=[joiner.thread])
+    assert joiner.result().shared
+    assert 'writer_waiting' not in local_engine.read_item('key')
+
+
+def test_shared_locks_refuse_additional_attributes_and_guarded_writes(local_engine: Any,
+                                                                     local_clients: LockClients) -> None:
+    client = reader(local_clients, 'reader')
+    with pytest.raises(ValueError, match='shared lock takes no additional_attributes'):
+        client.acquire_lock('key', shared=True, additional_attributes={'x': 1})
+    with pytest.raises(TypeError, match='shared must be a bool'):
+        client.try_acquire_lock('key', shared='yes')
+    assert local_engine.read_item('key') is None        # nothing written
+    lock = client.acquire_lock('key', shared=True, retry_timeout=seconds(0))
+    with pytest.raises(ValueError, match='guarded writes need an exclusive one'):
+        lock.transact_write_items([])

@@ -181,7 +181,7 @@ def writer_step(attempt: AcquireAttempt, clock: Any, row: Item,
         return None     # another writer waits first
     dead_marker = judged.marker.version if judged.marker_dead and judged.marker is not None else None
     answer = yield Call(mark_writer(attempt.schema, attempt.partition_key, attempt.sort_key, writer.waiter_id,
-                                    _owner(attempt), str(uuid.uuid4()), _lease(attempt), dead_marker))
+                                    _owner(attempt), str(uuid.uuid4()), _lease(attempt), dead_marker, judged.dead))
     if isinstance(answer, Applied):
         writer.marked = True
     return None
