@@ -7,12 +7,16 @@ clock, not a sleep.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+import asyncio
+import threading
+from typing import Any, Dict
 
 import pytest
 
-from helpers import BackgroundCall, LockClients, step
+from helpers import BackgroundCall, FaultInjector, LockClients, ManualClock, step, wait_until
+from test_aio import REAL_TIMEOUT, eventually, run
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockError
+from python_dynamodb_lock.testing import LockTable, is_acquire
 
 seconds = timedelta
 # Short periods: a lease is a few steps of the clock.
@@ -184,3 +188,64 @@ def test_shared_locks_refuse_additional_attributes_and_guarded_writes(local_engi
     lock = client.acquire_lock('key', shared=True, retry_timeout=seconds(0))
     with pytest.raises(ValueError, match='guarded writes need an exclusive one'):
         lock.transact_write_items([])
+
+
+# --- interruptions: a shared acquire cut short while its write is in flight ----------------------
+
+@pytest.mark.threaded_only
+def test_a_shared_acquire_cancelled_while_its_write_is_in_flight_leaves_no_entry(local_engine: LockTable) -> None:
+    """asyncio: the task is cancelled while the join has landed but its answer is held back;
+    the caller gets nothing and the entry is taken out again (the row, its only entry gone, is
+    freed). Without the undo the entry would hold the key, shared, for a lease."""
+    async def main() -> None:
+        async with local_engine.async_lock_client(clock=ManualClock(), background_heartbeats=False) as client:
+            with FaultInjector(local_engine.resource) as faults:
+                late = faults.add_latency('UpdateItem', 3600, times=1, after_sending=True)
+                task = asyncio.ensure_future(client.acquire_lock('key', shared=True))
+                await eventually(lambda: late.hits == 1, 'the answer to be held back')
+                assert local_engine.read_item('key')['shared_holders']      # it landed
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                assert await client.wait_settled(REAL_TIMEOUT)
+            assert client.held_locks() == []
+            row = local_engine.read_item('key')
+            assert row.get('released_at') is not None and 'shared_holders' not in row, row
+
+    run(main())
+
+
+@pytest.mark.threaded_only
+def test_a_shared_acquire_cancel_set_while_its_write_is_held_back_takes_the_entry_out_once_it_lands(
+        local_engine: LockTable) -> None:
+    """threaded ``cancel=``: the event is set while the join is held back before it is sent; the
+    caller returns ``ACQUIRE_CANCELLED`` and the join, which lands later, is undone. Another
+    shared holder is there, so the row stays shared, with only that holder's entry."""
+    def joins_beside_others(params: Dict[str, Any]) -> bool:   # the join that lands (not the first guess)
+        return is_acquire(params) and ':entry' in (params.get('ExpressionAttributeValues') or {})
+
+    other = local_engine.lock_client(background_heartbeats=False, owner_name='other')
+    kept = other.acquire_lock('key', shared=True, retry_timeout=seconds(0))
+    before = local_engine.read_item('key')['record_version_number']
+    client = local_engine.lock_client(background_heartbeats=False)
+    cancel, release_write, sending = threading.Event(), threading.Event(), threading.Event()
+
+    def hold_back(params: Dict[str, Any]) -> None:
+        sending.set()
+        release_write.wait(REAL_TIMEOUT)
+
+    with FaultInjector(local_engine.resource) as faults:
+        faults.before_call('UpdateItem', hold_back, when=joins_beside_others)
+        acquiring = BackgroundCall(client.acquire_lock, 'key', shared=True, cancel=cancel)
+        assert sending.wait(REAL_TIMEOUT)
+        cancel.set()
+        error = acquiring.error()
+        release_write.set()
+        # the join lands (the row's version moves), then the undo takes the entry out
+        wait_until(lambda: local_engine.read_item('key')['record_version_number'] != before)
+        assert client.wait_settled(REAL_TIMEOUT)
+    assert isinstance(error, DynamoDBLockError) and error.code == DynamoDBLockError.ACQUIRE_CANCELLED
+    assert list(local_engine.read_item('key')['shared_holders']) == [holder_id(kept)]
+    assert client.held_locks() == []
+    client.close()
+    other.close()
