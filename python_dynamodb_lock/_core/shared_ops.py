@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Dict, Optional, Sequence, Union
 
+from .._errors import DynamoDBLockError, Reason
 from .._requests import Request, get
 from .._schema import (
     COL_ACQUISITION_ID,
@@ -207,18 +208,24 @@ def entry_answer(lock: Any, answer: Answer) -> Answer:
 def leave_write(schema: Schema, partition_key: Any, sort_key: str, holder_id: str, versions: Sequence[str],
                 clock: Any, expiry_period: float, keep_released_rows: bool) -> Protocol[Answer]:
     """Remove a shared holder's entry: beside other holders, or as the last one (freeing the
-    row). Which it is shows in the row a refusal returns, so a refused guess is tried once
-    the other way. The answer of the last write."""
+    row). Which it is shows in the row a refusal returns, so a refused guess is tried again the
+    other way (other holders may join or leave meanwhile: up to ``_LEAVE_ATTEMPTS`` times). The
+    answer of the last write."""
     last = False
-    answer: Answer = Failed(RuntimeError('not sent'), False, '')
-    for _ in range(3):
+    for _ in range(_LEAVE_ATTEMPTS):
         now = clock.time()
-        answer = yield Call(leave(schema, partition_key, sort_key, holder_id, versions, str(uuid.uuid4()), last,
-                                  int(now + expiry_period), int(now), keep_released_rows))
+        answer: Answer = yield Call(leave(schema, partition_key, sort_key, holder_id, versions, str(uuid.uuid4()),
+                                          last, int(now + expiry_period), int(now), keep_released_rows))
         if not isinstance(answer, Refused):
             return answer
         found = entry_of(answer.item, holder_id)
         if found is None or found.record_version_number not in versions:
             return answer
         last = len(holders_of(answer.item)) <= 1
-    return answer
+    crowded = DynamoDBLockError(DynamoDBLockError.UNKNOWN,
+                                f'other shared holders joined or left {_LEAVE_ATTEMPTS} times while this one left')
+    return Failed(crowded, False, Reason.OTHER)
+
+
+# How many times a shared holder's release guesses whether it is the last one.
+_LEAVE_ATTEMPTS = 10
