@@ -211,6 +211,12 @@ class HeldLock(BaseDynamoDBLock):
         return self._holds
 
     @property
+    def holder_id(self) -> Optional[str]:
+        """A shared lock's id: the key of its entry in the row's ``shared_holders`` (None for an
+        exclusive lock)."""
+        return self._state.acquisition_id if self.shared else None
+
+    @property
     def loss_reason(self) -> Optional[str]:
         """Why this lock was lost (a :class:`~python_dynamodb_lock.Reason`:
         ``TAKEN_OVER`` or ``ROW_GONE``), or None while it was not lost."""

@@ -298,11 +298,11 @@ class DynamoDBLockClient(ThreadRunner[DynamoDBLock], Defaults):
         reentrant: bool = False,
         shared: bool = False,
     ) -> Optional[DynamoDBLock]:
-        """Acquire the lock if it can be had right now; never waits.
+        """Acquire the lock if it can be had right now; never waits. ``shared``: as
+        :meth:`acquire_lock`'s.
 
         :returns: the held :class:`DynamoDBLock`, or None when someone else holds the lock.
         :raises: as :meth:`acquire_lock`, except that a held lock is not an error.
-        ``shared``: as :meth:`acquire_lock`'s.
         """
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, None, datetime.timedelta(0),

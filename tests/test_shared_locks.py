@@ -30,7 +30,7 @@ def reader(clients: LockClients, name: str) -> Any:
 
 
 def holder_id(lock: Any) -> str:
-    return str(lock._state.acquisition_id)
+    return str(lock.holder_id)
 
 
 def test_many_shared_holders_at_once_exclude_an_exclusive_one(local_engine: Any, local_clients: LockClients) -> None:
@@ -122,7 +122,7 @@ def test_an_abandoned_shared_row_is_taken_over_by_a_writer_after_the_lease(local
     lock = waiter.result()
     assert lock.took_over_from is not None and lock.took_over_from.shared_holders[0].owner_name == 'dead'
     row = local_engine.read_item('key')
-    assert 'shared_holders' not in row and row['acquisition_id'] == holder_id(lock)
+    assert 'shared_holders' not in row and row['record_version_number'] == lock.record_version_number
     dead.send_heartbeats()
     assert gone.status == gone.INVALID
 
