@@ -112,18 +112,17 @@ def main(argv: Sequence[str]) -> None:
     arguments = parser.parse_args(list(argv) or None)
     engine = Engine(arguments.endpoint)
     table = f'shared-locks-{uuid.uuid4().hex[:8]}'
+    results: List[Dict[str, Any]] = []
     try:
         create_lock_table(engine.client(), table)
-        results = []
         for readers in arguments.readers or [1, 4, 16]:
             log(f'1 writer, {readers} readers, {arguments.duration:g} s')
             results.append(run(engine, table, readers, arguments))
     finally:
         engine.stop()
-    load = os.getloadavg() if hasattr(os, 'getloadavg') else None
-    print(f'hold {arguments.hold_ms:g} ms, writer pause {arguments.writer_pause_ms:g} ms, retry_period '
-          f'{arguments.retry_period:g} s, {arguments.duration:g} s per N, {os.cpu_count()} cores, '
-          f'load average {load}')
+    settings = (f'hold {arguments.hold_ms:g} ms, writer pause {arguments.writer_pause_ms:g} ms, retry_period '
+                f'{arguments.retry_period:g} s, {arguments.duration:g} s per N')
+    print(f'{settings}; {os.cpu_count()} cores, load average {getattr(os, "getloadavg", lambda: None)()}')
     print(f'{"readers":>7}  {"reader acq/s":>12}  {"writer acq/s":>12}  {"writer wait p50":>15}  '
           f'{"p99":>8}  errors')
     for result in results:

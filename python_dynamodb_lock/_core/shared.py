@@ -12,15 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
 
-from .._schema import (
-    COL_SHARED_HOLDERS,
-    COL_WRITER_WAITING,
-    SHARED_LEASE,
-    SHARED_OWNER,
-    SHARED_VERSION,
-    WRITER_ID,
-    Schema,
-)
+from .._schema import COL_SHARED_HOLDERS, COL_WRITER_WAITING, SHARED_LEASE, SHARED_OWNER, SHARED_VERSION, Schema
+from .._schema import WRITER_ID
 
 __all__ = ['MAX_SHARED_HOLDERS', 'Marker', 'SharedHolder', 'SharedJudgement', 'SharedWatch', 'entry_of', 'entry_view',
            'holders_of', 'is_shared', 'marker_of']
