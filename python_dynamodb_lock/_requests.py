@@ -173,8 +173,9 @@ def acquire_over(schema: Schema, item: Item, expected_versions: Sequence[str], t
 def _release_shape(schema: Schema, removed: Tuple[str, ...]) -> Tuple[str, Dict[str, str]]:
     names = {'#version': COL_RECORD_VERSION_NUMBER, '#lease': COL_LEASE_DURATION,
              '#expiry_time': schema.ttl_attribute_name, '#released_at': COL_RELEASED_AT,
-             '#acquisition': COL_ACQUISITION_ID, '#lease_expiry': COL_LEASE_EXPIRY}
-    removals = ['#acquisition', '#lease_expiry']
+             '#acquisition': COL_ACQUISITION_ID, '#lease_expiry': COL_LEASE_EXPIRY,
+             '#shared_holders': COL_SHARED_HOLDERS}
+    removals = ['#acquisition', '#lease_expiry', '#shared_holders']   # a force-released shared row too
     for index, name in enumerate(removed):
         names[f'#r{index}'] = name
         removals.append(f'#r{index}')

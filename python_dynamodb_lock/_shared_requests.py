@@ -173,6 +173,7 @@ def renew_entry(schema: Schema, partition_key: Any, sort_key: str, holder_id: st
     published clients see it change); refused unless its entry carries an expected version."""
     update = _Expression(schema)
     update.entry_in(holder_id, expected_versions)
+    update.conditions.append(f'attribute_not_exists({update.name("#released_at", COL_RELEASED_AT)})')
     update.sets += [f'#shared.#me.#v = {update.value(":new_version", new_version)}',
                     f'#version = {update.value(":row_version", row_version)}',
                     f'{update.name("#ttl", schema.ttl_attribute_name)} = {update.value(":ttl", expiry_time)}']

@@ -78,7 +78,8 @@ def test_every_name_and_value_of_a_join_is_used_and_a_writer_marker_blocks_it(mo
 
 def test_renewals_leaves_and_markers_are_conditioned_on_the_entry_or_the_marker() -> None:
     renewal = renew_entry(SCHEMA, 'k', '-', 'me', ['v1', 'v2'], 'v3', 'row-3', 99).params
-    assert renewal['ConditionExpression'] == '#shared.#me.#v IN (:entry_version_0, :entry_version_1)'
+    assert renewal['ConditionExpression'] == ('#shared.#me.#v IN (:entry_version_0, :entry_version_1) '
+                                              'AND attribute_not_exists(#released_at)')
     assert '#version = :row_version' in renewal['UpdateExpression']
     beside = leave(SCHEMA, 'k', '-', 'me', ['v1'], 'row-4', False, 99, 1, True).params
     assert 'size(#shared) > :one' in beside['ConditionExpression']

@@ -249,3 +249,15 @@ def test_a_shared_acquire_cancel_set_while_its_write_is_held_back_takes_the_entr
     assert client.held_locks() == []
     client.close()
     other.close()
+
+
+def test_a_force_released_shared_row_loses_every_shared_holder(local_engine: Any, local_clients: LockClients) -> None:
+    readers = [reader(local_clients, f'r{index}') for index in range(2)]
+    locks = [client.acquire_lock('key', shared=True, retry_timeout=seconds(0)) for client in readers]
+    operator = reader(local_clients, 'operator')
+    assert operator.force_release_lock(operator.get_lock('key'))
+    row = local_engine.read_item('key')
+    assert row.get('released_at') is not None and 'shared_holders' not in row
+    for client, lock in zip(readers, locks):
+        client.send_heartbeats()
+        assert lock.status == lock.INVALID

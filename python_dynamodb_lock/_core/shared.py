@@ -10,7 +10,7 @@ two hosts' clocks are compared. See docs/shared_locks.rst.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from .._schema import COL_SHARED_HOLDERS, COL_WRITER_WAITING, SHARED_LEASE, SHARED_OWNER, SHARED_VERSION, Schema
 from .._schema import WRITER_ID
@@ -105,6 +105,7 @@ class SharedJudgement:
     live: Tuple[SharedHolder, ...]
     marker: Optional[Marker]
     marker_dead: bool
+    dead_for: float = 0.0     # how long the most recently changed dead entry has been unchanged
 
     @property
     def marker_live(self) -> bool:
@@ -132,15 +133,17 @@ class SharedWatch:
         marker is never dead to itself)."""
         dead: Dict[str, str] = {}
         live = []
+        quiet: List[float] = []
         for holder in holders_of(row, default_lease):
-            if self.unchanged_for('h:' + holder.holder_id, holder.record_version_number, now) \
-                    >= holder.lease_duration:
+            unchanged_for = self.unchanged_for('h:' + holder.holder_id, holder.record_version_number, now)
+            if unchanged_for >= holder.lease_duration:
                 dead[holder.holder_id] = holder.record_version_number
+                quiet.append(unchanged_for)
             else:
                 live.append(holder)
         marker = marker_of(row, default_lease)
         marker_dead = False
         if marker is not None and marker.waiter_id != own_marker:
             marker_dead = self.unchanged_for('w:' + marker.waiter_id, marker.version, now) >= marker.lease_duration
-        return SharedJudgement(dead, tuple(live), marker, marker_dead)
+        return SharedJudgement(dead, tuple(live), marker, marker_dead, min(quiet, default=0.0))
 

@@ -175,8 +175,8 @@ def writer_step(attempt: AcquireAttempt, clock: Any, row: Item,
     judged = writer.watch.judge(row, now, attempt.default_lease, own_marker=writer.waiter_id)
     if not judged.live:
         yield Emit(Event(Kind.TAKING_OVER, attempt.unique_identifier, fields={
-            'owner': Schema.owner_of(row), 'version': Schema.version_of(row), 'unchanged_for': 0.0,
-            'duration': 0.0}))
+            'owner': Schema.owner_of(row), 'version': Schema.version_of(row), 'unchanged_for': judged.dead_for,
+            'duration': judged.dead_for}))
         return (yield from _write(attempt, clock, row))
     if judged.marker_live and judged.marker is not None and judged.marker.waiter_id != writer.waiter_id:
         return None     # another writer waits first
