@@ -261,3 +261,16 @@ def test_a_force_released_shared_row_loses_every_shared_holder(local_engine: Any
     for client, lock in zip(readers, locks):
         client.send_heartbeats()
         assert lock.status == lock.INVALID
+
+
+def test_a_release_never_hands_the_key_to_a_shared_waiter_of_the_same_client_as_an_exclusive_lock(
+        local_engine: Any, local_clients: LockClients) -> None:
+    client = reader(local_clients, 'one-client')
+    exclusive = client.acquire_lock('key', retry_timeout=seconds(0))
+    waiter = BackgroundCall(client.acquire_lock, 'key', shared=True, retry_period=seconds(seconds=1),
+                            retry_timeout=seconds(hours=1))
+    step(local_clients.clock, 0, client, threads=[waiter.thread])
+    exclusive.release(best_effort=False)       # wakes the waiter, which joins by itself
+    step(local_clients.clock, 1, client, threads=[waiter.thread])
+    lock = waiter.result()
+    assert lock.shared and list(local_engine.read_item('key')['shared_holders']) == [lock.holder_id]
