@@ -263,8 +263,7 @@ class DynamoDBLockClient(ThreadRunner[DynamoDBLock], Defaults):
             or a call to DynamoDB in flight, ends within about 50 ms with ``ACQUIRE_CANCELLED``,
             and nothing is held. A write that was in flight is undone in the background once
             its answer arrives (see "Interruptions" in the documentation).
-        :param shared: a shared (read) lock: many shared holders, or one exclusive holder, per
-            key (see "Shared locks" in the documentation); no ``additional_attributes``.
+        :param shared: a shared (read) lock (see "Shared locks" in the documentation).
 
         Interrupted by ``KeyboardInterrupt`` (Ctrl-C), the call raises it within about half a
         second, whatever DynamoDB does; a write that was in flight may still land, so it is
@@ -298,8 +297,7 @@ class DynamoDBLockClient(ThreadRunner[DynamoDBLock], Defaults):
         reentrant: bool = False,
         shared: bool = False,
     ) -> Optional[DynamoDBLock]:
-        """Acquire the lock if it can be had right now; never waits. ``shared``: as
-        :meth:`acquire_lock`'s.
+        """Acquire the lock if it can be had right now (``shared``: as ``acquire_lock``'s); never waits.
 
         :returns: the held :class:`DynamoDBLock`, or None when someone else holds the lock.
         :raises: as :meth:`acquire_lock`, except that a held lock is not an error.
