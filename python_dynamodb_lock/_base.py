@@ -699,7 +699,9 @@ class ClientCore(Generic[L]):
         for sort_key in sort_keys:
             arguments = acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
                                           additional_attributes, app_callback)
-            attempts.append(self._attempt(partition_key, sort_key, arguments))
+            # No writer-waiting marker: the keys it does not take would keep theirs (shared_locks.rst).
+            attempts.append(dataclasses.replace(self._attempt(partition_key, sort_key, arguments),
+                                                writer_marker=False))
         return attempts
 
     def _first_acquisition(self, attempts: Sequence[AcquireAttempt], holder: Any, app_callback: Any,

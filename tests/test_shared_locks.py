@@ -274,3 +274,14 @@ def test_a_release_never_hands_the_key_to_a_shared_waiter_of_the_same_client_as_
     step(local_clients.clock, 1, client, threads=[waiter.thread])
     lock = waiter.result()
     assert lock.shared and list(local_engine.read_item('key')['shared_holders']) == [lock.holder_id]
+
+
+@pytest.mark.threaded_only     # (acquire_first is written once, for both clients, in _core/first.py)
+def test_acquire_first_lock_leaves_no_writer_marker_on_a_shared_key_it_does_not_take(
+        local_engine: Any, local_clients: LockClients) -> None:
+    readers, writer = reader(local_clients, 'reader'), reader(local_clients, 'writer')
+    readers.acquire_lock('pool', 'slot-0', shared=True, retry_timeout=seconds(0))
+    lock = writer.acquire_first_lock('pool', ['slot-0', 'slot-1'], retry_timeout=seconds(hours=1))
+    assert lock.sort_key == 'slot-1'
+    assert 'writer_waiting' not in local_engine.read_item('pool', 'slot-0')
+    assert readers.try_acquire_lock('pool', 'slot-0', shared=True) is not None    # readers still join

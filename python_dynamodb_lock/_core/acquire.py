@@ -51,6 +51,7 @@ class AcquireAttempt:
     keep_released_rows: bool = True
     max_clock_skew: Optional[float] = None   # trust wall clocks to this much: take over past lease_expiry
     shared: bool = False         # a shared (read) lock: see _core/shared.py
+    writer_marker: bool = True   # facing shared holders, set a writer-waiting marker (see _core/shared_ops.py)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -178,6 +178,8 @@ def writer_step(attempt: AcquireAttempt, clock: Any, row: Item,
             'owner': Schema.owner_of(row), 'version': Schema.version_of(row), 'unchanged_for': judged.dead_for,
             'duration': judged.dead_for}))
         return (yield from _write(attempt, clock, row))
+    if not attempt.writer_marker:
+        return None     # (acquire_first_lock: a key it does not take would keep the marker)
     if judged.marker_live and judged.marker is not None and judged.marker.waiter_id != writer.waiter_id:
         return None     # another writer waits first
     dead_marker = judged.marker.version if judged.marker_dead and judged.marker is not None else None
