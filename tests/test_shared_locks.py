@@ -221,9 +221,6 @@ def test_a_shared_acquire_cancel_set_while_its_write_is_held_back_takes_the_entr
     """threaded ``cancel=``: the event is set while the join is held back before it is sent; the
     caller returns ``ACQUIRE_CANCELLED`` and the join, which lands later, is undone. Another
     shared holder is there, so the row stays shared, with only that holder's entry."""
-    def joins_beside_others(params: Dict[str, Any]) -> bool:   # the join that lands (not the first guess)
-        return is_acquire(params) and ':entry' in (params.get('ExpressionAttributeValues') or {})
-
     other = local_engine.lock_client(background_heartbeats=False, owner_name='other')
     kept = other.acquire_lock('key', shared=True, retry_timeout=seconds(0))
     before = local_engine.read_item('key')['record_version_number']
@@ -285,3 +282,24 @@ def test_acquire_first_lock_leaves_no_writer_marker_on_a_shared_key_it_does_not_
     assert lock.sort_key == 'slot-1'
     assert 'writer_waiting' not in local_engine.read_item('pool', 'slot-0')
     assert readers.try_acquire_lock('pool', 'slot-0', shared=True) is not None    # readers still join
+
+
+@pytest.mark.parametrize('retry', [True, False], ids=['botocore-retries', 'read-timeout'])
+def test_a_shared_acquire_whose_answer_was_lost_holds_its_entry(local_engine: Any, local_clients: LockClients,
+                                                                retry: bool) -> None:
+    """The join landed but its answer was lost: botocore's retry meets the entry (refused by it),
+    or the call fails with a read timeout and a consistent read finds it. Either way the caller
+    holds the lock, with the one entry that landed."""
+    other = reader(local_clients, 'other')
+    kept = other.acquire_lock('key', shared=True, retry_timeout=seconds(0))
+    client = reader(local_clients, 'reader')
+    with FaultInjector(local_engine.resource) as faults:
+        lost = faults.lose_answers('UpdateItem', retry=retry, when=joins_beside_others)
+        lock = client.acquire_lock('key', shared=True, retry_timeout=seconds(0))
+    assert lost.hits == 1 and lock.shared and lock.status == lock.LOCKED
+    assert sorted(local_engine.read_item('key')['shared_holders']) == sorted([kept.holder_id, lock.holder_id])
+
+
+def joins_beside_others(params: Dict[str, Any]) -> bool:
+    """A ``when`` filter: a shared join beside other holders (the join that lands)."""
+    return is_acquire(params) and ':entry' in (params.get('ExpressionAttributeValues') or {})

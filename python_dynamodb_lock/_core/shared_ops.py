@@ -110,10 +110,9 @@ def join_step(attempt: AcquireAttempt, clock: Any, row: Optional[Item],
         current = read.response.get('Item') if isinstance(read, Applied) else None
         if _is_entry(current, holder_id, entry_version):
             return held(current)
-        if not isinstance(read, Applied):   # unknown: take the entry out if it is there
-            yield Settle(undo(attempt, clock, lambda written: True,
-                              lambda known: _leave_if_there(attempt, clock, holder_id, entry_version, False)),
-                         follow_up=True)
+        if not isinstance(read, Applied):   # unknown: take the entry out, if it is there (else after its lease)
+            yield from leave_write(schema, attempt.partition_key, attempt.sort_key, holder_id, [entry_version],
+                                   clock, attempt.expiry_period, attempt.keep_released_rows)
     raise write_failed(attempt, answer)
 
 
