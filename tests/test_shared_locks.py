@@ -303,3 +303,16 @@ def test_a_shared_acquire_whose_answer_was_lost_holds_its_entry(local_engine: An
 def joins_beside_others(params: Dict[str, Any]) -> bool:
     """A ``when`` filter: a shared join beside other holders (the join that lands)."""
     return is_acquire(params) and ':entry' in (params.get('ExpressionAttributeValues') or {})
+
+
+def test_the_rows_lease_is_at_least_every_shared_holders(local_engine: Any, local_clients: LockClients) -> None:
+    short = local_clients.make(owner_name='short', **PERIODS)
+    long = local_clients.make(owner_name='long', **{**PERIODS, 'lease_duration': seconds(seconds=6)})
+    first = short.acquire_lock('key', shared=True, retry_timeout=seconds(0))
+    assert local_engine.read_item('key')['lease_duration'] == LEASE
+    long.acquire_lock('key', shared=True, retry_timeout=seconds(0))
+    assert local_engine.read_item('key')['lease_duration'] == 6          # raised by the longer lease
+    short.acquire_lock('key', shared=True, retry_timeout=seconds(0))
+    assert local_engine.read_item('key')['lease_duration'] == 6          # never lowered while shared
+    first.release(best_effort=False)
+    assert local_engine.read_item('key')['lease_duration'] == 6
