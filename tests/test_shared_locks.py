@@ -316,3 +316,21 @@ def test_the_rows_lease_is_at_least_every_shared_holders(local_engine: Any, loca
     assert local_engine.read_item('key')['lease_duration'] == 6          # never lowered while shared
     first.release(best_effort=False)
     assert local_engine.read_item('key')['lease_duration'] == 6
+
+
+@pytest.mark.threaded_only
+def test_a_writer_cancelled_while_it_waits_for_shared_holders_takes_its_marker_off(
+        local_engine: Any, local_clients: LockClients) -> None:
+    first, late, writer = reader(local_clients, 'first'), reader(local_clients, 'late'), reader(local_clients, 'w')
+    first.acquire_lock('key', shared=True, retry_timeout=seconds(0))
+    cancel = threading.Event()
+    waiter = BackgroundCall(writer.acquire_lock, 'key', retry_period=seconds(seconds=1),
+                            retry_timeout=seconds(hours=1), cancel=cancel)
+    step(local_clients.clock, 0, writer, threads=[waiter.thread])
+    assert 'writer_waiting' in local_engine.read_item('key')
+    cancel.set()
+    error = waiter.error()
+    assert isinstance(error, DynamoDBLockError) and error.code == DynamoDBLockError.ACQUIRE_CANCELLED
+    assert writer.wait_settled(REAL_TIMEOUT)
+    assert 'writer_waiting' not in local_engine.read_item('key')
+    assert late.try_acquire_lock('key', shared=True) is not None      # readers join again at once

@@ -122,11 +122,24 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) 
     :raises DynamoDBLockError: ``CLIENT_SHUTDOWN`` once ``is_closed()``; ``UNKNOWN`` when a
         write or read fails.
     """
-    from .shared_ops import WriterWait, join_step, writer_step   # (they build on this module)
+    from .shared_ops import WriterWait   # (it builds on this module)
+    writer = WriterWait(attempt)    # what this acquisition knows of shared holders in its way
+    try:
+        return (yield from _acquire_loop(attempt, clock, is_closed, writer))
+    except GeneratorExit:
+        raise
+    except BaseException:
+        if writer.marked:     # interrupted or failed while waiting for shared holders: readers may join again
+            yield Settle(writer.give_up(clock))
+        raise
+
+
+def _acquire_loop(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool],
+                  writer: Any) -> Protocol[Union[Written, TimedOut]]:
+    from .shared_ops import join_step, writer_step   # (they build on this module)
     schema = attempt.schema
     started = clock.monotonic()
     deadline = started + attempt.retry_timeout
-    writer = WriterWait(attempt)    # what this acquisition knows of shared holders in its way
     blocking: Optional[Item] = None     # the row in the way; None: believed free
     watched_version: Optional[str] = None
     watched_since = 0.0
