@@ -156,6 +156,9 @@ class ClientCore(Generic[L]):
         self._in_flight_guard = threading.Lock()
         # Undo and follow-up work of interrupted calls (threads or tasks), until it is done.
         self._settling: Set[Any] = set()
+        # Keys whose last shared acquisition here joined other holders: the next one guesses the
+        # same with its first write (one write instead of two on a key that stays shared).
+        self._joined_beside: Dict[str, bool] = {}
 
     # -- read-only views (public on both clients) ---------------------------------------
 
@@ -261,7 +264,8 @@ class ClientCore(Generic[L]):
         return AcquireAttempt(self._schema, partition_key, sort_key, unique_identifier, arguments.item_template,
                               arguments.retry_period, arguments.retry_timeout, self._settings.expiry_period,
                               self._settings.lease_duration, self._settings.keep_released_rows,
-                              self._settings.max_clock_skew, arguments.shared)
+                              self._settings.max_clock_skew, arguments.shared,
+                              join_beside=self._joined_beside.get(unique_identifier, False))
 
     def _shared_arguments(self, arguments: AcquireArguments, shared: Any) -> AcquireArguments:
         """``arguments`` of an acquisition with ``shared=`` checked (before anything is written)."""
@@ -321,6 +325,10 @@ class ClientCore(Generic[L]):
         lock.took_over_from = self._describe_row(written.replaced)  # type: ignore[attr-defined]
         lock._holder = holder  # type: ignore[attr-defined]
         lock.shared = written.shared  # type: ignore[attr-defined]
+        if written.shared:
+            if len(self._joined_beside) >= _MAX_JOIN_GUESSES:
+                self._joined_beside.clear()
+            self._joined_beside[lock.unique_identifier] = written.beside_others  # type: ignore[attr-defined]
         previous = self._registry.register(lock, _slot(lock))
         self._emit(Kind.ACQUIRED, lock, version=state.version, duration=written.waited,
                    fencing_token=token, takeover=written.replaced is not None)
@@ -722,6 +730,10 @@ class ClientCore(Generic[L]):
             )
         lock, previous = self._adopt(outcome.written, app_callback, raise_context_exception, make_lock, holder)
         return (yield from self._installing(lock, previous))
+
+
+#: How many keys the guesses of shared acquisitions are kept for (then they start over).
+_MAX_JOIN_GUESSES = 10_000
 
 
 def _slot(lock: Any) -> str:

@@ -13,7 +13,7 @@ from typing import Any, Dict
 
 import pytest
 
-from helpers import BackgroundCall, FaultInjector, LockClients, ManualClock, step, wait_until
+from helpers import BackgroundCall, CallRecorder, FaultInjector, LockClients, ManualClock, step, wait_until
 from test_aio import REAL_TIMEOUT, eventually, run
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockError
 from python_dynamodb_lock.testing import LockTable, is_acquire
@@ -334,3 +334,21 @@ def test_a_writer_cancelled_while_it_waits_for_shared_holders_takes_its_marker_o
     assert writer.wait_settled(REAL_TIMEOUT)
     assert 'writer_waiting' not in local_engine.read_item('key')
     assert late.try_acquire_lock('key', shared=True) is not None      # readers join again at once
+
+
+def test_a_client_that_joined_other_holders_joins_with_one_write_next_time(local_engine: Any,
+                                                                           local_clients: LockClients) -> None:
+    other, client = reader(local_clients, 'other'), reader(local_clients, 'reader')
+    kept = other.acquire_lock('key', shared=True, retry_timeout=seconds(0))
+    with CallRecorder(local_engine.resource) as calls:
+        client.acquire_lock('key', shared=True, retry_timeout=seconds(0)).release(best_effort=False)
+        first = [call.action for call in calls.of('UpdateItem')]
+        calls.clear()
+        lock = client.acquire_lock('key', shared=True, retry_timeout=seconds(0))
+        again = [call.action for call in calls.of('UpdateItem')]
+    assert first == ['acquire', 'acquire', 'release']     # guessed free, refused; then joined
+    assert again == ['acquire']                            # guessed beside others: one write
+    lock.release(best_effort=False)
+    kept.release(best_effort=False)
+    lock = client.acquire_lock('key', shared=True, retry_timeout=seconds(0))     # a wrong guess: the key is free
+    assert lock.shared and list(local_engine.read_item('key')['shared_holders']) == [lock.holder_id]

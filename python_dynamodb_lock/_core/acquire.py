@@ -52,6 +52,7 @@ class AcquireAttempt:
     max_clock_skew: Optional[float] = None   # trust wall clocks to this much: take over past lease_expiry
     shared: bool = False         # a shared (read) lock: see _core/shared.py
     writer_marker: bool = True   # facing shared holders, set a writer-waiting marker (see _core/shared_ops.py)
+    join_beside: bool = False    # a shared acquisition's first write guesses that other holders are there
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +65,7 @@ class Written:
     replaced: Optional[Item] = None   # the abandoned row this write took over
     waited: float = 0.0               # seconds from the start of the acquisition
     shared: bool = False              # a shared holder's entry (``item`` is its view of the row)
+    beside_others: bool = False       # that entry joined other shared holders
 
 
 @dataclasses.dataclass(frozen=True)

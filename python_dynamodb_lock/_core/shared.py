@@ -118,6 +118,7 @@ class SharedWatch:
 
     def __init__(self) -> None:
         self._seen: Dict[str, Tuple[str, float]] = {}
+        self.guessed = False    # a shared acquisition's first write was a guess (see AcquireAttempt.join_beside)
 
     def unchanged_for(self, name: str, version: str, now: float) -> float:
         """How long ``name`` (an entry, the marker, the row) has carried ``version``, as seen."""

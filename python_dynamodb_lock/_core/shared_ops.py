@@ -52,12 +52,15 @@ def join_step(attempt: AcquireAttempt, clock: Any, row: Optional[Item],
     dead_marker = judged.marker.version if judged.marker is not None else None
     lease = _lease(attempt)
     options: Dict[str, Any] = {'dead_marker': dead_marker}
-    if row is None or Schema.is_released(row):
-        mode = JoinMode.FREE
-    elif is_shared(row):
+    beside = row is None and attempt.join_beside and not watch.guessed
+    watch.guessed = True
+    if beside or is_shared(row):
         mode = JoinMode.SHARED
-        options.update(raise_lease=schema.lease_of(row, attempt.default_lease) < lease, dead_holders=judged.dead,
-                       max_holders=MAX_SHARED_HOLDERS)
+        # (a first guess keeps the row's lease: a shorter one refuses it, and the row then tells)
+        options.update(raise_lease=row is not None and schema.lease_of(row, attempt.default_lease) < lease,
+                       dead_holders=judged.dead, max_holders=MAX_SHARED_HOLDERS)
+    elif row is None or Schema.is_released(row):
+        mode = JoinMode.FREE
     else:
         version = str(Schema.version_of(row))
         unchanged_for = watch.unchanged_for('row', version, now)
@@ -93,14 +96,15 @@ def join_step(attempt: AcquireAttempt, clock: Any, row: Optional[Item],
         token = Schema.fencing_token_of(written)
         if token is not None:
             item[COL_FENCING_TOKEN] = token
-        return Written(item, attempt_started, row if mode == JoinMode.OVER else None, shared=True)
+        return Written(item, attempt_started, row if mode == JoinMode.OVER else None, shared=True,
+                       beside_others=mode == JoinMode.SHARED)
 
     if isinstance(answer, Applied):
         return held(answer.response.get('Attributes'))
     if isinstance(answer, Refused):
         if _is_entry(answer.item, holder_id, entry_version):
             return held(answer.item)      # ours landed; botocore's retry met it
-        if answer.item is None and mode == JoinMode.FREE:
+        if answer.item is None and mode != JoinMode.OVER:
             # An engine that ignores ALL_OLD: find out what is in the way.
             return _Blocked((yield from read_row(schema, attempt.partition_key, attempt.sort_key, 'read')))
         return _Blocked(answer.item)
