@@ -19,7 +19,7 @@ from boto3.dynamodb.types import Binary
 
 from ._clock import SystemClock
 from ._config import (AcquireArguments, Settings, acquire_arguments, check_additional_attributes, check_key,
-                      make_settings)
+                      make_settings, require_bool)
 from ._core.acquire import AcquireAttempt, Observations, TimedOut, Written, acquire
 from ._core.first import NoneFree, acquire_first
 from ._core.effects import Drop, Emit, Hold, Protocol, Settle, Unregister
@@ -33,6 +33,7 @@ from ._core.multi import MAX_KEYS, NotAll, acquire_all, free_all, set_name
 from ._core.scan import force_release, next_page
 from ._core.release import (ReleaseSettings, ReleaseVerdict, free_handed, precheck_release, release, release_again,
                             release_verdict)
+from ._core.shared import holders_of
 from ._core.state import Status
 from ._errors import DynamoDBLockError, Reason
 from ._observe import Observer, logger
@@ -160,6 +161,9 @@ class ClientCore(Generic[L]):
         self._settling: Set[Any] = set()
         # The holders' versions seen by this client's acquisitions, kept across calls.
         self._observations = Observations()
+        # Keys whose last shared acquisition here joined other holders: the next one guesses the
+        # same with its first write (one write instead of two on a key that stays shared).
+        self._joined_beside: Dict[str, bool] = {}
 
     # -- read-only views (public on both clients) ---------------------------------------
 
@@ -265,7 +269,16 @@ class ClientCore(Generic[L]):
         return AcquireAttempt(self._schema, partition_key, sort_key, unique_identifier, arguments.item_template,
                               arguments.retry_period, arguments.retry_timeout, self._settings.expiry_period,
                               self._settings.lease_duration, self._settings.keep_released_rows,
-                              self._settings.max_clock_skew)
+                              self._settings.max_clock_skew, arguments.shared,
+                              join_beside=self._joined_beside.get(unique_identifier, False))
+
+    def _shared_arguments(self, arguments: AcquireArguments, shared: Any) -> AcquireArguments:
+        """``arguments`` of an acquisition with ``shared=`` checked (before anything is written)."""
+        if not require_bool('shared', shared):
+            return arguments
+        if self._schema.extra_names(arguments.item_template):
+            raise ValueError('a shared lock takes no additional_attributes (the row belongs to all its holders)')
+        return dataclasses.replace(arguments, shared=True)
 
     def _woken(self, wake: Any, woken: bool) -> Any:
         """What a ``Sleep`` on ``wake`` answers: False when its time ran out; for a waiter woken
@@ -318,7 +331,12 @@ class ClientCore(Generic[L]):
         state.acquired(written.attempt_started, token, Schema.acquisition_of(written.item))
         lock.took_over_from = self._describe_row(written.replaced)  # type: ignore[attr-defined]
         lock._holder = holder  # type: ignore[attr-defined]
-        previous = self._registry.register(lock, lock.unique_identifier)  # type: ignore[attr-defined]
+        lock.shared = written.shared  # type: ignore[attr-defined]
+        if written.shared:
+            if len(self._joined_beside) >= _MAX_JOIN_GUESSES:
+                self._joined_beside.clear()
+            self._joined_beside[lock.unique_identifier] = written.beside_others  # type: ignore[attr-defined]
+        previous = self._registry.register(lock, _slot(lock))
         self._emit(Kind.ACQUIRED, lock, version=state.version, duration=written.waited,
                    fencing_token=token, takeover=written.replaced is not None)
         return lock, previous
@@ -361,6 +379,8 @@ class ClientCore(Generic[L]):
             if each.lock_client is not self:
                 raise DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED, f'{each.unique_identifier} is not held by '
                                         f'this client ({self._settings.owner_name})')
+            if each.shared:
+                raise ValueError(f'{each.unique_identifier} is a shared lock: guarded writes need an exclusive one')
         if typed:
             items = wire.to_python('transact_write_items', {'TransactItems': items})['TransactItems']
         actions = check_actions(self._schema, locks[0].partition_key, locks[0].sort_key, items,
@@ -376,7 +396,7 @@ class ClientCore(Generic[L]):
     # -- releasing ---------------------------------------------------------------------
 
     def _owns(self, lock: Any) -> bool:
-        return lock.lock_client is self and self._registry.holds(lock, lock.unique_identifier)
+        return lock.lock_client is self and self._registry.holds(lock, _slot(lock))
 
     def _apply_release(self, lock: Any, verdict: ReleaseVerdict, handed_over: bool = False) -> None:
         """Apply a release verdict to ``lock``; raise its error, if any. A lock handed over to a
@@ -392,7 +412,7 @@ class ClientCore(Generic[L]):
             raise self._public_error(verdict.error)
 
     def _unregister(self, lock: Any, wake: bool = True) -> None:
-        self._registry.forget(lock, lock.unique_identifier)
+        self._registry.forget(lock, _slot(lock))
         if wake:
             self._registry.wake_longest_waiting(lock.unique_identifier)
 
@@ -424,7 +444,7 @@ class ClientCore(Generic[L]):
         if lock.lock_client is self:
             self._observations.forget(lock.unique_identifier)
         if verdict is None:
-            successor = self._registry.claim_successor(lock.unique_identifier)
+            successor = None if lock.shared else self._registry.claim_successor(lock.unique_identifier)
             versions = lock._state.our_versions()
             try:
                 verdict = yield from self._release_protocol(lock, best_effort, successor)
@@ -523,9 +543,9 @@ class ClientCore(Generic[L]):
             for lock in locks:
                 if (yield Hold(lock, wait=False)):
                     free.append(lock)
-            one_by_one = [lock for lock in locks if lock not in free]
+            one_by_one = [lock for lock in locks if lock not in free or lock.shared]
             try:
-                owned = [lock for lock in free if self._owns(lock)]
+                owned = [lock for lock in free if self._owns(lock) and not lock.shared]   # shared: one by one
                 one_by_one += yield from renew_batch(self._heartbeat_settings, owned, self._batching, self._clock)
             finally:
                 for lock in free:
@@ -656,7 +676,9 @@ class ClientCore(Generic[L]):
         attributes a row lacks (one written by another program) read as empty."""
         if not row or Schema.is_released(row):
             return None
-        return self._base_lock_class(**self._schema.lock_fields(row, self._settings.lease_duration))
+        described = self._base_lock_class(**self._schema.lock_fields(row, self._settings.lease_duration))
+        described.shared_holders = holders_of(row, self._settings.lease_duration)
+        return described
 
     def _public_error(self, error: DynamoDBLockError) -> DynamoDBLockError:
         """The error with ``holder`` as a ``BaseDynamoDBLock`` instead of a raw row."""
@@ -742,7 +764,9 @@ class ClientCore(Generic[L]):
         for sort_key in sort_keys:
             arguments = acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
                                           additional_attributes, app_callback)
-            attempts.append(self._attempt(partition_key, sort_key, arguments))
+            # No writer-waiting marker: the keys it does not take would keep theirs (shared_locks.rst).
+            attempts.append(dataclasses.replace(self._attempt(partition_key, sort_key, arguments),
+                                                writer_marker=False))
         return attempts
 
     def _first_acquisition(self, attempts: Sequence[AcquireAttempt], holder: Any, app_callback: Any,
@@ -868,6 +892,18 @@ class ClientCore(Generic[L]):
             self._apply_release(lock, verdict)
         except DynamoDBLockError as error:
             errors.append(error)
+
+
+#: How many keys the guesses of shared acquisitions are kept for (then they start over).
+_MAX_JOIN_GUESSES = 10_000
+
+
+def _slot(lock: Any) -> str:
+    """Where the registry keeps a held lock: its key, or for a shared lock its key and its
+    holder id (a client may hold several shared locks on one key)."""
+    if getattr(lock, 'shared', False):
+        return f'{lock.unique_identifier}\x00{lock._state.acquisition_id}'
+    return str(lock.unique_identifier)
 
 
 def unique_identifier_of(partition_key: Any, sort_key: str) -> str:

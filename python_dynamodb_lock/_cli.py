@@ -859,6 +859,11 @@ def lock_record(lock: BaseDynamoDBLock, now: float,
         'additional_attributes': to_jsonable(lock.additional_attributes or {}),
         'fencing_token': lock.fencing_token,
     }
+    if lock.shared_holders:     # a shared (read) lock: who holds it
+        record['shared_holders'] = [
+            {'holder_id': holder.holder_id, 'owner_name': holder.owner_name,
+             'record_version_number': holder.record_version_number,
+             'lease_duration': to_jsonable(holder.lease_duration)} for holder in lock.shared_holders]
     if expiry_period is not None:
         # expiry_time is stored in whole seconds, so the estimate is good to a second at best.
         record['estimated_seconds_since_last_write'] = (
@@ -899,6 +904,12 @@ def _describe_lock_lines(record: Dict[str, Any], table: str) -> List[str]:
                      ' (from TTL expiry and the given --expiry-period)')
     if record.get('fencing_token') is not None:
         lines.append(f'  fencing token:     {record["fencing_token"]}')
+    holders = record.get('shared_holders') or []
+    if holders:
+        lines.append(f'  shared holders:    {len(holders)} (each renews its own entry; see "Shared locks")')
+        for holder in holders:
+            lines.append(f'    {holder["owner_name"]}: entry version {holder["record_version_number"]}, '
+                         f'lease {format_seconds(_number(holder["lease_duration"]) or 0)}')
     if record['additional_attributes']:
         lines.append('  additional attributes: '
                      + json.dumps(record['additional_attributes'], sort_keys=True))
@@ -1003,6 +1014,9 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
     headers = ['PARTITION KEY', 'SORT KEY', 'OWNER', 'LEASE', 'TTL EXPIRES IN', 'RECORD VERSION']
     if args.expiry_period is not None:
         headers.append('LAST WRITE (EST.)')
+    shared = any(record.get('shared_holders') for record in records)
+    if shared:
+        headers.append('SHARED HOLDERS')
     rows = []
     for record in records:
         lease = _number(record['lease_duration'])
@@ -1017,6 +1031,8 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
         if args.expiry_period is not None:
             age = record['estimated_seconds_since_last_write']
             row.append('unknown' if age is None else f'~{format_seconds(age)} ago')
+        if shared:
+            row.append(str(len(record.get('shared_holders') or [])) if record.get('shared_holders') else '-')
         rows.append(row)
     for line in _render_table(headers, rows):
         console.out(line)

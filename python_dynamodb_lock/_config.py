@@ -194,6 +194,7 @@ class AcquireArguments:
     retry_period: float
     retry_timeout: float
     item_template: Item
+    shared: bool = False     # a shared (read) lock (docs/shared_locks.rst)
 
 
 def acquire_arguments(settings: Settings, partition_key: Any, sort_key: Any, retry_period: Any, retry_timeout: Any,

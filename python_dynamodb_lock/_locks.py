@@ -10,9 +10,10 @@ from __future__ import annotations
 import datetime
 import logging
 from types import TracebackType
-from typing import Any, Callable, Dict, Mapping, Optional, Type
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Type
 
 from ._base import APP_CALLBACK_THREADPOOL_SIZE, ClientCore, unique_identifier_of
+from ._core.shared import SharedHolder
 from ._core.state import LockState, Status
 from ._schema import PartitionKey
 
@@ -49,6 +50,12 @@ class BaseDynamoDBLock:
     It is a description only: it cannot be released or renewed.
     """
 
+    #: True for a shared (read) lock held by this process (``acquire_lock(..., shared=True)``).
+    shared: bool = False
+    #: The shared holders the row named when it was read (``get_lock``, ``list_locks``), as
+    #: :class:`SharedHolder` tuples; empty for an exclusive lock. See docs/shared_locks.rst.
+    shared_holders: Tuple[SharedHolder, ...] = ()
+
     def __init__(
         self,
         partition_key: PartitionKey,
@@ -75,6 +82,10 @@ class BaseDynamoDBLock:
 
     def __str__(self) -> str:
         token = '' if self.fencing_token is None else f', fencing_token={self.fencing_token}'
+        if self.shared_holders:
+            token += f', shared_holders={len(self.shared_holders)}'
+        elif self.shared:
+            token += ', shared'
         return (
             f'{self.__class__.__name__}({self.unique_identifier}, owner={self.owner_name}, '
             f'version={self.record_version_number}, lease={self.lease_duration}s, '
@@ -198,6 +209,12 @@ class HeldLock(BaseDynamoDBLock):
         """How many acquisitions of this lock are not yet released: more than 1 after reentrant
         acquisitions (``reentrant=True``); the row is released with the last one."""
         return self._holds
+
+    @property
+    def holder_id(self) -> Optional[str]:
+        """A shared lock's id: the key of its entry in the row's ``shared_holders`` (None for an
+        exclusive lock)."""
+        return self._state.acquisition_id if self.shared else None
 
     @property
     def loss_reason(self) -> Optional[str]:

@@ -104,6 +104,8 @@ class Registry(Generic[L]):
         hand the lock over to it. None when nobody waits here."""
         with self._guard:
             for waiter in self._waiters.get(unique_identifier, ()):
+                if getattr(waiter.attempt, 'shared', False):
+                    continue    # a shared acquirer joins by itself; a hand-over writes an exclusive row
                 if not waiter.claimed and not waiter.gone and waiter.handed is None:
                     waiter.claimed = True
                     return waiter

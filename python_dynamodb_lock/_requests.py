@@ -19,6 +19,8 @@ from ._schema import (
     COL_LEASE_EXPIRY,
     COL_RECORD_VERSION_NUMBER,
     COL_RELEASED_AT,
+    COL_SHARED_HOLDERS,
+    COL_WRITER_WAITING,
     Item,
     Schema,
 )
@@ -109,12 +111,13 @@ class _UpdateShape(NamedTuple):
 @functools.lru_cache(maxsize=_SHAPES)
 def _lock_update_shape(schema: Schema, written: Tuple[str, ...], removed: Tuple[str, ...],
                        condition_names: Tuple[Tuple[str, str], ...]) -> _UpdateShape:
-    names: Dict[str, str] = {'#fencing_token': COL_FENCING_TOKEN, '#released_at': COL_RELEASED_AT}
+    names: Dict[str, str] = {'#fencing_token': COL_FENCING_TOKEN, '#released_at': COL_RELEASED_AT,
+                             '#shared_holders': COL_SHARED_HOLDERS, '#writer_waiting': COL_WRITER_WAITING}
     assignments = ['#fencing_token = if_not_exists(#fencing_token, :token_floor) + :one']
     for index, name in enumerate(written):
         names[f'#a{index}'] = name
         assignments.append(f'#a{index} = :a{index}')
-    removals = ['#released_at']
+    removals = ['#released_at', '#shared_holders', '#writer_waiting']   # an exclusive row has no shared state
     for index, name in enumerate(removed):
         names[f'#r{index}'] = name
         removals.append(f'#r{index}')
@@ -174,8 +177,9 @@ def acquire_over(schema: Schema, item: Item, expected_versions: Sequence[str], t
 def _release_shape(schema: Schema, removed: Tuple[str, ...]) -> Tuple[str, Dict[str, str]]:
     names = {'#version': COL_RECORD_VERSION_NUMBER, '#lease': COL_LEASE_DURATION,
              '#expiry_time': schema.ttl_attribute_name, '#released_at': COL_RELEASED_AT,
-             '#acquisition': COL_ACQUISITION_ID, '#lease_expiry': COL_LEASE_EXPIRY}
-    removals = ['#acquisition', '#lease_expiry']
+             '#acquisition': COL_ACQUISITION_ID, '#lease_expiry': COL_LEASE_EXPIRY,
+             '#shared_holders': COL_SHARED_HOLDERS}
+    removals = ['#acquisition', '#lease_expiry', '#shared_holders']   # a force-released shared row too
     for index, name in enumerate(removed):
         names[f'#r{index}'] = name
         removals.append(f'#r{index}')

@@ -21,6 +21,8 @@ __all__ = [
     'COL_OWNER_NAME',
     'COL_RECORD_VERSION_NUMBER',
     'COL_RELEASED_AT',
+    'COL_SHARED_HOLDERS',
+    'COL_WRITER_WAITING',
     'Item',
     'NO_SORT_KEY',
     'PartitionKey',
@@ -53,9 +55,25 @@ COL_LEASE_EXPIRY = 'lease_expiry'
 #: release; such a row is free. Its lease is 0, so published clients take it over too.
 COL_RELEASED_AT = 'released_at'
 
+# Shared (read) locks (docs/shared_locks.rst). A row with shared holders keeps the published
+# attributes of a held lock: ``owner_name`` (the holder that wrote last), ``record_version_number``
+# (new at every shared acquire, renewal and release, so published clients never see it unchanged
+# while a shared holder lives) and ``lease_duration`` (at least every shared holder's lease). It
+# has no ``acquisition_id`` and no ``lease_expiry``; its ``fencing_token`` is the last exclusive
+# acquisition's.
+#: A map {holder id: {'owner': str, 'version': str, 'lease': number}}, one entry per shared holder;
+#: each holder renews its own entry's version. Present only while the row is shared.
+COL_SHARED_HOLDERS = 'shared_holders'
+#: An exclusive acquirer waiting for shared holders to leave: {'id', 'owner', 'version', 'lease'};
+#: new shared acquirers refuse while it lives (its version changes at every poll of the waiter).
+COL_WRITER_WAITING = 'writer_waiting'
+#: The fields of one shared entry and of the writer-waiting marker.
+SHARED_OWNER, SHARED_VERSION, SHARED_LEASE, WRITER_ID = 'owner', 'version', 'lease', 'id'
+
 # Every name this package writes for itself; additional attributes may not use them.
 _OWN_ATTRIBUTES = frozenset({COL_OWNER_NAME, COL_LEASE_DURATION, COL_RECORD_VERSION_NUMBER, COL_FENCING_TOKEN,
-                             COL_ACQUISITION_ID, COL_RELEASED_AT, COL_LEASE_EXPIRY})
+                             COL_ACQUISITION_ID, COL_RELEASED_AT, COL_LEASE_EXPIRY, COL_SHARED_HOLDERS,
+                             COL_WRITER_WAITING})
 
 
 def binary_bytes(value: Any) -> bytes:

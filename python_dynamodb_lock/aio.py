@@ -234,6 +234,7 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         raise_context_exception: bool = False,
         *,
         reentrant: bool = False,
+        shared: bool = False,
     ) -> _Acquisition:
         """Acquire the lock on ``(partition_key, sort_key)``, waiting for it if it is held.
 
@@ -242,7 +243,8 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         waiting, takeover and errors are those of the threaded client's ``acquire_lock``; bad
         arguments raise at the call, before anything is awaited.
         ``reentrant`` is per task: the lock this very task already holds is returned with one
-        more hold; other tasks of this client still wait.
+        more hold; other tasks of this client still wait. ``shared=True``: a shared (read) lock
+        (see "Shared locks" in the documentation).
         Cancelling the awaiting task (anywhere: waiting, writing, or settling an older lock object
         of the key) hands it nothing and leaves nothing held: a write that was in flight is undone
         by a task of its own, which a second cancellation does not stop; a landed row is freed
@@ -253,6 +255,7 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
                                               additional_attributes, app_callback)
         _config.require_bool('reentrant', reentrant)
+        arguments = self._shared_arguments(arguments, shared)
         acquiring = self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True,
                                   reentrant)
         return _Acquisition(cast(Coroutine[Any, Any, AsyncDynamoDBLock], acquiring))
@@ -266,13 +269,16 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         raise_context_exception: bool = False,
         *,
         reentrant: bool = False,
+        shared: bool = False,
     ) -> Optional[AsyncDynamoDBLock]:
         """Acquire the lock if it can be had right now; None when someone else holds it. With
-        ``reentrant``, the lock this very task already holds is returned with one more hold."""
+        ``reentrant``, the lock this very task already holds is returned with one more hold;
+        ``shared`` as :meth:`acquire_lock`'s."""
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, None, datetime.timedelta(0),
                                               additional_attributes, app_callback)
         _config.require_bool('reentrant', reentrant)
+        arguments = self._shared_arguments(arguments, shared)
         return await self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
                                    reentrant)
 

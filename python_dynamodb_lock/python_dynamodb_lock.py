@@ -235,6 +235,7 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         *,
         reentrant: bool = False,
         cancel: Optional[threading.Event] = None,
+        shared: bool = False,
     ) -> DynamoDBLock:
         """Acquire the lock on ``(partition_key, sort_key)``, waiting for it if it is held.
 
@@ -263,6 +264,7 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
             or a call to DynamoDB in flight, ends within about 50 ms with ``ACQUIRE_CANCELLED``,
             and nothing is held. A write that was in flight is undone in the background once
             its answer arrives (see "Interruptions" in the documentation).
+        :param shared: a shared (read) lock (see "Shared locks" in the documentation).
 
         Interrupted by ``KeyboardInterrupt`` (Ctrl-C), the call raises it within about half a
         second, whatever DynamoDB does; a write that was in flight may still land, so it is
@@ -278,6 +280,7 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
                                               additional_attributes, app_callback)
         _config.require_bool('reentrant', reentrant)
+        arguments = self._shared_arguments(arguments, shared)
         self._check_cancel(cancel)
         lock = self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True,
                              reentrant, cancel)
@@ -293,10 +296,11 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         raise_context_exception: bool = False,
         *,
         reentrant: bool = False,
+        shared: bool = False,
     ) -> Optional[DynamoDBLock]:
-        """Acquire the lock if it can be had right now; never waits. A holder whose version this
-        client has seen unchanged for its lease, over earlier calls, is taken over (see "Trying
-        again later" in the documentation).
+        """Acquire the lock if it can be had right now (``shared``: as ``acquire_lock``'s); never
+        waits. A holder whose version this client has seen unchanged for its lease, over earlier
+        calls, is taken over (see "Trying again later" in the documentation).
 
         :returns: the held :class:`DynamoDBLock`, or None when someone else holds the lock.
         :raises: as :meth:`acquire_lock`, except that a held lock is not an error.
@@ -305,6 +309,7 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, None, datetime.timedelta(0),
                                               additional_attributes, app_callback)
         _config.require_bool('reentrant', reentrant)
+        arguments = self._shared_arguments(arguments, shared)
         return self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
                              reentrant)
 

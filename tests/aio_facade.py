@@ -331,24 +331,26 @@ class BlockingAsyncClient:
 
     def acquire_lock(self, partition_key: Any, sort_key: Any = '-', retry_period: Any = None, retry_timeout: Any = None,
                      additional_attributes: Any = None, app_callback: Any = None,
-                     raise_context_exception: bool = False, *, reentrant: bool = False) -> BlockingAsyncLock:
+                     raise_context_exception: bool = False, *, reentrant: bool = False,
+                     **options: Any) -> BlockingAsyncLock:
         callback = self._wrap_callback(app_callback)
 
         async def acquire() -> Any:
             return await self._client.acquire_lock(partition_key, sort_key, retry_period, retry_timeout,
                                                    additional_attributes, callback, raise_context_exception,
-                                                   reentrant=reentrant)
+                                                   reentrant=reentrant, **options)
 
         lock: BlockingAsyncLock = self._proxy(self._call(acquire))
         return lock
 
     def try_acquire_lock(self, partition_key: Any, sort_key: Any = '-', additional_attributes: Any = None,
                          app_callback: Any = None,
-                         raise_context_exception: bool = False, *, reentrant: bool = False
+                         raise_context_exception: bool = False, *, reentrant: bool = False, **options: Any
                          ) -> Optional[BlockingAsyncLock]:
         callback = self._wrap_callback(app_callback)
         lock: Optional[BlockingAsyncLock] = self._proxy(self._call(lambda: self._client.try_acquire_lock(
-            partition_key, sort_key, additional_attributes, callback, raise_context_exception, reentrant=reentrant)))
+            partition_key, sort_key, additional_attributes, callback, raise_context_exception, reentrant=reentrant,
+            **options)))
         return lock
 
     def release_lock(self, lock: Any, best_effort: bool = True) -> bool:

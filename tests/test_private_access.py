@@ -270,6 +270,11 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._core.guard'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.multi'): (1, WHY_CORE),
     },
+    'test_core_shared.py': {
+        ('import', 'python_dynamodb_lock._core.shared'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._schema'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._shared_requests'): (1, WHY_CORE),
+    },
     'test_core_validation.py': {
         ('attr', '_lease_duration_s'): (1, WHY_SETTINGS),
     },

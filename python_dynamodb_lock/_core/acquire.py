@@ -37,7 +37,7 @@ from .messages import describe_key, explain
 
 __all__ = ['MAX_OBSERVED_KEYS', 'AcquireAttempt', 'Observations', 'TimedOut', 'Watch', 'Written', 'acquire',
            'free_if_landed', 'free_landed', 'is_abandoned', 'new_lock_item', 'raise_if_closed', 'read_row',
-           'token_floor', 'undo_write', 'with_token', 'write_request']
+           'token_floor', 'undo', 'undo_write', 'with_token', 'write_failed', 'write_request']
 
 # How many refused writes are judged at once, without a wait, before the next poll.
 _IMMEDIATE_RETRIES = 3
@@ -58,6 +58,9 @@ class AcquireAttempt:
     default_lease: float         # for rows without a readable lease
     keep_released_rows: bool = True
     max_clock_skew: Optional[float] = None   # trust wall clocks to this much: take over past lease_expiry
+    shared: bool = False         # a shared (read) lock: see _core/shared.py
+    writer_marker: bool = True   # facing shared holders, set a writer-waiting marker (see _core/shared_ops.py)
+    join_beside: bool = False    # a shared acquisition's first write guesses that other holders are there
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +72,8 @@ class Written:
     attempt_started: float
     replaced: Optional[Item] = None   # the abandoned row this write took over
     waited: float = 0.0               # seconds from the start of the acquisition
+    shared: bool = False              # a shared holder's entry (``item`` is its view of the row)
+    beside_others: bool = False       # that entry joined other shared holders
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,10 +129,11 @@ class Observations:
 class _Blocked:
     """A write was refused: ``row`` is what is in the way (None: the row is free)."""
 
-    __slots__ = ('row',)
+    __slots__ = ('row', 'raw')
 
     def __init__(self, row: Optional[Item]) -> None:
         self.row = None if Schema.is_released(row) else row
+        self.raw = row     # a released row too: shared acquirers read its writer-waiting marker
 
 
 def token_floor(clock: Any) -> int:
@@ -174,6 +180,21 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool],
     :raises DynamoDBLockError: ``CLIENT_SHUTDOWN`` once ``is_closed()``; ``UNKNOWN`` when a
         write or read fails.
     """
+    from .shared_ops import WriterWait   # (it builds on this module)
+    writer = WriterWait(attempt)    # what this acquisition knows of shared holders in its way
+    try:
+        return (yield from _acquire_loop(attempt, clock, is_closed, writer, observations))
+    except GeneratorExit:
+        raise
+    except BaseException:
+        if writer.marked:     # interrupted or failed while waiting for shared holders: readers may join again
+            yield Settle(writer.give_up(clock))
+        raise
+
+
+def _acquire_loop(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool], writer: Any,
+                  observations: Optional[Observations]) -> Protocol[Union[Written, TimedOut]]:
+    from .shared_ops import join_step, writer_step   # (they build on this module)
     schema = attempt.schema
     seen = observations if observations is not None else Observations()
     key = attempt.unique_identifier
@@ -184,22 +205,28 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool],
     while True:
         raise_if_closed(is_closed)
         outcome: Union[Written, _Blocked, None] = None
-        if (yield from watch.may_write(clock)):
-            outcome = yield from _write(attempt, clock, watch.blocking)
+        blocking = watch.blocking
+        if attempt.shared:
+            outcome = yield from join_step(attempt, clock, blocking, writer.watch)
+        elif blocking is not None and writer.in_the_way(blocking):
+            outcome = yield from writer_step(attempt, clock, blocking, writer)
+        elif (yield from watch.may_write(clock)):
+            outcome = yield from _write(attempt, clock, blocking)
         if isinstance(outcome, Written):
             seen.forget(key)
             return dataclasses.replace(outcome, waited=clock.monotonic() - started)
-        if outcome is not None and immediate_retries < _IMMEDIATE_RETRIES:
+        if isinstance(outcome, _Blocked) and immediate_retries < _IMMEDIATE_RETRIES:
             # A write was refused: judge the row now in the way (None: it is free) at once.
-            watch.see(outcome.row)
+            watch.see(outcome.raw)
             immediate_retries += 1
             continue
         remaining = deadline - clock.monotonic()
         blocking = watch.blocking
         if remaining <= 0:
+            yield from writer.give_up(clock)
             yield Emit(Event(Kind.ACQUIRE_TIMED_OUT, attempt.unique_identifier, fields={
                 'owner': Schema.owner_of(blocking), 'duration': clock.monotonic() - started}))
-            return TimedOut(blocking)
+            return TimedOut(None if Schema.is_released(blocking) else blocking)
         wait = min(attempt.retry_period, remaining)
         yield Emit(Event(Kind.WAITING, attempt.unique_identifier,
                          fields={'owner': Schema.owner_of(blocking), 'retry_in': wait}))
@@ -233,8 +260,9 @@ class Watch:
         self._warned_unfenced = False
 
     def see(self, row: Optional[Item]) -> None:
-        """The row now in the way, as an answer or a read gave it (a released row is free)."""
-        self.blocking = _Blocked(row).row
+        """The row now in the way, as an answer or a read gave it (a released row is free, except
+        to a shared acquisition, which reads a writer's marker even there)."""
+        self.blocking = row if self.attempt.shared else _Blocked(row).row
 
     def may_write(self, clock: Any) -> Protocol[bool]:
         """Whether the key may be written now: it is believed free, or the holder in the way
@@ -298,12 +326,19 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Pro
         landed = yield from _settle_unanswered_write(attempt, clock, new_version)
         if landed is not None:
             return Written(with_token(item, landed), attempt_started, blocking)
-    raise DynamoDBLockError(
+    raise write_failed(attempt, answer)
+
+
+def write_failed(attempt: AcquireAttempt, answer: Failed) -> DynamoDBLockError:
+    """The error of an acquiring write that failed (and did not land)."""
+    error = DynamoDBLockError(
         DynamoDBLockError.UNKNOWN,
-        f'Could not acquire {describe_key(schema, attempt.partition_key, attempt.sort_key)}: '
-        f'{explain(schema, answer.error)}',
+        f'Could not acquire {describe_key(attempt.schema, attempt.partition_key, attempt.sort_key)}: '
+        f'{explain(attempt.schema, answer.error)}',
         reason=answer.reason,
-    ) from answer.error
+    )
+    error.__cause__ = answer.error
+    return error
 
 
 def write_request(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Tuple[Item, Request]:
@@ -360,27 +395,43 @@ def undo_write(attempt: AcquireAttempt, clock: Any, version: str) -> Protocol[No
     the write may still be on the wire, and a late landing is freed too. Past that lease a late
     landing is an abandoned lock like any other: others take it over after its lease.
     """
+    return (yield from undo(attempt, clock, lambda row: Schema.version_of(row) == version,
+                            lambda known: free_if_landed(attempt, clock, version, assume_landed=known)))
+
+
+def undo(attempt: AcquireAttempt, clock: Any, ours: Callable[[Optional[Item]], bool],
+         free: Callable[[bool], Protocol[Optional[bool]]]) -> Protocol[None]:
+    """:func:`undo_write` for any acquiring write: ``ours(row)`` says whether a row returned
+    with a refusal is our write's; ``free(known_landed)`` frees what it left (as
+    :func:`free_if_landed` answers)."""
     answer = yield Pending()
-    if isinstance(answer, Refused) and Schema.version_of(answer.item) != version:
+    if isinstance(answer, Refused) and not ours(answer.item):
         return      # refused: nothing of ours landed
     if isinstance(answer, Failed) and not answer.maybe_applied:
         return      # refused before it was applied (throttled, invalid)
-    yield from free_landed(attempt, clock, version, isinstance(answer, (Applied, Refused)))
+    yield from _free_and_watch(attempt, clock, free, isinstance(answer, (Applied, Refused)))
 
 
 def free_landed(attempt: AcquireAttempt, clock: Any, version: str, known: bool) -> Protocol[None]:
     """Free the row an interrupted write of ours (``version``) left: ``known`` when the write
     surely landed. When that cannot be told yet, the row is watched for one lease in the
     background (``Settle(follow_up=True)``), and freed whenever it carries ``version``."""
-    landed = yield from free_if_landed(attempt, clock, version, assume_landed=known)
+    yield from _free_and_watch(attempt, clock,
+                               lambda known: free_if_landed(attempt, clock, version, assume_landed=known), known)
+
+
+def _free_and_watch(attempt: AcquireAttempt, clock: Any, free: Callable[[bool], Protocol[Optional[bool]]],
+                    known: bool) -> Protocol[None]:
+    landed = yield from free(known)
     if landed or (known and landed is None):
         return
-    yield Settle(_watch_for_late_landing(attempt, clock, version, known), follow_up=True)
+    yield Settle(_watch_for_late_landing(attempt, clock, known, free), follow_up=True)
 
 
-def _watch_for_late_landing(attempt: AcquireAttempt, clock: Any, version: str, known: bool) -> Protocol[None]:
-    """Read the row at growing intervals for one lease, and free it whenever it carries
-    ``version`` (an interrupted write of ours that landed late, or whose undo failed)."""
+def _watch_for_late_landing(attempt: AcquireAttempt, clock: Any, known: bool,
+                            free: Callable[[bool], Protocol[Optional[bool]]]) -> Protocol[None]:
+    """Read the row at growing intervals for one lease, and free it whenever it carries our
+    write (an interrupted write of ours that landed late, or whose undo failed)."""
     lease = attempt.schema.lease_of(attempt.item_template, attempt.default_lease)
     watch_until = clock.monotonic() + lease
     delay = _FIRST_FOLLOW_UP
@@ -396,7 +447,7 @@ def _watch_for_late_landing(attempt: AcquireAttempt, clock: Any, version: str, k
         if (yield Sleep(min(delay, remaining))):
             watch_until = clock.monotonic()   # the client is closing: one last look, then stop
         delay = min(delay * 2, _LONGEST_FOLLOW_UP)
-        landed = yield from free_if_landed(attempt, clock, version, assume_landed=known)
+        landed = yield from free(known)
         if landed or (known and landed is None):
             return
 

@@ -14,6 +14,7 @@ from .answers import Answer, Failed, statement_retryable
 from .effects import Call, Emit, Protocol, Sleep, Submit, Unregister
 from .events import Event, Kind
 from .messages import explain
+from .shared_ops import entry_answer, renewal_request
 from .state import LockState, RenewalResult, RenewalVerdict, Status, loss_from_row
 
 __all__ = [
@@ -80,18 +81,21 @@ def renew_one(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[Op
     renewal = _next_renewal(settings, lock, clock)
     if renewal is None:
         return None
+    shared = getattr(lock, 'shared', False)   # a shared holder renews its own entry
+    request = renewal_request(settings.schema, lock, renewal) if shared else renew(settings.schema, renewal)
     for attempt in range(CONFLICT_ATTEMPTS):
         attempt_started = clock.monotonic()
         try:
-            answer = yield Call(renew(settings.schema, renewal))
+            answer = entry_answer(lock, (yield Call(request)))
         except GeneratorExit:
             raise
         except BaseException:
             lock._state.remember_unconfirmed(renewal.new_version)   # interrupted in flight: it may land
             raise
         # A guarded write of this lock was in progress: DynamoDB refused the renewal untouched.
-        conflict = isinstance(answer, Failed) and answer.code == 'TransactionConflictException'
-        if not conflict or answer.maybe_applied or attempt + 1 == CONFLICT_ATTEMPTS:
+        conflict = (isinstance(answer, Failed) and answer.code == 'TransactionConflictException'
+                    and not answer.maybe_applied)
+        if not conflict or attempt + 1 == CONFLICT_ATTEMPTS:
             break
         if (yield Sleep(BATCH_RETRY_BASE_DELAY * 2 ** attempt)):
             break

@@ -9,16 +9,17 @@ from __future__ import annotations
 import dataclasses
 import enum
 import uuid
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from .._errors import DynamoDBLockError, Reason
 from .._requests import acquire_over, free_row, get
 from .._schema import COL_RECORD_VERSION_NUMBER, Schema
 from .acquire import AcquireAttempt, Written, new_lock_item, token_floor, undo_write, with_token
-from .answers import Applied, Failed, Refused
+from .answers import Answer, Applied, Failed, Refused
 from .effects import Call, Protocol, Settle, Sleep
 from .events import Kind
 from .messages import explain
+from .shared_ops import entry_answer, leave_write
 from .state import LockState, Loss, Status, loss_from_row
 
 __all__ = ['ReleaseOutcome', 'ReleaseResult', 'ReleaseSettings', 'ReleaseVerdict', 'free_handed', 'precheck_release',
@@ -99,20 +100,28 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any,
     schema = settings.schema
     state: LockState = lock._state
     attempt_started = clock.monotonic()     # before the successor's lease_expiry is read off the wall clock
+    view = _view_of(lock)
     if successor is not None:
         item = new_lock_item(successor, clock)
         ours = item[COL_RECORD_VERSION_NUMBER]
         removed = schema.extra_names(lock.additional_attributes)
 
-        def write(versions: Sequence[str]) -> Call:
-            return Call(acquire_over(schema, item, versions, token_floor(clock), removed))
+        def write(versions: Sequence[str]) -> Protocol[Answer]:
+            answer: Answer = yield Call(acquire_over(schema, item, versions, token_floor(clock), removed))
+            return answer
+    elif getattr(lock, 'shared', False):
+        item, ours = {}, ''    # a shared holder's entry leaves; the row shows no version of ours
+
+        def write(versions: Sequence[str]) -> Protocol[Answer]:
+            return view((yield from _leave(settings, lock, versions, clock)))
     else:
         item, ours = {}, str(uuid.uuid4())
 
-        def write(versions: Sequence[str]) -> Call:
-            return Call(free_row(schema, lock.partition_key, lock.sort_key, versions, ours,
-                                 int(clock.time() + settings.expiry_period), int(clock.time()),
-                                 lock.additional_attributes, settings.keep_released_rows))
+        def write(versions: Sequence[str]) -> Protocol[Answer]:
+            answer: Answer = yield Call(free_row(schema, lock.partition_key, lock.sort_key, versions, ours,
+                                                 int(clock.time() + settings.expiry_period), int(clock.time()),
+                                                 lock.additional_attributes, settings.keep_released_rows))
+            return answer
 
 
     def released(row: Optional[Mapping[str, Any]] = None) -> ReleaseResult:
@@ -120,12 +129,12 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any,
         return ReleaseResult(ReleaseOutcome.RELEASED, handed=handed)
 
     try:
-        answer = yield write(state.our_versions())
+        answer = yield from write(state.our_versions())
         if isinstance(answer, Refused):
             row_version = Schema.version_of(answer.item)
             if state.is_unconfirmed(row_version):
                 # An old renewal of ours that landed unconfirmed, beyond the condition's list.
-                answer = yield write([str(row_version)])
+                answer = yield from write([str(row_version)])
     except GeneratorExit:
         raise
     except BaseException:
@@ -151,7 +160,8 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any,
     read = yield Call(get(schema, lock.partition_key, lock.sort_key))
     if not isinstance(read, Applied):
         return ReleaseResult(ReleaseOutcome.FAILED, failed=read if isinstance(read, Failed) else answer)
-    current = read.response.get('Item') or None
+    seen = view(Refused(read.response.get('Item') or None))
+    current = seen.item if isinstance(seen, Refused) else None
     if Schema.version_of(current) == ours:
         return released(current)
     if current is None or Schema.is_released(current):
@@ -176,15 +186,30 @@ def release_again(settings: ReleaseSettings, lock: Any, versions: Sequence[str],
     deadline = clock.monotonic() + lease
     delay = _FIRST_RETRY
     while True:
-        answer = yield Call(free_row(schema, lock.partition_key, lock.sort_key, versions, str(uuid.uuid4()),
-                                     int(clock.time() + settings.expiry_period), int(clock.time()),
-                                     lock.additional_attributes, settings.keep_released_rows))
+        if getattr(lock, 'shared', False):
+            answer = yield from _leave(settings, lock, versions, clock)
+        else:
+            answer = yield Call(free_row(schema, lock.partition_key, lock.sort_key, versions, str(uuid.uuid4()),
+                                         int(clock.time() + settings.expiry_period), int(clock.time()),
+                                         lock.additional_attributes, settings.keep_released_rows))
         remaining = deadline - clock.monotonic()
         if not isinstance(answer, Failed) or remaining <= 0:
             return
         if (yield Sleep(min(delay, remaining))):
             deadline = clock.monotonic()    # the client is closing: one last try
         delay = min(delay * 2, _LONGEST_RETRY)
+
+
+def _leave(settings: ReleaseSettings, lock: Any, versions: Sequence[str], clock: Any) -> Protocol[Answer]:
+    """A shared holder's release: its entry leaves the row (the last one frees it)."""
+    return (yield from leave_write(settings.schema, lock.partition_key, lock.sort_key,
+                                   str(lock._state.acquisition_id), versions, clock, settings.expiry_period,
+                                   settings.keep_released_rows))
+
+
+def _view_of(lock: Any) -> Callable[[Answer], Answer]:
+    """How a release judges the rows its answers return: a shared holder sees its entry."""
+    return lambda answer: entry_answer(lock, answer)
 
 
 # Retries of a release finished in the background: the first after this many seconds, each

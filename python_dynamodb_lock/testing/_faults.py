@@ -67,6 +67,10 @@ def lock_action(params: Dict[str, Any]) -> Optional[str]:
         return 'release'
     if ':token_floor' in values:
         return 'acquire'
+    if ':row_version' in values or ':entry_version_0' in values:   # shared (read) locks
+        if ':entry' in values or ':holders' in values:
+            return 'acquire'
+        return 'heartbeat' if ':new_version' in values else 'release'
     statements = params.get('Statements') or []
     if ':new_lease_expiry' in values or (statements and all(
             '"record_version_number" IN [' in statement.get('Statement', '') for statement in statements)):
