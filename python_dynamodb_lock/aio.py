@@ -107,11 +107,17 @@ class AsyncDynamoDBLock(HeldLock):
         # Serialises the calls to DynamoDB about this lock (a release and a heartbeat).
         self._mutex = asyncio.Lock()
 
-    def release(self, best_effort: bool = True) -> 'asyncio.Future[None]':
+    def release(self, best_effort: bool = True, *,
+                attributes: Optional[Mapping[str, Any]] = None) -> 'asyncio.Future[None]':
         """Release this lock (``await lock.release()``): see
         :meth:`AsyncDynamoDBLockClient.release_lock`; a cancelled caller does not stop it."""
-        releasing: 'asyncio.Future[None]' = self.lock_client.release_lock(self, best_effort)
+        releasing: 'asyncio.Future[None]' = self.lock_client.release_lock(self, best_effort, attributes=attributes)
         return releasing
+
+    async def update_attributes(self, values: Optional[Mapping[str, Any]] = None, remove: Iterable[str] = ()) -> None:
+        """Set and remove additional attributes in one heartbeat; see the threaded lock's
+        :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLock.update_attributes`."""
+        await self.lock_client._update_attributes(self, values, remove)
 
     async def extend(self) -> None:
         """Renew this lock now; see the threaded lock's
@@ -301,6 +307,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         raise_context_exception: bool = False,
         *,
         reentrant: bool = False,
+        lease_duration: Optional[datetime.timedelta] = None,
     ) -> _Acquisition:
         """Acquire the lock on ``(partition_key, sort_key)``, waiting for it if it is held.
 
@@ -318,7 +325,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         """
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
-                                              additional_attributes, app_callback)
+                                              additional_attributes, app_callback, lease_duration=lease_duration)
         _config.require_bool('reentrant', reentrant)
         acquiring = self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True,
                                   reentrant)
@@ -333,17 +340,19 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         raise_context_exception: bool = False,
         *,
         reentrant: bool = False,
+        lease_duration: Optional[datetime.timedelta] = None,
     ) -> Optional[AsyncDynamoDBLock]:
         """Acquire the lock if it can be had right now; None when someone else holds it. With
         ``reentrant``, the lock this very task already holds is returned with one more hold."""
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, None, datetime.timedelta(0),
-                                              additional_attributes, app_callback)
+                                              additional_attributes, app_callback, lease_duration=lease_duration)
         _config.require_bool('reentrant', reentrant)
         return await self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
                                    reentrant)
 
-    def release_lock(self, lock: AsyncDynamoDBLock, best_effort: bool = True) -> 'asyncio.Future[None]':
+    def release_lock(self, lock: AsyncDynamoDBLock, best_effort: bool = True, *,
+                     attributes: Optional[Mapping[str, Any]] = None) -> 'asyncio.Future[None]':
         """Release ``lock``; see :meth:`DynamoDBLockClient.release_lock
         <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.release_lock>`.
 
@@ -354,7 +363,8 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         self._check_process()
         if not isinstance(lock, AsyncDynamoDBLock):
             raise TypeError(f'release_lock takes an AsyncDynamoDBLock, not {type(lock).__name__}')
-        releasing = self._loop.create_task(self._run(self._releasing(lock, best_effort)))
+        releasing = self._loop.create_task(self._run(self._releasing(lock, best_effort,
+                                                                     self._release_attributes(attributes))))
         self._settling.add(releasing)
         releasing.add_done_callback(self._settling.discard)
         releasing.add_done_callback(_retrieve)
@@ -528,6 +538,9 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         self._check_process()
         async with lock._mutex:
             await self._run(self._extend_protocol(lock))
+
+    async def _update_attributes(self, lock: AsyncDynamoDBLock, values: Any, remove: Any) -> None:
+        await self._run(self._update_attributes_protocol(lock, values, remove))
 
     async def _guarded_write(self, lock: AsyncDynamoDBLock, items: Any, typed: bool, options: Mapping[str, Any],
                              client_token: Optional[str]) -> Dict[str, Any]:

@@ -89,9 +89,18 @@ class DynamoDBLock(HeldLock):
         self.thread_lock = threading.RLock()
         self._mutex = self.thread_lock
 
-    def release(self, best_effort: bool = True) -> None:
+    def release(self, best_effort: bool = True, *, attributes: Optional[Mapping[str, Any]] = None) -> None:
         """Release this lock: see :meth:`DynamoDBLockClient.release_lock`."""
-        self.lock_client.release_lock(self, best_effort)
+        self.lock_client.release_lock(self, best_effort, attributes=attributes)
+
+    def update_attributes(self, values: Optional[Mapping[str, Any]] = None, remove: Iterable[str] = ()) -> None:
+        """Set ``values`` and remove the names in ``remove`` among the lock's additional
+        attributes, in one heartbeat of the lock (see "Data on a lock" in the usage page).
+
+        :raises TypeError, ValueError: for bad arguments, before anything is written.
+        :raises DynamoDBLockError: as :meth:`extend`.
+        """
+        self.lock_client._update_attributes(self, values, remove)
 
     def extend(self) -> None:
         """Renew this lock now, in the calling thread, and say whether it worked: for
@@ -364,6 +373,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         *,
         reentrant: bool = False,
         cancel: Optional[threading.Event] = None,
+        lease_duration: Optional[datetime.timedelta] = None,
     ) -> DynamoDBLock:
         """Acquire the lock on ``(partition_key, sort_key)``, waiting for it if it is held.
 
@@ -391,6 +401,8 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
             or a call to DynamoDB in flight, ends within about 50 ms with ``ACQUIRE_CANCELLED``,
             and nothing is held. A write that was in flight is undone in the background once
             its answer arrives (see "Interruptions" in the documentation).
+        :param lease_duration: this lock's own lease (default: the client's), checked as the
+            client's; see "Per-lock lease" in the usage page.
 
         Interrupted by ``KeyboardInterrupt`` (Ctrl-C), the call raises it within about half a
         second, whatever DynamoDB does; a write that was in flight may still land, so it is
@@ -404,7 +416,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         """
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
-                                              additional_attributes, app_callback)
+                                              additional_attributes, app_callback, lease_duration=lease_duration)
         _config.require_bool('reentrant', reentrant)
         if cancel is not None:
             if not callable(getattr(cancel, 'wait', None)) or not callable(getattr(cancel, 'is_set', None)):
@@ -425,6 +437,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         raise_context_exception: bool = False,
         *,
         reentrant: bool = False,
+        lease_duration: Optional[datetime.timedelta] = None,
     ) -> Optional[DynamoDBLock]:
         """Acquire the lock if it can be had right now; never waits.
 
@@ -433,13 +446,17 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         """
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, None, datetime.timedelta(0),
-                                              additional_attributes, app_callback)
+                                              additional_attributes, app_callback, lease_duration=lease_duration)
         _config.require_bool('reentrant', reentrant)
         return self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
                              reentrant)
 
-    def release_lock(self, lock: DynamoDBLock, best_effort: bool = True) -> None:
+    def release_lock(self, lock: DynamoDBLock, best_effort: bool = True, *,
+                     attributes: Optional[Mapping[str, Any]] = None) -> None:
         """Release ``lock``: one delete, conditioned on the row still carrying its version.
+
+        ``attributes`` are written onto the released row for the next holder (see "Data on a
+        lock" in the usage page); a ValueError before any write when the row is deleted.
 
         A lock already released is left alone. The lock may be released after :meth:`close`.
 
@@ -456,7 +473,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         self._check_process()
         if not isinstance(lock, DynamoDBLock):
             raise TypeError(f'release_lock takes a DynamoDBLock, not {type(lock).__name__}')
-        self._run(self._releasing(lock, best_effort))
+        self._run(self._releasing(lock, best_effort, self._release_attributes(attributes)))
 
     def close(self, release_locks: bool = False) -> None:
         """Stop the background threads, promptly; safe to call twice and from any thread.
@@ -747,6 +764,9 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         self._check_process()
         with lock.thread_lock:
             self._run(self._extend_protocol(lock))
+
+    def _update_attributes(self, lock: DynamoDBLock, values: Any, remove: Any) -> None:
+        self._run(self._update_attributes_protocol(lock, values, remove))
 
     def _guarded_write(self, lock: DynamoDBLock, items: Any, typed: bool, options: Mapping[str, Any],
                        client_token: Optional[str]) -> Dict[str, Any]:
