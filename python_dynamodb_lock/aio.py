@@ -111,7 +111,8 @@ class AsyncDynamoDBLock(HeldLock):
                 attributes: Optional[Mapping[str, Any]] = None) -> 'asyncio.Future[None]':
         """Release this lock (``await lock.release()``): see
         :meth:`AsyncDynamoDBLockClient.release_lock`; a cancelled caller does not stop it."""
-        releasing: 'asyncio.Future[None]' = self.lock_client.release_lock(self, best_effort, attributes=attributes)
+        extra = {} if attributes is None else {'attributes': attributes}
+        releasing: 'asyncio.Future[None]' = self.lock_client.release_lock(self, best_effort, **extra)
         return releasing
 
     async def update_attributes(self, values: Optional[Mapping[str, Any]] = None, remove: Iterable[str] = ()) -> None:

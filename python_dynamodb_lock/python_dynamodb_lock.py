@@ -91,7 +91,9 @@ class DynamoDBLock(HeldLock):
 
     def release(self, best_effort: bool = True, *, attributes: Optional[Mapping[str, Any]] = None) -> None:
         """Release this lock: see :meth:`DynamoDBLockClient.release_lock`."""
-        self.lock_client.release_lock(self, best_effort, attributes=attributes)
+        # The published call when no attributes are given (a stand-in lock_client may take no more).
+        extra = {} if attributes is None else {'attributes': attributes}
+        self.lock_client.release_lock(self, best_effort, **extra)
 
     def update_attributes(self, values: Optional[Mapping[str, Any]] = None, remove: Iterable[str] = ()) -> None:
         """Set ``values`` and remove the names in ``remove`` among the lock's additional

@@ -387,3 +387,16 @@ def test_a_waiter_takes_over_after_the_dead_holders_own_lease(local_engine: Lock
     assert 10 <= waited <= 10 + 1 + 2                           # its own 10 s lease, not the client's 30 s
     assert taken.took_over_from is not None and taken.took_over_from.owner_name == 'short-lived'
     assert taken.lease_duration == 30                           # the waiter's own (the client's) lease
+
+
+def test_the_default_retry_timeout_follows_the_locks_own_lease(local_engine: LockTable,
+                                                              local_clients: LockClients) -> None:
+    clock = local_clients.clock
+    holder = local_clients.make(owner_name='holder')
+    waiter = local_clients.make(owner_name='waiter')
+    holder.acquire_lock('slow', lease_duration=seconds(minutes=10))    # silent, but its lease is long
+    attempt = BackgroundCall(waiter.acquire_lock, 'slow', lease_duration=seconds(seconds=60), name='waiter')
+    waited = advance_until_done(clock, attempt, 300)
+    error = attempt.error()
+    assert isinstance(error, DynamoDBLockError) and error.code == DynamoDBLockError.ACQUIRE_TIMEOUT
+    assert 60 + 5 <= waited <= 60 + 5 + 1 + 5                   # 60 s + the 5 s heartbeat period, not 30 + 5
