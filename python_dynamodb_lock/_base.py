@@ -460,7 +460,7 @@ class ClientCore(Generic[L]):
         if successor is not None and not self._registry.hand_over(lock.unique_identifier, successor, result.handed) \
                 and result.handed is not None:
             yield Settle(free_handed(self._release_settings, (lock.partition_key, lock.sort_key), result.handed,
-                                     self._clock))
+                                     self._clock, attributes))
         verdict = release_verdict(result, best_effort, self._schema, lock.unique_identifier)
         return dataclasses.replace(verdict, handed_over=result.handed is not None,
                                    duration=self._clock.monotonic() - started)

@@ -14,9 +14,10 @@ from test_core_protocol import LOST_ANSWER, SCHEMA, SERVER_ERROR, FakeClock, Fak
 from python_dynamodb_lock import DynamoDBLockError
 from python_dynamodb_lock._config import (check_attribute_update, check_release_attributes, lock_lease,
                                           make_settings)
-from python_dynamodb_lock._core.acquire import with_token
+from python_dynamodb_lock._core.acquire import Written, with_token
 from python_dynamodb_lock._core.answers import Applied, Refused
 from python_dynamodb_lock._core.heartbeat import HeartbeatSettings, update_attributes
+from python_dynamodb_lock._core.release import ReleaseSettings, free_handed
 from python_dynamodb_lock._core.state import Status, lock_safe_period
 from python_dynamodb_lock._requests import Renewal, free_row, release_row, renew, renew_many
 
@@ -76,6 +77,16 @@ def test_an_acquisition_reads_back_what_a_release_left_on_the_row() -> None:
     merged = with_token(item, whole_row)
     assert merged == {**item, 'result': 'ok', 'fencing_token': 7}          # our own value of 'progress' wins
     assert with_token(item, None) == item
+
+
+def test_a_handed_over_row_nobody_took_is_freed_keeping_what_the_release_left() -> None:
+    """A release handed the lock to a waiter of its client that had stopped waiting: the row is
+    freed, and the attributes the release left stay on it."""
+    handed = Written({**row('v-handed', 'me'), 'result': 'ok', 'mine': 2}, 1000.0)
+    run = drive(free_handed(ReleaseSettings(SCHEMA, 3600.0), ('k', '-'), handed, FakeClock(), {'result': 'ok'}),
+                scripted(Applied()))
+    expression = expression_of(run.calls[0].params)
+    assert 'result = :d0' in expression and expression.endswith('REMOVE acquisition_id, lease_expiry, mine')
 
 
 # -- checks -----------------------------------------------------------------------------------

@@ -291,6 +291,7 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._core.acquire'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.heartbeat'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core.release'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.state'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._requests'): (1, WHY_CORE),
     },

@@ -193,13 +193,15 @@ _FIRST_RETRY = 0.25
 _LONGEST_RETRY = 5.0
 
 
-def free_handed(settings: ReleaseSettings, lock_key: Any, handed: Written, clock: Any) -> Protocol[None]:
+def free_handed(settings: ReleaseSettings, lock_key: Any, handed: Written, clock: Any,
+                attributes: Optional[Mapping[str, Any]] = None) -> Protocol[None]:
     """Free a row a release handed over to a waiter that had stopped waiting meanwhile: nobody
-    holds it, and it would block everybody for a lease."""
+    holds it, and it would block everybody for a lease. ``attributes``: those the release left
+    (they stay on the freed row)."""
     schema = settings.schema
     yield Call(free_row(schema, lock_key[0], lock_key[1], [str(Schema.version_of(handed.item))], str(uuid.uuid4()),
                         int(clock.time() + settings.expiry_period), int(clock.time()), handed.item,
-                        settings.keep_released_rows))
+                        settings.keep_released_rows, attributes))
 
 
 def release_verdict(result: ReleaseResult, best_effort: bool, schema: Schema, unique_identifier: str) -> ReleaseVerdict:
