@@ -10,7 +10,7 @@ import math
 from decimal import Decimal
 import socket
 import uuid
-from typing import Any, Callable, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Set, Tuple
 
 from boto3.dynamodb.types import Binary
 
@@ -45,6 +45,8 @@ class Settings:
     warnings: Tuple[str, ...] = ()
     keep_released_rows: bool = True
     max_clock_skew: Optional[float] = None
+    #: Per-lock leases already checked by :func:`lock_lease` (its warning is given once per value).
+    warned_leases: Set[float] = dataclasses.field(default_factory=set, compare=False, repr=False)
 
 
 def make_settings(
@@ -218,13 +220,16 @@ def lock_lease(settings: Settings, lease_duration: Any) -> float:
     """A lock's own ``lease_duration`` in seconds (None: the client's), checked as the
     constructor checks the client's: a positive ``timedelta`` longer than ``heartbeat_period``
     and not longer than ``expiry_period``; one not well above the heartbeat period is logged
-    as the constructor logs it."""
+    as the constructor logs it, once per client for each value."""
     if lease_duration is None:
         return settings.lease_duration
     lease = validation.require_duration('lease_duration', lease_duration)
-    for warning in _period_warnings(settings.heartbeat_period, lease, lease, settings.expiry_period):
-        if warning.startswith('heartbeat_period'):   # safe_period is the lock's own, derived: see lock_safe_period
-            logger.warning('%s', warning)
+    warnings = _period_warnings(settings.heartbeat_period, lease, lease, settings.expiry_period)
+    if lease not in settings.warned_leases:
+        settings.warned_leases.add(lease)
+        for warning in warnings:
+            if warning.startswith('heartbeat_period'):   # safe_period is the lock's own: see lock_safe_period
+                logger.warning('%s', warning)
     return lease
 
 
