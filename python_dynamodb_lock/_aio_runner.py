@@ -75,9 +75,9 @@ class TaskRunner(ClientCore[L]):
             task.cancel()
         await asyncio.gather(*self._heartbeat_tasks, return_exceptions=True)
 
-    def _start_release(self, lock: L, best_effort: bool) -> 'asyncio.Task[bool]':
+    def _start_release(self, lock: L, best_effort: bool, attributes: Any = None) -> 'asyncio.Task[bool]':
         """A release as a task of its own, which no cancellation of its caller stops."""
-        return self._start_detached(self._releasing(lock, best_effort))
+        return self._start_detached(self._releasing(lock, best_effort, attributes))
 
     def _start_detached(self, protocol: Protocol[T]) -> 'asyncio.Task[T]':
         """Run ``protocol`` (a release) as a task of its own, which no cancellation of its caller stops."""

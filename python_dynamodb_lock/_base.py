@@ -18,14 +18,14 @@ from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Sequen
 from boto3.dynamodb.types import Binary
 
 from ._clock import SystemClock
-from ._config import (AcquireArguments, Settings, acquire_arguments, check_additional_attributes, check_key,
-                      make_settings, require_bool)
+from ._config import (AcquireArguments, Settings, acquire_arguments, check_additional_attributes,
+                      check_attribute_update, check_key, check_release_attributes, make_settings, require_bool)
 from ._core.acquire import AcquireAttempt, Observations, TimedOut, Written, acquire
 from ._core.first import NoneFree, acquire_first
 from ._core.effects import Drop, Emit, Hold, Protocol, Settle, Unregister
 from ._core.events import Event, Kind
 from ._core.heartbeat import (Batching, HeartbeatSettings, check_round, extend, heartbeat_round, renew_batch,
-                              renew_one)
+                              renew_one, update_attributes)
 from ._core.messages import describe_key
 from ._core.guard import MAX_TRANSACTION_BYTES, check_actions, guarded_write, size_of
 from ._core.answers import Applied
@@ -34,7 +34,7 @@ from ._core.scan import force_release, next_page
 from ._core.release import (ReleaseSettings, ReleaseVerdict, free_handed, precheck_release, release, release_again,
                             release_verdict)
 from ._core.shared import holders_of
-from ._core.state import Status
+from ._core.state import Status, lock_safe_period
 from ._errors import DynamoDBLockError, Reason
 from ._observe import Observer, logger
 from ._registry import Registry, WaiterState
@@ -329,6 +329,8 @@ class ClientCore(Generic[L]):
         lock = make_lock(**fields, app_callback=app_callback, raise_context_exception=raise_context_exception)
         state = lock._state  # type: ignore[attr-defined]
         state.acquired(written.attempt_started, token, Schema.acquisition_of(written.item))
+        state.safe_period = lock_safe_period(self._settings.safe_period, self._settings.lease_duration,
+                                             state.lease_duration)
         lock.took_over_from = self._describe_row(written.replaced)  # type: ignore[attr-defined]
         lock._holder = holder  # type: ignore[attr-defined]
         lock.shared = written.shared  # type: ignore[attr-defined]
@@ -363,10 +365,33 @@ class ClientCore(Generic[L]):
         )
 
     def _extend_protocol(self, lock: Any) -> Protocol[None]:
+        self._check_renewable(lock)
+        return extend(self._heartbeat_settings, lock, self._clock)
+
+    def _check_renewable(self, lock: Any) -> None:
         if lock.lock_client is not self or (lock._state.held and not self._owns(lock)):
             raise DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED, f'{lock.unique_identifier} is not held by '
                                     f'this client ({self._settings.owner_name})')
-        return extend(self._heartbeat_settings, lock, self._clock)
+
+    def _update_attributes_protocol(self, lock: Any, values: Any, remove: Any) -> Protocol[None]:
+        """``lock.update_attributes``: the arguments checked now (before anything is sent), and
+        the protocol that writes them with a heartbeat of the lock, under its mutex (a heartbeat
+        of it under way finishes first; its version is then the one the condition names)."""
+        self._check_process()
+        update = check_attribute_update(self._schema, values, remove)
+        if lock.shared:
+            raise ValueError(f'{lock.unique_identifier} is a shared lock: it carries no additional attributes')
+        self._check_renewable(lock)
+        return self._holding(lock, update_attributes(self._heartbeat_settings, lock, self._clock, update))
+
+    @staticmethod
+    def _holding(lock: Any, protocol: Protocol[T]) -> Protocol[T]:
+        """Run ``protocol`` holding ``lock``'s mutex."""
+        yield Hold(lock)
+        try:
+            return (yield from protocol)
+        finally:
+            yield Drop(lock)
 
     # -- guarded writes ----------------------------------------------------------------
 
@@ -416,20 +441,32 @@ class ClientCore(Generic[L]):
         if wake:
             self._registry.wake_longest_waiting(lock.unique_identifier)
 
-    def _releasing(self, lock: Any, best_effort: bool) -> Protocol[bool]:
+    def _release_attributes(self, attributes: Any) -> Optional[Mapping[str, Any]]:
+        """``release_lock(attributes=...)`` checked before anything is written (None: none)."""
+        checked = check_release_attributes(self._schema, attributes, self._settings.keep_released_rows)
+        return checked or None
+
+    def _releasing(self, lock: Any, best_effort: bool,
+                   attributes: Optional[Mapping[str, Any]] = None) -> Protocol[bool]:
         """``release_lock``: one hold of a reentrant lock, or the release itself under the
         lock's mutex (a heartbeat of it under way finishes first). True when this call
         released the lock (see :attr:`ReleaseVerdict.released`), or one of its holds."""
         yield Hold(lock)
         try:
+            if attributes and lock.shared:
+                raise ValueError(f'{lock.unique_identifier} is a shared lock: a release of it writes no attributes')
+            if attributes and lock._holds > 1:
+                raise ValueError(f'attributes are written when the last hold of {lock.unique_identifier} is released; '
+                                 f'{lock._holds} holds remain (it was acquired reentrantly)')
             nested = self._release_nested(lock, best_effort)
             if nested is not None:
                 return nested
-            return (yield from self._release_flow(lock, best_effort))
+            return (yield from self._release_flow(lock, best_effort, attributes))
         finally:
             yield Drop(lock)
 
-    def _release_flow(self, lock: Any, best_effort: bool) -> Protocol[bool]:
+    def _release_flow(self, lock: Any, best_effort: bool,
+                      attributes: Optional[Mapping[str, Any]] = None) -> Protocol[bool]:
         """Release ``lock`` (the driver holds its mutex): judge first whether a write is needed,
         hand the lock to this client's longest waiter for the key in the same write if there is
         one, and apply the verdict to the lock (raising its error, if any).
@@ -447,16 +484,17 @@ class ClientCore(Generic[L]):
             successor = None if lock.shared else self._registry.claim_successor(lock.unique_identifier)
             versions = lock._state.our_versions()
             try:
-                verdict = yield from self._release_protocol(lock, best_effort, successor)
+                verdict = yield from self._release_protocol(lock, best_effort, successor, attributes)
             except BaseException:
                 if successor is not None:
                     self._registry.hand_over(lock.unique_identifier, successor, None)
-                yield self._release_cut_short([(lock, versions)])
+                yield self._release_cut_short([(lock, versions)], attributes)
                 raise
         self._apply_release(lock, verdict, verdict.handed_over)
         return verdict.released
 
-    def _release_cut_short(self, locks: Sequence[Tuple[Any, Sequence[str]]]) -> Any:
+    def _release_cut_short(self, locks: Sequence[Tuple[Any, Sequence[str]]],
+                           attributes: Optional[Mapping[str, Any]] = None) -> Any:
         """Releases an interruption cut short: each lock is forgotten at once (nobody renews it),
         and the returned ``Settle`` finishes its release apart from the caller, until its row no
         longer carries its ``versions``."""
@@ -467,7 +505,8 @@ class ClientCore(Generic[L]):
 
         def releasing_again() -> Protocol[None]:
             for lock, versions in locks:
-                yield from release_again(self._release_settings, lock, versions, self._clock, lock.lease_duration)
+                yield from release_again(self._release_settings, lock, versions, self._clock, lock.lease_duration,
+                                         attributes)
 
         return Settle(releasing_again())
 
@@ -490,15 +529,16 @@ class ClientCore(Generic[L]):
             self._app_callback_executor.shutdown(wait=False)
         logger.info('Closed lock client %s', self._owner_name)
 
-    def _release_protocol(self, lock: Any, best_effort: bool, successor: Any) -> Protocol[ReleaseVerdict]:
+    def _release_protocol(self, lock: Any, best_effort: bool, successor: Any,
+                          attributes: Optional[Mapping[str, Any]] = None) -> Protocol[ReleaseVerdict]:
         """Release ``lock`` (handing it to ``successor``, a claimed waiter, if any): the verdict."""
         started = self._clock.monotonic()
         result = yield from release(self._release_settings, lock, self._clock,
-                                    successor.attempt if successor is not None else None)
+                                    successor.attempt if successor is not None else None, attributes)
         if successor is not None and not self._registry.hand_over(lock.unique_identifier, successor, result.handed) \
                 and result.handed is not None:
             yield Settle(free_handed(self._release_settings, (lock.partition_key, lock.sort_key), result.handed,
-                                     self._clock))
+                                     self._clock, attributes))
         verdict = release_verdict(result, best_effort, self._schema, lock.unique_identifier)
         return dataclasses.replace(verdict, handed_over=result.handed is not None,
                                    duration=self._clock.monotonic() - started)

@@ -10,7 +10,7 @@ import math
 from decimal import Decimal
 import socket
 import uuid
-from typing import Any, Callable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Set, Tuple
 
 from boto3.dynamodb.types import Binary
 
@@ -19,8 +19,8 @@ from ._observe import logger
 from ._requests import MAX_BATCH_STATEMENTS
 from ._schema import NO_SORT_KEY, Item, Schema, binary_bytes
 
-__all__ = ['MIN_HEARTBEAT_PERIOD', 'AcquireArguments', 'Settings', 'acquire_arguments', 'client_timeout_warning',
-           'make_settings']
+__all__ = ['MIN_HEARTBEAT_PERIOD', 'AcquireArguments', 'Settings', 'acquire_arguments', 'check_attribute_update',
+           'check_release_attributes', 'client_timeout_warning', 'lock_lease', 'make_settings']
 
 #: The shortest ``heartbeat_period`` accepted, in seconds. A renewal is a DynamoDB call: one
 #: takes a few milliseconds at best, and every period renews every held lock, so a shorter
@@ -45,6 +45,8 @@ class Settings:
     warnings: Tuple[str, ...] = ()
     keep_released_rows: bool = True
     max_clock_skew: Optional[float] = None
+    #: Per-lock leases already checked by :func:`lock_lease` (its warning is given once per value).
+    warned_leases: Set[float] = dataclasses.field(default_factory=set, compare=False, repr=False)
 
 
 def make_settings(
@@ -199,18 +201,70 @@ class AcquireArguments:
 
 def acquire_arguments(settings: Settings, partition_key: Any, sort_key: Any, retry_period: Any, retry_timeout: Any,
                       additional_attributes: Any, app_callback: Any,
-                      check_callback: Callable[[str, Any], Any] = validation.require_callable) -> AcquireArguments:
-    """Check one acquisition's arguments; the item to write (without version and TTL)."""
+                      check_callback: Callable[[str, Any], Any] = validation.require_callable,
+                      lease_duration: Any = None) -> AcquireArguments:
+    """Check one acquisition's arguments; the item to write (without version and TTL).
+    ``lease_duration`` (None: the client's) is the lock's own lease, checked as the client's."""
     check_key(settings.schema, partition_key, sort_key)
+    lease = lock_lease(settings, lease_duration)
     retry_period_s = (settings.heartbeat_period if retry_period is None
                       else validation.require_duration('retry_period', retry_period, allow_zero=True))
-    retry_timeout_s = (settings.lease_duration + settings.heartbeat_period if retry_timeout is None
+    retry_timeout_s = (lease + settings.heartbeat_period if retry_timeout is None
                        else validation.require_duration('retry_timeout', retry_timeout, allow_zero=True))
     check_callback('app_callback', app_callback)
     extra = check_additional_attributes(settings.schema, additional_attributes)
-    item = settings.schema.lock_item(partition_key, sort_key, settings.owner_name, settings.lease_duration,
-                                     '', 0, extra)
+    item = settings.schema.lock_item(partition_key, sort_key, settings.owner_name, lease, '', 0, extra)
     return AcquireArguments(retry_period_s, retry_timeout_s, item)
+
+
+def lock_lease(settings: Settings, lease_duration: Any) -> float:
+    """A lock's own ``lease_duration`` in seconds (None: the client's), checked as the
+    constructor checks the client's: a positive ``timedelta`` longer than ``heartbeat_period``
+    and not longer than ``expiry_period``; one not well above the heartbeat period is logged
+    as the constructor logs it, once per client for each value."""
+    if lease_duration is None:
+        return settings.lease_duration
+    lease = validation.require_duration('lease_duration', lease_duration)
+    warnings = _period_warnings(settings.heartbeat_period, lease, lease, settings.expiry_period)
+    if lease not in settings.warned_leases:
+        settings.warned_leases.add(lease)
+        for warning in warnings:
+            if warning.startswith('heartbeat_period'):   # safe_period is the lock's own: see lock_safe_period
+                logger.warning('%s', warning)
+    return lease
+
+
+def check_attribute_update(schema: Schema, values: Any, remove: Any) -> Tuple[Tuple[Tuple[str, Any], ...],
+                                                                              Tuple[str, ...]]:
+    """Check the arguments of ``lock.update_attributes``: the attributes to set (sorted
+    name-value pairs) and the names to remove (sorted)."""
+    written = check_additional_attributes(schema, values, 'values')
+    remove = () if remove is None else remove
+    if isinstance(remove, (str, bytes)) or not isinstance(remove, Iterable):
+        raise TypeError(f'remove must be a list, tuple or set of attribute names, not {type(remove).__name__}')
+    removed = set()
+    for name in remove:
+        validation.require_attribute_name('remove', name)
+        if name in schema.reserved_names:
+            raise ValueError(f"remove may not name {name!r}: it is one of the lock's own attributes "
+                             f'{sorted(schema.reserved_names)}')
+        removed.add(name)
+    both = sorted(removed & set(written))
+    if both:
+        raise ValueError(f'{", ".join(map(repr, both))} is both set (values) and removed (remove): say which')
+    if not written and not removed:
+        raise ValueError('update_attributes needs values to set or names to remove (both were empty)')
+    return tuple(sorted(written.items())), tuple(sorted(removed))
+
+
+def check_release_attributes(schema: Schema, attributes: Any, keeps_row: bool) -> Mapping[str, Any]:
+    """Check ``release_lock(attributes=...)``: attributes written onto the row as it is released,
+    which only a release that keeps the row can do."""
+    checked = check_additional_attributes(schema, attributes, 'attributes')
+    if checked and not keeps_row:
+        raise ValueError('release attributes= are written onto the released row, but this release deletes the '
+                         'row (keep_released_rows=False): keep the row, or leave attributes out')
+    return checked
 
 
 def require_bool(name: str, value: Any) -> bool:
@@ -253,18 +307,19 @@ def check_key(schema: Schema, partition_key: Any, sort_key: Any) -> None:
                          f'got {sort_key!r}')
 
 
-def check_additional_attributes(schema: Schema, additional_attributes: Any) -> Mapping[str, Any]:
+def check_additional_attributes(schema: Schema, additional_attributes: Any,
+                                argument: str = 'additional_attributes') -> Mapping[str, Any]:
     if additional_attributes is None:
         return {}
     if not isinstance(additional_attributes, Mapping):
-        raise TypeError(f'additional_attributes must be a dict, not {type(additional_attributes).__name__}')
+        raise TypeError(f'{argument} must be a dict, not {type(additional_attributes).__name__}')
     reserved = schema.reserved_names
     for name, value in additional_attributes.items():
-        validation.require_attribute_name('additional_attributes key', name)
+        validation.require_attribute_name(f'{argument} key', name)
         if name in reserved:
             raise ValueError(
-                f"additional_attributes may not set {name!r}: it is one of the lock's own "
+                f"{argument} may not set {name!r}: it is one of the lock's own "
                 f'attributes {sorted(reserved)}'
             )
-        validation.require_storable(f'additional_attributes[{name!r}]', value)
+        validation.require_storable(f'{argument}[{name!r}]', value)
     return dict(additional_attributes)

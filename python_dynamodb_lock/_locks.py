@@ -185,11 +185,15 @@ class HeldLock(BaseDynamoDBLock):
     def status(self) -> str:
         """``PENDING``, ``LOCKED``, ``IN_DANGER``, ``RELEASED`` or ``INVALID``, as of now.
 
-        A held lock whose last confirmed renewal is older than the client's ``safe_period`` reads
-        ``IN_DANGER`` at once, even before the heartbeat checker has noticed (after a pause of
-        the process, say), and so does one past its lease.
+        A held lock whose last confirmed renewal is older than its safe period (the client's
+        ``safe_period``; for a lock acquired with a ``lease_duration`` of its own, the same
+        fraction of that lease) reads ``IN_DANGER`` at once, even before the heartbeat checker
+        has noticed (after a pause of the process, say), and so does one past its lease.
         """
-        return self._state.status_at(self._clock.monotonic(), getattr(self.lock_client, '_safe_period_s', None))
+        safe_period = self._state.safe_period
+        if safe_period is None:
+            safe_period = getattr(self.lock_client, '_safe_period_s', None)
+        return self._state.status_at(self._clock.monotonic(), safe_period)
 
     @status.setter
     def status(self, value: str) -> None:

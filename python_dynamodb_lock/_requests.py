@@ -10,7 +10,7 @@ of spending a read on it. Nothing here does I/O.
 from __future__ import annotations
 
 import functools
-from typing import Any, Dict, Iterable, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ._schema import (
     COL_ACQUISITION_ID,
@@ -73,6 +73,10 @@ class Renewal(NamedTuple):
     new_version: str
     new_expiry_time: int
     new_lease_expiry: Any = None    # a Decimal: the lease's end on the renewer's wall clock
+    #: ``lock.update_attributes``: additional attributes set, and names removed, by this renewal
+    #: (a single ``UpdateItem``; batches never carry them).
+    set_attributes: Tuple[Tuple[str, Any], ...] = ()
+    remove_attributes: Tuple[str, ...] = ()
 
 
 # The constant parts of each request (expression strings, attribute-name maps, placeholders)
@@ -149,7 +153,8 @@ def _lock_update(schema: Schema, item: Item, token_floor: int, remove: Iterable[
         'UpdateExpression': shape.expression,
         'ExpressionAttributeNames': dict(shape.names),
         'ExpressionAttributeValues': values,
-        'ReturnValues': 'UPDATED_NEW',
+        # The whole row: attributes a release left on it for the next holder come back too.
+        'ReturnValues': 'ALL_NEW',
     }
 
 
@@ -174,35 +179,56 @@ def acquire_over(schema: Schema, item: Item, expected_versions: Sequence[str], t
 
 
 @functools.lru_cache(maxsize=_SHAPES)
-def _release_shape(schema: Schema, removed: Tuple[str, ...]) -> Tuple[str, Dict[str, str]]:
+def _release_shape(schema: Schema, removed: Tuple[str, ...],
+                   written: Tuple[str, ...] = ()) -> Tuple[str, Dict[str, str]]:
     names = {'#version': COL_RECORD_VERSION_NUMBER, '#lease': COL_LEASE_DURATION,
              '#expiry_time': schema.ttl_attribute_name, '#released_at': COL_RELEASED_AT,
              '#acquisition': COL_ACQUISITION_ID, '#lease_expiry': COL_LEASE_EXPIRY,
              '#shared_holders': COL_SHARED_HOLDERS}
+    assignments = ['#version = :new_version', '#lease = :zero', '#expiry_time = :expiry_time',
+                   '#released_at = :released_at', *_data_assignments(names, written)]
     removals = ['#acquisition', '#lease_expiry', '#shared_holders']   # a force-released shared row too
     for index, name in enumerate(removed):
         names[f'#r{index}'] = name
         removals.append(f'#r{index}')
-    return ('SET #version = :new_version, #lease = :zero, #expiry_time = :expiry_time, '
-            '#released_at = :released_at REMOVE ' + ', '.join(removals)), names
+    return 'SET ' + ', '.join(assignments) + ' REMOVE ' + ', '.join(removals), names
+
+
+def _data_assignments(names: Dict[str, str], written: Sequence[str]) -> List[str]:
+    """``#d<i> = :d<i>`` for the additional attributes a write sets (names added to ``names``)."""
+    assignments = []
+    for index, name in enumerate(written):
+        names[f'#d{index}'] = name
+        assignments.append(f'#d{index} = :d{index}')
+    return assignments
+
+
+def _data_values(values: Dict[str, Any], attributes: Sequence[Tuple[str, Any]]) -> None:
+    for index, (_, value) in enumerate(attributes):
+        values[f':d{index}'] = value
 
 
 def release_row(schema: Schema, partition_key: Any, sort_key: str, expected_versions: Sequence[str],
-                new_version: str, expiry_time: int, released_at: int, remove: Iterable[str] = ()) -> Request:
+                new_version: str, expiry_time: int, released_at: int, remove: Iterable[str] = (),
+                attributes: Optional[Mapping[str, Any]] = None) -> Request:
     """Mark the lock row released, keeping its fencing token; refused unless it carries one of
     ``expected_versions``.
 
     The row keeps every attribute the published package reads, with a lease of 0 and a new
     version, so that published clients take it over after one poll; it loses its acquisition id
     and the lock's additional attributes (``remove``), and DynamoDB's TTL deletes it after
-    ``expiry_time``.
+    ``expiry_time``. ``attributes`` (``release_lock(attributes=...)``) are written onto it, for
+    the next holder to read.
     """
     condition, values = _version_condition(expected_versions)
     values[':new_version'] = new_version
     values[':zero'] = 0
     values[':expiry_time'] = expiry_time
     values[':released_at'] = released_at
-    expression, names = _release_shape(schema, tuple(sorted(set(remove) - schema.reserved_names)) if remove else ())
+    written = tuple(sorted((attributes or {}).items()))
+    _data_values(values, written)
+    removed = tuple(sorted(set(remove) - schema.reserved_names - set(attributes or ()))) if remove else ()
+    expression, names = _release_shape(schema, removed, tuple(name for name, _ in written))
     return _conditional(
         schema, 'update_item',
         Key=schema.key(partition_key, sort_key),
@@ -214,12 +240,17 @@ def release_row(schema: Schema, partition_key: Any, sort_key: str, expected_vers
 
 
 def free_row(schema: Schema, partition_key: Any, sort_key: str, expected_versions: Sequence[str], new_version: str,
-             expiry_time: int, released_at: int, remove: Iterable[str], keep_released_rows: bool) -> Request:
-    """The write that frees a lock row: :func:`release_row` (keeping the fencing token), or a
-    plain conditional delete when the client was told not to keep released rows."""
+             expiry_time: int, released_at: int, remove: Iterable[str], keep_released_rows: bool,
+             attributes: Optional[Mapping[str, Any]] = None) -> Request:
+    """The write that frees a lock row: :func:`release_row` (keeping the fencing token, and
+    writing ``attributes``), or a plain conditional delete when the client was told not to keep
+    released rows (``attributes`` are then refused before any write: see
+    ``_config.check_release_attributes``)."""
     if keep_released_rows:
         return release_row(schema, partition_key, sort_key, expected_versions, new_version, expiry_time,
-                           released_at, remove)
+                           released_at, remove, attributes)
+    if attributes:
+        raise ValueError('attributes cannot be written by a release that deletes the row')
     return delete_if_version(schema, partition_key, sort_key, expected_versions)
 
 
@@ -229,19 +260,35 @@ def _renew_names(schema: Schema) -> Dict[str, str]:
             '#lease_expiry': COL_LEASE_EXPIRY}
 
 
+@functools.lru_cache(maxsize=_SHAPES)
+def _renew_shape(schema: Schema, written: Tuple[str, ...], removed: Tuple[str, ...]) -> Tuple[str, Dict[str, str]]:
+    names = dict(_renew_names(schema))
+    assignments = ['#version = :new_version', '#expiry_time = :new_expiry_time', '#lease_expiry = :new_lease_expiry',
+                   *_data_assignments(names, written)]
+    expression = 'SET ' + ', '.join(assignments)
+    if removed:
+        for index, name in enumerate(removed):
+            names[f'#x{index}'] = name
+        expression += ' REMOVE ' + ', '.join(f'#x{index}' for index in range(len(removed)))
+    return expression, names
+
+
 def renew(schema: Schema, renewal: Renewal) -> Request:
-    """Write a new version and TTL; refused unless the row carries an expected version."""
+    """Write a new version and TTL (and the additional attributes a ``lock.update_attributes``
+    sets or removes); refused unless the row carries an expected version."""
     condition, values = _version_condition(renewal.expected_versions)
     values[':new_version'] = renewal.new_version
     values[':new_expiry_time'] = renewal.new_expiry_time
     values[':new_lease_expiry'] = renewal.new_lease_expiry
+    _data_values(values, renewal.set_attributes)
+    expression, names = _renew_shape(schema, tuple(name for name, _ in renewal.set_attributes),
+                                     tuple(renewal.remove_attributes))
     return _conditional(
         schema, 'update_item',
         Key=schema.key(renewal.partition_key, renewal.sort_key),
-        UpdateExpression=('SET #version = :new_version, #expiry_time = :new_expiry_time, '
-                          '#lease_expiry = :new_lease_expiry'),
+        UpdateExpression=expression,
         ConditionExpression=condition,
-        ExpressionAttributeNames=dict(_renew_names(schema)),
+        ExpressionAttributeNames=dict(names),
         ExpressionAttributeValues=values,
     )
 
@@ -268,6 +315,8 @@ def renew_many(schema: Schema, renewals: Sequence[Renewal]) -> Request:
         raise ValueError(f'a batch holds 1 to {MAX_BATCH_STATEMENTS} renewals, got {len(renewals)}')
     statements = []
     for renewal in renewals:
+        if renewal.set_attributes or renewal.remove_attributes:
+            raise ValueError('a renewal that updates attributes is sent on its own (renew), not in a batch')
         statements.append({
             'Statement': _renew_statement(schema, len(renewal.expected_versions)),
             'Parameters': [

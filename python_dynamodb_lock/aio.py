@@ -100,11 +100,18 @@ class AsyncDynamoDBLock(HeldLock):
         self.task_lock = asyncio.Lock()
         self._mutex = self.task_lock
 
-    def release(self, best_effort: bool = True) -> 'asyncio.Future[bool]':
+    def release(self, best_effort: bool = True, *,
+                attributes: Optional[Mapping[str, Any]] = None) -> 'asyncio.Future[bool]':
         """Release this lock (``await lock.release()``, True when this call released it): see
         :meth:`AsyncDynamoDBLockClient.release_lock`; a cancelled caller does not stop it."""
-        releasing: 'asyncio.Future[bool]' = self.lock_client.release_lock(self, best_effort)
+        extra = {} if attributes is None else {'attributes': attributes}
+        releasing: 'asyncio.Future[bool]' = self.lock_client.release_lock(self, best_effort, **extra)
         return releasing
+
+    async def update_attributes(self, values: Optional[Mapping[str, Any]] = None, remove: Iterable[str] = ()) -> None:
+        """Set and remove additional attributes in one heartbeat; see the threaded lock's
+        :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLock.update_attributes`."""
+        await self.lock_client._update_attributes(self, values, remove)
 
     async def extend(self) -> None:
         """Renew this lock now; see the threaded lock's
@@ -235,6 +242,7 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         *,
         reentrant: bool = False,
         shared: bool = False,
+        lease_duration: Optional[datetime.timedelta] = None,
     ) -> _Acquisition:
         """Acquire the lock on ``(partition_key, sort_key)``, waiting for it if it is held.
 
@@ -253,7 +261,7 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         """
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
-                                              additional_attributes, app_callback)
+                                              additional_attributes, app_callback, lease_duration=lease_duration)
         _config.require_bool('reentrant', reentrant)
         arguments = self._shared_arguments(arguments, shared)
         acquiring = self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True,
@@ -270,19 +278,21 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         *,
         reentrant: bool = False,
         shared: bool = False,
+        lease_duration: Optional[datetime.timedelta] = None,
     ) -> Optional[AsyncDynamoDBLock]:
         """Acquire the lock if it can be had right now; None when someone else holds it. With
         ``reentrant``, the lock this very task already holds is returned with one more hold;
         ``shared`` as :meth:`acquire_lock`'s."""
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, None, datetime.timedelta(0),
-                                              additional_attributes, app_callback)
+                                              additional_attributes, app_callback, lease_duration=lease_duration)
         _config.require_bool('reentrant', reentrant)
         arguments = self._shared_arguments(arguments, shared)
         return await self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
                                    reentrant)
 
-    def release_lock(self, lock: AsyncDynamoDBLock, best_effort: bool = True) -> 'asyncio.Future[bool]':
+    def release_lock(self, lock: AsyncDynamoDBLock, best_effort: bool = True, *,
+                     attributes: Optional[Mapping[str, Any]] = None) -> 'asyncio.Future[bool]':
         """Release ``lock``; see :meth:`DynamoDBLockClient.release_lock
         <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.release_lock>`: awaited,
         True when this call released the lock.
@@ -294,7 +304,7 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         self._check_process()
         if not isinstance(lock, AsyncDynamoDBLock):
             raise TypeError(f'release_lock takes an AsyncDynamoDBLock, not {type(lock).__name__}')
-        return asyncio.shield(self._start_release(lock, best_effort))
+        return asyncio.shield(self._start_release(lock, best_effort, self._release_attributes(attributes)))
 
     async def close(self, release_locks: bool = False) -> None:
         """Stop the background tasks, promptly; a second call is a no-op. Held locks are released
@@ -407,6 +417,9 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         self._check_process()
         async with lock._mutex:
             await self._run(self._extend_protocol(lock))
+
+    async def _update_attributes(self, lock: AsyncDynamoDBLock, values: Any, remove: Any) -> None:
+        await self._run(self._update_attributes_protocol(lock, values, remove))
 
     async def _guarded_write(self, lock: AsyncDynamoDBLock, items: Any, typed: bool, options: Mapping[str, Any],
                              client_token: Optional[str]) -> Dict[str, Any]:

@@ -84,11 +84,22 @@ class DynamoDBLock(HeldLock):
         self.thread_lock = threading.RLock()
         self._mutex = self.thread_lock
 
-    def release(self, best_effort: bool = True) -> bool:
+    def release(self, best_effort: bool = True, *, attributes: Optional[Mapping[str, Any]] = None) -> bool:
         """Release this lock: see :meth:`DynamoDBLockClient.release_lock` (True when this call
         released it)."""
-        released: bool = self.lock_client.release_lock(self, best_effort)
+        # The published call when no attributes are given (a stand-in lock_client may take no more).
+        extra = {} if attributes is None else {'attributes': attributes}
+        released: bool = self.lock_client.release_lock(self, best_effort, **extra)
         return released
+
+    def update_attributes(self, values: Optional[Mapping[str, Any]] = None, remove: Iterable[str] = ()) -> None:
+        """Set ``values`` and remove the names in ``remove`` among the lock's additional
+        attributes, in one heartbeat of the lock (see "Data on a lock" in the usage page).
+
+        :raises TypeError, ValueError: for bad arguments, before anything is written.
+        :raises DynamoDBLockError: as :meth:`extend`.
+        """
+        self.lock_client._update_attributes(self, values, remove)
 
     def extend(self) -> None:
         """Renew this lock now, in the calling thread, and say whether it worked: for
@@ -236,6 +247,7 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         reentrant: bool = False,
         cancel: Optional[threading.Event] = None,
         shared: bool = False,
+        lease_duration: Optional[datetime.timedelta] = None,
     ) -> DynamoDBLock:
         """Acquire the lock on ``(partition_key, sort_key)``, waiting for it if it is held.
 
@@ -265,6 +277,8 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
             and nothing is held. A write that was in flight is undone in the background once
             its answer arrives (see "Interruptions" in the documentation).
         :param shared: a shared (read) lock (see "Shared locks" in the documentation).
+        :param lease_duration: this lock's own lease (default: the client's), checked as the
+            client's; see "Per-lock lease" in the usage page.
 
         Interrupted by ``KeyboardInterrupt`` (Ctrl-C), the call raises it within about half a
         second, whatever DynamoDB does; a write that was in flight may still land, so it is
@@ -278,7 +292,7 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         """
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
-                                              additional_attributes, app_callback)
+                                              additional_attributes, app_callback, lease_duration=lease_duration)
         _config.require_bool('reentrant', reentrant)
         arguments = self._shared_arguments(arguments, shared)
         self._check_cancel(cancel)
@@ -297,6 +311,7 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         *,
         reentrant: bool = False,
         shared: bool = False,
+        lease_duration: Optional[datetime.timedelta] = None,
     ) -> Optional[DynamoDBLock]:
         """Acquire the lock if it can be had right now (``shared``: as ``acquire_lock``'s); never
         waits. A holder whose version this client has seen unchanged for its lease, over earlier
@@ -307,14 +322,18 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         """
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, None, datetime.timedelta(0),
-                                              additional_attributes, app_callback)
+                                              additional_attributes, app_callback, lease_duration=lease_duration)
         _config.require_bool('reentrant', reentrant)
         arguments = self._shared_arguments(arguments, shared)
         return self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
                              reentrant)
 
-    def release_lock(self, lock: DynamoDBLock, best_effort: bool = True) -> bool:
+    def release_lock(self, lock: DynamoDBLock, best_effort: bool = True, *,
+                     attributes: Optional[Mapping[str, Any]] = None) -> bool:
         """Release ``lock``: one delete, conditioned on the row still carrying its version.
+
+        ``attributes`` are written onto the released row for the next holder (see "Data on a
+        lock" in the usage page); a ValueError before any write when the row is deleted.
 
         A lock already released is left alone. The lock may be released after :meth:`close`.
 
@@ -336,7 +355,7 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         self._check_process()
         if not isinstance(lock, DynamoDBLock):
             raise TypeError(f'release_lock takes a DynamoDBLock, not {type(lock).__name__}')
-        return self._run(self._releasing(lock, best_effort))
+        return self._run(self._releasing(lock, best_effort, self._release_attributes(attributes)))
 
     def close(self, release_locks: bool = False) -> None:
         """Stop the background threads, promptly; safe to call twice and from any thread.
@@ -482,6 +501,9 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         self._check_process()
         with lock.thread_lock:
             self._run(self._extend_protocol(lock))
+
+    def _update_attributes(self, lock: DynamoDBLock, values: Any, remove: Any) -> None:
+        self._run(self._update_attributes_protocol(lock, values, remove))
 
     def _guarded_write(self, lock: DynamoDBLock, items: Any, typed: bool, options: Mapping[str, Any],
                        client_token: Optional[str]) -> Dict[str, Any]:

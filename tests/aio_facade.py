@@ -201,13 +201,16 @@ class BlockingAsyncLock:
     def app_callback(self) -> Any:
         return self._facade._original_callback(self._lock.app_callback)
 
-    def release(self, best_effort: bool = True) -> bool:
-        return self._facade.release_lock(self, best_effort)
+    def release(self, best_effort: bool = True, **options: Any) -> bool:
+        return self._facade.release_lock(self, best_effort, **options)
 
     # The asyncio lock's coroutine methods, as the threaded lock's blocking ones.
 
     def extend(self) -> None:
         self._facade._call(self._lock.extend)
+
+    def update_attributes(self, values: Any = None, remove: Any = ()) -> None:
+        self._facade._call(lambda: self._lock.update_attributes(values, remove))
 
     def transact_write_items(self, TransactItems: Any, **options: Any) -> Dict[str, Any]:
         answer: Dict[str, Any] = self._facade._call(
@@ -353,8 +356,8 @@ class BlockingAsyncClient:
             **options)))
         return lock
 
-    def release_lock(self, lock: Any, best_effort: bool = True) -> bool:
-        released: bool = self._call(lambda: self._client.release_lock(self._unwrap(lock), best_effort))
+    def release_lock(self, lock: Any, best_effort: bool = True, **options: Any) -> bool:
+        released: bool = self._call(lambda: self._client.release_lock(self._unwrap(lock), best_effort, **options))
         return released
 
     def close(self, release_locks: bool = False) -> None:

@@ -291,6 +291,16 @@ def step(clock: ManualClock, seconds: float, *clients: Any, threads: Iterable[th
         settle(clock, *clients, threads=threads)
 
 
+def advance_until_done(clock: ManualClock, call: 'BackgroundCall', limit: float, by: float = 1.0) -> float:
+    """Advance ``clock`` by ``by`` at a time, letting ``call`` settle before each step, until it is
+    done or ``limit`` seconds have passed; return the seconds that passed."""
+    started = clock.monotonic()
+    while not call.done and clock.monotonic() - started < limit:
+        settle(clock, threads=[call.thread])
+        clock.advance(by)
+    return clock.monotonic() - started
+
+
 @contextlib.contextmanager
 def holding_lock_mutex(lock: Any) -> Iterator[None]:
     """Hold the per-lock mutex a release holds while it runs (the threaded lock's

@@ -509,6 +509,20 @@ def test_show_a_lock(on_table: Callable[..., CliResult], holders: Callable[..., 
     assert (record['partition_key'], record['sort_key']) == ('job', 'part-2')
 
 
+def test_show_and_list_give_the_attributes_a_holder_updated_last(
+        on_table: Callable[..., CliResult], holders: Callable[..., DynamoDBLockClient]) -> None:
+    lock = holders('reporter').acquire_lock('job', 'part-3', additional_attributes={'progress': 0, 'stage': 'a'},
+                                            lease_duration=timedelta(seconds=90))
+    lock.update_attributes({'progress': 40}, remove=['stage'])
+    record = json.loads(on_table('show', 'job', 'part-3', '--json').out)
+    assert record['additional_attributes'] == {'progress': 40}
+    assert record['record_version_number'] == lock.record_version_number
+    assert record['lease_duration'] == 90
+    assert '"progress": 40' in on_table('show', 'job', 'part-3').out
+    (listed,) = [each for each in json.loads(on_table('list', '--json').out) if each['sort_key'] == 'part-3']
+    assert listed['additional_attributes'] == {'progress': 40}
+
+
 def test_show_default_sort_key_and_missing_lock(on_table: Callable[..., CliResult], local_engine: Any) -> None:
     put_dead_lock(local_engine, 'job')
     assert on_table('show', 'job').code == 0

@@ -456,7 +456,7 @@ def test_an_uncontended_acquire_is_one_conditional_write_that_returns_the_token(
                                                    'attribute_exists(#released_at)')
     assert 'if_not_exists(#fencing_token, :token_floor) + :one' in write.params['UpdateExpression']
     assert write.params['ReturnValuesOnConditionCheckFailure'] == 'ALL_OLD'
-    assert write.params['ReturnValues'] == 'UPDATED_NEW'
+    assert write.params['ReturnValues'] == 'ALL_NEW'   # the whole row: attributes a release left come back
     written = own_row_of(write)
     assert written['acquisition_id'] == written['record_version_number']
 

@@ -241,7 +241,7 @@ LEVEL_NAMES = {'DEBUG': logging.DEBUG, 'INFO': logging.INFO, 'WARNING': logging.
 REQUIRED_LEVEL = logging.WARNING
 #: ``(module, function)`` of the logging calls whose message is made elsewhere and collected there:
 #: the client's risky-settings warnings (``_config.py``) and the observer's event lines (``_LINES``).
-RELAYS = {('_base.py', '_configure'), ('_observe.py', 'emit')}
+RELAYS = {('_base.py', '_configure'), ('_config.py', 'lock_lease'), ('_observe.py', 'emit')}
 
 
 def level_of(node: ast.AST, module: Module, seen: FrozenSet[str] = frozenset()) -> Optional[int]:

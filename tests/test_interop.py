@@ -17,6 +17,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from datetime import timedelta
 from typing import Any, Dict, Iterator
@@ -194,3 +195,49 @@ def test_the_published_worker_runs_the_published_code(published: Published) -> N
     started = time.monotonic()
     assert published.acquire('probe', timeout=0)['event'] == 'acquired'
     assert time.monotonic() - started < 30
+
+
+def test_a_lock_kept_alive_only_by_update_attributes_excludes_the_published_one(
+        local_engine: Any, published: Published) -> None:
+    """``lock.update_attributes`` is a heartbeat to the published package too: it watches the
+    version, which every update changes. The holder sends no other heartbeat here."""
+    holder = DynamoDBLockClient(local_engine.resource, table_name=local_engine.table_name, owner_name='reporter',
+                                heartbeat_period=seconds(seconds=HEARTBEAT), safe_period=seconds(seconds=SAFE),
+                                lease_duration=seconds(seconds=LEASE), expiry_period=seconds(seconds=EXPIRY),
+                                background_heartbeats=False)
+    try:
+        lock = holder.acquire_lock('progress', additional_attributes={'done': 0})
+        answer: Dict[str, Any] = {}
+        waiting = threading.Thread(target=lambda: answer.update(published.acquire('progress', timeout=3 * LEASE)))
+        waiting.start()
+        updates = 0
+        while waiting.is_alive():
+            updates += 1
+            lock.update_attributes({'done': updates})
+            waiting.join(HEARTBEAT)
+        assert answer['event'] == 'acquire_failed' and answer['code'] == 'ACQUIRE_TIMEOUT', answer
+        row = local_engine.read_item('progress')
+        assert row['owner_name'] == 'reporter' and row['done'] == updates
+        assert row['record_version_number'] == lock.record_version_number
+        lock.release(best_effort=False, attributes={'result': 'ok'})
+        taken = published.acquire('progress', timeout=EXPIRY + 3)     # a released row: taken as before
+        assert taken['event'] == 'acquired', taken
+    finally:
+        holder.close()
+
+
+def test_the_published_package_waits_out_a_per_lock_lease(local_engine: Any, published: Published) -> None:
+    """A lock acquired with a lease of its own stores it in the row, where published waiters read
+    it: a silent holder of a 3-lease lock is not taken over after the client's lease."""
+    holder = DynamoDBLockClient(local_engine.resource, table_name=local_engine.table_name, owner_name='long-lease',
+                                heartbeat_period=seconds(seconds=HEARTBEAT), safe_period=seconds(seconds=SAFE),
+                                lease_duration=seconds(seconds=LEASE), expiry_period=seconds(seconds=4 * LEASE),
+                                background_heartbeats=False)      # never renewed
+    try:
+        lock = holder.acquire_lock('long', lease_duration=seconds(seconds=3 * LEASE))
+        assert local_engine.read_item('long')['lease_duration'] == 3 * LEASE
+        refused = published.acquire('long', timeout=2 * LEASE)     # past the client's lease, within the lock's
+        assert refused['event'] == 'acquire_failed' and refused['code'] == 'ACQUIRE_TIMEOUT', refused
+        assert local_engine.read_item('long')['record_version_number'] == lock.record_version_number
+    finally:
+        holder.close()

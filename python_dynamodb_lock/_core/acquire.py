@@ -26,6 +26,7 @@ from .._schema import (
     COL_FENCING_TOKEN,
     COL_LEASE_EXPIRY,
     COL_RECORD_VERSION_NUMBER,
+    COL_RELEASED_AT,
     Item,
     Schema,
     lease_expiry,
@@ -366,9 +367,13 @@ def new_lock_item(attempt: AcquireAttempt, clock: Any) -> Item:
 
 
 def with_token(item: Item, written: Optional[Mapping[str, Any]]) -> Item:
-    """``item`` with the fencing token the write gave it (from the answer or the row read back)."""
+    """``item`` with the fencing token the write gave it (from the answer or the row read back),
+    and the attributes the row kept besides (those a release left for the next holder:
+    ``release_lock(attributes=...)``); ``item``'s own values win."""
     token = Schema.fencing_token_of(written)
-    return {**item, COL_FENCING_TOKEN: token} if token is not None else item
+    kept = {name: value for name, value in (written or {}).items()
+            if name not in item and name not in (COL_FENCING_TOKEN, COL_RELEASED_AT)}
+    return {**kept, **item, COL_FENCING_TOKEN: token} if token is not None else {**kept, **item}
 
 
 def _free_own_row(attempt: AcquireAttempt, clock: Any, version: str) -> Request:

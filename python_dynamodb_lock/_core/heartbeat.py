@@ -29,6 +29,7 @@ __all__ = [
     'renew_batch',
     'renew_one',
     'settle_events',
+    'update_attributes',
 ]
 
 # A statement throttled inside a successful BatchExecuteStatement is not retried by botocore:
@@ -61,15 +62,25 @@ class Batching:
         self.enabled = batch_size > 1
 
 
-def _next_renewal(settings: HeartbeatSettings, lock: Any, clock: Any) -> Optional[Renewal]:
+#: ``lock.update_attributes``' change: the attributes set (name-value pairs) and the names removed.
+AttributeUpdate = Tuple[Tuple[Tuple[str, Any], ...], Tuple[str, ...]]
+
+
+def _next_renewal(settings: HeartbeatSettings, lock: Any, clock: Any,
+                  update: Optional[AttributeUpdate] = None) -> Optional[Renewal]:
     state: LockState = lock._state
     now = clock.time()
-    return state.next_renewal(str(uuid.uuid4()), int(now + settings.expiry_period),
-                              lock.partition_key, lock.sort_key, lease_expiry(now, state.lease_duration))
+    renewal = state.next_renewal(str(uuid.uuid4()), int(now + settings.expiry_period),
+                                 lock.partition_key, lock.sort_key, lease_expiry(now, state.lease_duration))
+    if renewal is None or update is None:
+        return renewal
+    return renewal._replace(set_attributes=update[0], remove_attributes=update[1])
 
 
-def renew_one(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[Optional[RenewalResult]]:
-    """One heartbeat of a held lock: a new version and TTL, conditioned on the version we hold.
+def renew_one(settings: HeartbeatSettings, lock: Any, clock: Any,
+              update: Optional[AttributeUpdate] = None) -> Protocol[Optional[RenewalResult]]:
+    """One heartbeat of a held lock: a new version and TTL (and ``update``'s attributes),
+    conditioned on the version we hold.
 
     :returns: the verdict, or None when the lock is no longer held (nothing was sent).
     """
@@ -78,7 +89,7 @@ def renew_one(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[Op
     # lands: otherwise a renewal retried after a conflict would let the holder believe in its
     # lease for longer than the one it wrote (which waiters with max_clock_skew go by).
     prepared = clock.monotonic()
-    renewal = _next_renewal(settings, lock, clock)
+    renewal = _next_renewal(settings, lock, clock, update)
     if renewal is None:
         return None
     shared = getattr(lock, 'shared', False)   # a shared holder renews its own entry
@@ -112,18 +123,53 @@ def extend(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[None]
         lease runs out).
     """
     result = yield from renew_one(settings, lock, clock)
+    _raise_unless_renewed(settings, lock, result, (RenewalVerdict.ADOPTED_EARLIER,), 'renew')
+
+
+#: Sends of one ``update_attributes``: a send refused by an earlier renewal of ours that had
+#: landed unanswered (ADOPTED_EARLIER) wrote nothing, and is sent again with that version.
+UPDATE_ATTEMPTS = 3
+
+
+def update_attributes(settings: HeartbeatSettings, lock: Any, clock: Any, update: AttributeUpdate) -> Protocol[None]:
+    """``lock.update_attributes``: one heartbeat of the lock that also sets and removes
+    additional attributes, under the same condition (the row still carries a version of this
+    acquisition), judged exactly as a heartbeat: a refusal by a foreign row marks the lock lost.
+    The lock's ``additional_attributes`` change only once the write is known to have landed.
+
+    :raises DynamoDBLockError: as :func:`extend`; ``UNKNOWN`` when DynamoDB failed (the change
+        may or may not have landed: the lock keeps its old ``additional_attributes``).
+    """
+    for _ in range(UPDATE_ATTEMPTS):
+        result = yield from renew_one(settings, lock, clock, update)
+        if result is None or result.verdict is not RenewalVerdict.ADOPTED_EARLIER:
+            break
+    _raise_unless_renewed(settings, lock, result, (), 'update the attributes of')
+    attributes = {name: value for name, value in lock.additional_attributes.items() if name not in update[1]}
+    attributes.update(update[0])
+    lock.additional_attributes = attributes
+
+
+def _raise_unless_renewed(settings: HeartbeatSettings, lock: Any, result: Optional[RenewalResult],
+                          also_fine: Tuple[RenewalVerdict, ...], verb: str) -> None:
+    """Return when a renewal's ``result`` says the row now carries it (or one of ``also_fine``);
+    else raise what the caller is told."""
     verdict = result.verdict if result is not None else RenewalVerdict.NOT_HELD
-    if verdict in (RenewalVerdict.RENEWED, RenewalVerdict.LANDED_UNANSWERED, RenewalVerdict.ADOPTED_EARLIER):
+    if verdict in (RenewalVerdict.RENEWED, RenewalVerdict.LANDED_UNANSWERED, *also_fine):
         return
     state: LockState = lock._state
     if verdict is RenewalVerdict.FAILED and result is not None and result.failure is not None:
         failure = result.failure
         error = DynamoDBLockError(
             DynamoDBLockError.UNKNOWN,
-            f'Could not renew {lock.unique_identifier}: {explain(settings.schema, failure.error)}; the lock may '
+            f'Could not {verb} {lock.unique_identifier}: {explain(settings.schema, failure.error)}; the lock may '
             'still be held until its lease runs out', reason=failure.reason)
         error.__cause__ = failure.error
         raise error
+    if verdict is RenewalVerdict.ADOPTED_EARLIER:
+        raise DynamoDBLockError(DynamoDBLockError.UNKNOWN,
+                                f'Could not {verb} {lock.unique_identifier}: earlier renewals of it kept landing '
+                                'unanswered; the lock is still held: try again')
     if state.status == Status.INVALID:
         loss = state.loss or loss_from_row(None)
         raise DynamoDBLockError(DynamoDBLockError.LOCK_STOLEN,
@@ -293,13 +339,15 @@ def background_loop(name: str, owner: str, make_round: Callable[[], Protocol[Non
 
 
 def check_locks(settings: HeartbeatSettings, locks: Sequence[Any], clock: Any) -> Protocol[None]:
-    """Flag locks not confirmed for ``safe_period`` as IN_DANGER."""
+    """Flag locks not confirmed for their safe period (``lock_safe_period``) as IN_DANGER."""
     now = clock.monotonic()
     for lock in locks:
-        unconfirmed_for = lock._state.mark_in_danger(now, settings.safe_period)
+        state: LockState = lock._state
+        safe_period = settings.safe_period if state.safe_period is None else state.safe_period
+        unconfirmed_for = state.mark_in_danger(now, safe_period)
         if unconfirmed_for is not None:
             yield Emit(Event(Kind.IN_DANGER, lock.unique_identifier, lock, {
-                'unconfirmed_for': unconfirmed_for, 'safe_period': settings.safe_period,
+                'unconfirmed_for': unconfirmed_for, 'safe_period': safe_period,
                 'duration': unconfirmed_for}))
 
 

@@ -87,8 +87,8 @@ class ReleaseSettings:
     keep_released_rows: bool = True
 
 
-def release(settings: ReleaseSettings, lock: Any, clock: Any,
-            successor: Optional[AcquireAttempt] = None) -> Protocol[ReleaseResult]:
+def release(settings: ReleaseSettings, lock: Any, clock: Any, successor: Optional[AcquireAttempt] = None,
+            attributes: Optional[Mapping[str, Any]] = None) -> Protocol[ReleaseResult]:
     """Free the lock's row if it carries one of our versions, and judge the answer.
 
     The row is kept, marked released, with its fencing token (or deleted, when the client keeps
@@ -96,15 +96,18 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any,
     ``successor`` (an acquisition of this client waiting for the key), the same single write
     hands the lock over instead: it writes the successor's row, with the next fencing token,
     and ``ReleaseResult.handed`` carries it.
+
+    ``attributes`` (``release_lock(attributes=...)``) are written onto the released row, for
+    the next holder: a successor's row gets them too, under its own additional attributes.
     """
     schema = settings.schema
     state: LockState = lock._state
     attempt_started = clock.monotonic()     # before the successor's lease_expiry is read off the wall clock
     view = _view_of(lock)
     if successor is not None:
-        item = new_lock_item(successor, clock)
+        item = {**(attributes or {}), **new_lock_item(successor, clock)}
         ours = item[COL_RECORD_VERSION_NUMBER]
-        removed = schema.extra_names(lock.additional_attributes)
+        removed = schema.extra_names(lock.additional_attributes) - set(item)
 
         def write(versions: Sequence[str]) -> Protocol[Answer]:
             answer: Answer = yield Call(acquire_over(schema, item, versions, token_floor(clock), removed))
@@ -120,7 +123,7 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any,
         def write(versions: Sequence[str]) -> Protocol[Answer]:
             answer: Answer = yield Call(free_row(schema, lock.partition_key, lock.sort_key, versions, ours,
                                                  int(clock.time() + settings.expiry_period), int(clock.time()),
-                                                 lock.additional_attributes, settings.keep_released_rows))
+                                                 lock.additional_attributes, settings.keep_released_rows, attributes))
             return answer
 
 
@@ -174,7 +177,7 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any,
 
 
 def release_again(settings: ReleaseSettings, lock: Any, versions: Sequence[str], clock: Any,
-                  lease: float) -> Protocol[None]:
+                  lease: float, attributes: Optional[Mapping[str, Any]] = None) -> Protocol[None]:
     """Finish a release that an interruption cut short, apart from the caller (``Settle``).
 
     The lock has already been forgotten (nobody renews it; the caller was told nothing). Its
@@ -191,7 +194,7 @@ def release_again(settings: ReleaseSettings, lock: Any, versions: Sequence[str],
         else:
             answer = yield Call(free_row(schema, lock.partition_key, lock.sort_key, versions, str(uuid.uuid4()),
                                          int(clock.time() + settings.expiry_period), int(clock.time()),
-                                         lock.additional_attributes, settings.keep_released_rows))
+                                         lock.additional_attributes, settings.keep_released_rows, attributes))
         remaining = deadline - clock.monotonic()
         if not isinstance(answer, Failed) or remaining <= 0:
             return
@@ -218,13 +221,15 @@ _FIRST_RETRY = 0.25
 _LONGEST_RETRY = 5.0
 
 
-def free_handed(settings: ReleaseSettings, lock_key: Any, handed: Written, clock: Any) -> Protocol[None]:
+def free_handed(settings: ReleaseSettings, lock_key: Any, handed: Written, clock: Any,
+                attributes: Optional[Mapping[str, Any]] = None) -> Protocol[None]:
     """Free a row a release handed over to a waiter that had stopped waiting meanwhile: nobody
-    holds it, and it would block everybody for a lease."""
+    holds it, and it would block everybody for a lease. ``attributes``: those the release left
+    (they stay on the freed row)."""
     schema = settings.schema
     yield Call(free_row(schema, lock_key[0], lock_key[1], [str(Schema.version_of(handed.item))], str(uuid.uuid4()),
                         int(clock.time() + settings.expiry_period), int(clock.time()), handed.item,
-                        settings.keep_released_rows))
+                        settings.keep_released_rows, attributes))
 
 
 def release_verdict(result: ReleaseResult, best_effort: bool, schema: Schema, unique_identifier: str) -> ReleaseVerdict:

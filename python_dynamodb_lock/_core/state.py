@@ -21,7 +21,8 @@ from .._requests import MAX_CONDITION_VERSIONS, Renewal
 from .._schema import Schema
 from .answers import Answer, Failed, Refused
 
-__all__ = ['LockState', 'Loss', 'RenewalResult', 'RenewalVerdict', 'Status', 'loss_from_row', 'null_guard']
+__all__ = ['LockState', 'Loss', 'RenewalResult', 'RenewalVerdict', 'Status', 'lock_safe_period', 'loss_from_row',
+           'null_guard']
 
 # How many versions whose write may or may not have landed (lost answers) are remembered to
 # recognise our own row when a condition fails; the newest of them are named in conditions.
@@ -91,6 +92,8 @@ class LockState:
         self.loss: Optional[Loss] = None
         self.fencing_token: Optional[int] = None
         self.acquisition_id: Optional[str] = None
+        # This lock's safe period (see lock_safe_period); None: the client's.
+        self.safe_period: Optional[float] = None
 
     # -- reading -------------------------------------------------------------------------
 
@@ -269,6 +272,17 @@ class LockState:
                 self.loss = Loss(Reason.ROW_GONE, None)
             self.unconfirmed.clear()
             return self.status
+
+
+def lock_safe_period(client_safe_period: float, client_lease: float, lease: float) -> float:
+    """The safe period of a lock whose lease is ``lease``: the client's safe period for a lock of
+    the client's lease, else the same fraction of the lock's own lease (20 s of 30 s, the
+    defaults, makes 40 s of a 60 s lease and 4 s of a 6 s one). A fixed margin (lease minus 10 s)
+    would leave short leases no safe period at all; a fraction keeps IN_DANGER before the lease
+    ends for every lease."""
+    if lease == client_lease:
+        return client_safe_period
+    return client_safe_period * lease / client_lease
 
 
 def loss_from_row(row: Optional[Dict[str, Any]]) -> Loss:
