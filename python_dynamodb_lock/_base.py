@@ -18,7 +18,7 @@ from boto3.dynamodb.types import Binary
 
 from ._clock import SystemClock
 from ._config import (AcquireArguments, Settings, acquire_arguments, check_additional_attributes, check_key,
-                      make_settings)
+                      make_settings, require_bool)
 from ._core.acquire import AcquireAttempt, TimedOut, Written, acquire
 from ._core.first import NoneFree, acquire_first
 from ._core.effects import Drop, Emit, Hold, Protocol, Settle, Unregister
@@ -234,8 +234,8 @@ class ClientCore(Generic[L]):
         unique_identifier = unique_identifier_of(partition_key, sort_key)
         return AcquireAttempt(self._schema, partition_key, sort_key, unique_identifier, arguments.item_template,
                               arguments.retry_period, arguments.retry_timeout, self._settings.expiry_period,
-                              self._settings.lease_duration, self._settings.keep_released_rows,
-                              self._settings.max_clock_skew)
+                              self._settings.lease_duration, arguments.keep_row, self._settings.max_clock_skew,
+                              arguments.lock_existing_item, arguments.only_if_exists)
 
     def _woken(self, wake: Any, woken: bool) -> Any:
         """What a ``Sleep`` on ``wake`` answers: False when its time ran out; for a waiter woken
@@ -272,7 +272,8 @@ class ClientCore(Generic[L]):
         return True
 
     def _adopt(self, written: Written, app_callback: Any, raise_context_exception: bool,
-               make_lock: Callable[..., L], holder: Any = None) -> Tuple[L, Optional[L]]:
+               make_lock: Callable[..., L], holder: Any = None,
+               attempt: Optional[AcquireAttempt] = None) -> Tuple[L, Optional[L]]:
         """Make the lock object for a row we wrote and register it.
 
         :returns: the lock, and the older lock object of this client on the same key that it
@@ -286,6 +287,9 @@ class ClientCore(Generic[L]):
         state.acquired(written.attempt_started, token, Schema.acquisition_of(written.item))
         lock.took_over_from = self._describe_row(written.replaced)  # type: ignore[attr-defined]
         lock._holder = holder  # type: ignore[attr-defined]
+        if attempt is not None:
+            lock._keep_row = attempt.keep_released_rows  # type: ignore[attr-defined]
+            lock._existing_item = attempt.lock_existing_item  # type: ignore[attr-defined]
         previous = self._registry.register(lock, lock.unique_identifier)  # type: ignore[attr-defined]
         self._emit(Kind.ACQUIRED, lock, version=state.version, duration=written.waited,
                    fencing_token=token, takeover=written.replaced is not None)
@@ -305,6 +309,9 @@ class ClientCore(Generic[L]):
         if own is not None and own._state.held and owner == self._owner_name:  # type: ignore[attr-defined]
             owner = ('this client (pass reentrant=True where the thread or task that holds it takes it again, '
                      f'or release it first; owner_name {owner})')
+        elif timed_out.blocking is not None and Schema.version_of(timed_out.blocking) is None:
+            owner += (' (the item at this key carries no lock attributes: it is an item of the application; '
+                      'pass lock_existing_item=True to lock it without replacing it)')
         return DynamoDBLockError(
             DynamoDBLockError.ACQUIRE_TIMEOUT,
             f'Could not acquire {describe_key(self._schema, attempt.partition_key, attempt.sort_key)} within '
@@ -329,7 +336,7 @@ class ClientCore(Generic[L]):
                                     f'this client ({self._settings.owner_name})')
         if typed:
             items = wire.to_python('transact_write_items', {'TransactItems': items})['TransactItems']
-        actions = check_actions(self._schema, lock.partition_key, lock.sort_key, items)
+        actions = check_actions(self._schema, lock.partition_key, lock.sort_key, items, lock._existing_item)
         unknown = sorted(set(options) - {'ReturnConsumedCapacity', 'ReturnItemCollectionMetrics'})
         if unknown:
             raise TypeError(f'transact_write_items takes TransactItems, ClientRequestToken, ReturnConsumedCapacity '
@@ -361,17 +368,19 @@ class ClientCore(Generic[L]):
         if wake:
             self._registry.wake_longest_waiting(lock.unique_identifier)
 
-    def _releasing(self, lock: Any, best_effort: bool) -> Protocol[None]:
+    def _releasing(self, lock: Any, best_effort: bool, keep_row: Optional[bool] = None) -> Protocol[None]:
         """``release_lock``: one hold of a reentrant lock, or the release itself under the
-        lock's mutex (a heartbeat of it under way finishes first)."""
+        lock's mutex (a heartbeat of it under way finishes first). ``keep_row`` None: the lock's."""
+        if keep_row is not None:
+            require_bool('keep_row', keep_row)
         yield Hold(lock)
         try:
             if not self._release_nested(lock, best_effort):
-                yield from self._release_flow(lock, best_effort)
+                yield from self._release_flow(lock, best_effort, lock.keep_row if keep_row is None else keep_row)
         finally:
             yield Drop(lock)
 
-    def _release_flow(self, lock: Any, best_effort: bool) -> Protocol[None]:
+    def _release_flow(self, lock: Any, best_effort: bool, keep_row: Optional[bool] = None) -> Protocol[None]:
         """Release ``lock`` (the driver holds its mutex): judge first whether a write is needed,
         hand the lock to this client's longest waiter for the key in the same write if there is
         one, and apply the verdict to the lock (raising its error, if any).
@@ -385,16 +394,21 @@ class ClientCore(Generic[L]):
                                    self._owner_name)
         if verdict is None:
             successor = self._registry.claim_successor(lock.unique_identifier)
+            if successor is not None and successor.attempt.lock_existing_item != lock._existing_item:
+                # A lock on an existing item and a plain one write different rows: no handover.
+                self._registry.hand_over(lock.unique_identifier, successor, None)
+                successor = None
             versions = lock._state.our_versions()
             try:
-                verdict = yield from self._release_protocol(lock, best_effort, successor)
+                verdict = yield from self._release_protocol(lock, best_effort, successor, keep_row)
             except BaseException:
                 if successor is not None:
                     self._registry.hand_over(lock.unique_identifier, successor, None)
                 lock._state.forget(Status.RELEASED)
                 self._unregister(lock)
                 self._emit(Kind.RELEASE_INTERRUPTED, lock)
-                yield Settle(release_again(self._release_settings, lock, versions, self._clock, lock.lease_duration))
+                yield Settle(release_again(self._release_settings, lock, versions, self._clock, lock.lease_duration,
+                                           keep_row))
                 raise
         self._apply_release(lock, verdict, verdict.handed_over)
 
@@ -417,11 +431,12 @@ class ClientCore(Generic[L]):
             self._app_callback_executor.shutdown(wait=False)
         logger.info('Closed lock client %s', self._owner_name)
 
-    def _release_protocol(self, lock: Any, best_effort: bool, successor: Any) -> Protocol[ReleaseVerdict]:
+    def _release_protocol(self, lock: Any, best_effort: bool, successor: Any,
+                          keep_row: Optional[bool] = None) -> Protocol[ReleaseVerdict]:
         """Release ``lock`` (handing it to ``successor``, a claimed waiter, if any): the verdict."""
         started = self._clock.monotonic()
         result = yield from release(self._release_settings, lock, self._clock,
-                                    successor.attempt if successor is not None else None)
+                                    successor.attempt if successor is not None else None, keep_row)
         if successor is not None and not self._registry.hand_over(lock.unique_identifier, successor, result.handed) \
                 and result.handed is not None:
             yield Settle(free_handed(self._release_settings, (lock.partition_key, lock.sort_key), result.handed,
@@ -443,7 +458,7 @@ class ClientCore(Generic[L]):
             if timeout_is_error:
                 raise self._timeout_error(attempt, outcome)
             return None
-        return self._adopt(outcome, app_callback, raise_context_exception, make_lock, holder)
+        return self._adopt(outcome, app_callback, raise_context_exception, make_lock, holder, attempt)
 
     def _forked(self) -> bool:
         """Whether this client is being used in a process forked from the one that made it."""
@@ -679,7 +694,8 @@ class ClientCore(Generic[L]):
                 f'held by {", ".join(owners)}',
                 holder=self._describe_row(outcome.timed_out[0].blocking),
             )
-        lock, previous = self._adopt(outcome.written, app_callback, raise_context_exception, make_lock, holder)
+        lock, previous = self._adopt(outcome.written, app_callback, raise_context_exception, make_lock, holder,
+                                     attempts[outcome.index])
         return (yield from self._installing(lock, previous))
 
 

@@ -51,7 +51,8 @@ class DynamoDBLockError(Exception):
     added for code that must act on the failure without parsing ``message``:
 
     * ``reason`` -- a :class:`Reason` value, or None where the code says it all
-      (``CLIENT_SHUTDOWN``, ``ACQUIRE_TIMEOUT``, ``ACQUIRE_CANCELLED``, ``LOCK_NOT_OWNED``);
+      (``CLIENT_SHUTDOWN``, ``ACQUIRE_TIMEOUT``, ``ACQUIRE_CANCELLED``, ``LOCK_NOT_OWNED``,
+      ``ITEM_NOT_FOUND``);
     * ``holder`` -- for ``LOCK_STOLEN`` and ``ACQUIRE_TIMEOUT``, the lock found in the way
       (a :class:`BaseDynamoDBLock`, with ``owner_name`` and ``fencing_token``), when known.
 
@@ -66,6 +67,9 @@ class DynamoDBLockError(Exception):
     UNKNOWN = 'UNKNOWN'
     #: Not published: the threaded ``acquire_lock(cancel=event)`` ended because ``event`` was set.
     ACQUIRE_CANCELLED = 'ACQUIRE_CANCELLED'
+    #: Not published: ``acquire_lock(lock_existing_item=True, only_if_exists=True)`` found no item
+    #: at the key (nothing was written).
+    ITEM_NOT_FOUND = 'ITEM_NOT_FOUND'
 
     def __init__(self, code: str = 'UNKNOWN', message: str = 'Unknown error', *,
                  reason: Optional[str] = None, holder: Optional[Any] = None) -> None:

@@ -107,10 +107,10 @@ class AsyncDynamoDBLock(HeldLock):
         # Serialises the calls to DynamoDB about this lock (a release and a heartbeat).
         self._mutex = asyncio.Lock()
 
-    def release(self, best_effort: bool = True) -> 'asyncio.Future[None]':
+    def release(self, best_effort: bool = True, *, keep_row: Optional[bool] = None) -> 'asyncio.Future[None]':
         """Release this lock (``await lock.release()``): see
         :meth:`AsyncDynamoDBLockClient.release_lock`; a cancelled caller does not stop it."""
-        releasing: 'asyncio.Future[None]' = self.lock_client.release_lock(self, best_effort)
+        releasing: 'asyncio.Future[None]' = self.lock_client.release_lock(self, best_effort, keep_row=keep_row)
         return releasing
 
     async def extend(self) -> None:
@@ -301,6 +301,9 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         raise_context_exception: bool = False,
         *,
         reentrant: bool = False,
+        lock_existing_item: bool = False,
+        only_if_exists: bool = False,
+        keep_row: Optional[bool] = None,
     ) -> _Acquisition:
         """Acquire the lock on ``(partition_key, sort_key)``, waiting for it if it is held.
 
@@ -318,7 +321,9 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         """
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
-                                              additional_attributes, app_callback)
+                                              additional_attributes, app_callback,
+                                              lock_existing_item=lock_existing_item, only_if_exists=only_if_exists,
+                                              keep_row=keep_row)
         _config.require_bool('reentrant', reentrant)
         acquiring = self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True,
                                   reentrant)
@@ -333,17 +338,23 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         raise_context_exception: bool = False,
         *,
         reentrant: bool = False,
+        lock_existing_item: bool = False,
+        only_if_exists: bool = False,
+        keep_row: Optional[bool] = None,
     ) -> Optional[AsyncDynamoDBLock]:
         """Acquire the lock if it can be had right now; None when someone else holds it. With
         ``reentrant``, the lock this very task already holds is returned with one more hold."""
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, None, datetime.timedelta(0),
-                                              additional_attributes, app_callback)
+                                              additional_attributes, app_callback,
+                                              lock_existing_item=lock_existing_item, only_if_exists=only_if_exists,
+                                              keep_row=keep_row)
         _config.require_bool('reentrant', reentrant)
         return await self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
                                    reentrant)
 
-    def release_lock(self, lock: AsyncDynamoDBLock, best_effort: bool = True) -> 'asyncio.Future[None]':
+    def release_lock(self, lock: AsyncDynamoDBLock, best_effort: bool = True, *,
+                     keep_row: Optional[bool] = None) -> 'asyncio.Future[None]':
         """Release ``lock``; see :meth:`DynamoDBLockClient.release_lock
         <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.release_lock>`.
 
@@ -354,7 +365,7 @@ class AsyncDynamoDBLockClient(ClientCore[AsyncDynamoDBLock]):
         self._check_process()
         if not isinstance(lock, AsyncDynamoDBLock):
             raise TypeError(f'release_lock takes an AsyncDynamoDBLock, not {type(lock).__name__}')
-        releasing = self._loop.create_task(self._run(self._releasing(lock, best_effort)))
+        releasing = self._loop.create_task(self._run(self._releasing(lock, best_effort, keep_row)))
         self._settling.add(releasing)
         releasing.add_done_callback(self._settling.discard)
         releasing.add_done_callback(_retrieve)

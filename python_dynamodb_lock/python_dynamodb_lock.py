@@ -89,9 +89,9 @@ class DynamoDBLock(HeldLock):
         self.thread_lock = threading.RLock()
         self._mutex = self.thread_lock
 
-    def release(self, best_effort: bool = True) -> None:
+    def release(self, best_effort: bool = True, *, keep_row: Optional[bool] = None) -> None:
         """Release this lock: see :meth:`DynamoDBLockClient.release_lock`."""
-        self.lock_client.release_lock(self, best_effort)
+        self.lock_client.release_lock(self, best_effort, keep_row=keep_row)
 
     def extend(self) -> None:
         """Renew this lock now, in the calling thread, and say whether it worked: for
@@ -363,6 +363,9 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         raise_context_exception: bool = False,
         *,
         reentrant: bool = False,
+        lock_existing_item: bool = False,
+        only_if_exists: bool = False,
+        keep_row: Optional[bool] = None,
         cancel: Optional[threading.Event] = None,
     ) -> DynamoDBLock:
         """Acquire the lock on ``(partition_key, sort_key)``, waiting for it if it is held.
@@ -391,6 +394,11 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
             or a call to DynamoDB in flight, ends within about 50 ms with ``ACQUIRE_CANCELLED``,
             and nothing is held. A write that was in flight is undone in the background once
             its answer arrives (see "Interruptions" in the documentation).
+        :param lock_existing_item: add the lock's attributes to the item at the key, keeping its
+            other attributes (UpdateItem); its release removes only them. ``only_if_exists``: fail
+            with ``ITEM_NOT_FOUND`` when there is no item. See "Locking an existing item".
+        :param keep_row: whether the release keeps the row, marked released (None: the client's
+            ``keep_released_rows``); a release may choose otherwise.
 
         Interrupted by ``KeyboardInterrupt`` (Ctrl-C), the call raises it within about half a
         second, whatever DynamoDB does; a write that was in flight may still land, so it is
@@ -404,7 +412,9 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         """
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
-                                              additional_attributes, app_callback)
+                                              additional_attributes, app_callback,
+                                              lock_existing_item=lock_existing_item, only_if_exists=only_if_exists,
+                                              keep_row=keep_row)
         _config.require_bool('reentrant', reentrant)
         if cancel is not None:
             if not callable(getattr(cancel, 'wait', None)) or not callable(getattr(cancel, 'is_set', None)):
@@ -425,6 +435,9 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         raise_context_exception: bool = False,
         *,
         reentrant: bool = False,
+        lock_existing_item: bool = False,
+        only_if_exists: bool = False,
+        keep_row: Optional[bool] = None,
     ) -> Optional[DynamoDBLock]:
         """Acquire the lock if it can be had right now; never waits.
 
@@ -433,12 +446,14 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         """
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, None, datetime.timedelta(0),
-                                              additional_attributes, app_callback)
+                                              additional_attributes, app_callback,
+                                              lock_existing_item=lock_existing_item, only_if_exists=only_if_exists,
+                                              keep_row=keep_row)
         _config.require_bool('reentrant', reentrant)
         return self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
                              reentrant)
 
-    def release_lock(self, lock: DynamoDBLock, best_effort: bool = True) -> None:
+    def release_lock(self, lock: DynamoDBLock, best_effort: bool = True, *, keep_row: Optional[bool] = None) -> None:
         """Release ``lock``: one delete, conditioned on the row still carrying its version.
 
         A lock already released is left alone. The lock may be released after :meth:`close`.
@@ -446,6 +461,9 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         With ``best_effort=True`` (the default) nothing is raised: failures are logged and the
         lock is forgotten locally either way; a row that could not be deleted is taken over by
         others after its lease. With ``best_effort=False``:
+
+        ``keep_row`` (None: the lock's choice, see ``acquire_lock``) keeps the row marked released
+        or deletes it; a lock on an existing item never deletes its item.
 
         :raises DynamoDBLockError: ``LOCK_NOT_OWNED`` when this client does not hold the lock;
             ``LOCK_STOLEN`` when another client has taken it over, before or during this
@@ -456,7 +474,7 @@ class DynamoDBLockClient(ClientCore[DynamoDBLock], Defaults):
         self._check_process()
         if not isinstance(lock, DynamoDBLock):
             raise TypeError(f'release_lock takes a DynamoDBLock, not {type(lock).__name__}')
-        self._run(self._releasing(lock, best_effort))
+        self._run(self._releasing(lock, best_effort, keep_row))
 
     def close(self, release_locks: bool = False) -> None:
         """Stop the background threads, promptly; safe to call twice and from any thread.

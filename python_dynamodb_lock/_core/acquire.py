@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from typing import Any, Callable, Dict, Mapping, Optional, Union
+from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Union
 
 from .._errors import DynamoDBLockError, Reason
 from .._requests import Request, acquire_free, acquire_over, free_row, get
@@ -28,8 +28,8 @@ from .effects import Call, Emit, Pending, Protocol, Settle, Sleep
 from .events import Event, Kind
 from .messages import describe_key, explain
 
-__all__ = ['AcquireAttempt', 'TimedOut', 'Written', 'acquire', 'free_if_landed', 'is_abandoned', 'new_lock_item',
-           'read_row', 'token_floor', 'undo_write', 'with_token']
+__all__ = ['AcquireAttempt', 'TimedOut', 'Written', 'acquire', 'free_if_landed', 'is_abandoned', 'is_free',
+           'new_lock_item', 'read_row', 'token_floor', 'undo_write', 'with_token']
 
 # How many refused writes are judged at once, without a wait, before the next poll.
 _IMMEDIATE_RETRIES = 3
@@ -50,6 +50,8 @@ class AcquireAttempt:
     default_lease: float         # for rows without a readable lease
     keep_released_rows: bool = True
     max_clock_skew: Optional[float] = None   # trust wall clocks to this much: take over past lease_expiry
+    lock_existing_item: bool = False   # add the lock to the item at the key; its other attributes stay
+    only_if_exists: bool = False       # ... and only if that item exists (else ITEM_NOT_FOUND)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,8 +77,22 @@ class _Blocked:
 
     __slots__ = ('row',)
 
-    def __init__(self, row: Optional[Item]) -> None:
-        self.row = None if Schema.is_released(row) else row
+    def __init__(self, row: Optional[Item], existing_item: bool = False) -> None:
+        self.row = None if is_free(row, existing_item) else row
+
+
+def is_free(row: Optional[Mapping[str, Any]], existing_item: bool = False) -> bool:
+    """Whether the key is free for an acquisition.
+
+    A plain lock finds it free when there is no row or a released one. A row without lock
+    attributes (an application's item) is judged held by an unknown owner: it would be
+    replaced. A lock on an existing item (``existing_item``) finds it free when the row carries
+    no lock (no ``record_version_number``); a released row is taken over instead (it is judged
+    abandoned at once: its lease is 0), so that the TTL its release set is removed.
+    """
+    if existing_item:
+        return Schema.version_of(row) is None
+    return row is None or Schema.is_released(row)
 
 
 def token_floor(clock: Any) -> int:
@@ -169,7 +185,8 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) 
         if released_here:
             blocking = None     # this client just released the key: go straight to the write
         else:
-            blocking = _Blocked((yield from read_row(schema, attempt.partition_key, attempt.sort_key, 'read'))).row
+            blocking = _Blocked((yield from read_row(schema, attempt.partition_key, attempt.sort_key, 'read')),
+                                attempt.lock_existing_item).row
 
 
 def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Protocol[Union[Written, _Blocked]]:
@@ -183,10 +200,10 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Pro
     item = new_lock_item(attempt, clock)
     new_version = item[COL_RECORD_VERSION_NUMBER]
     if blocking is None:
-        write = acquire_free(schema, item, token_floor(clock))
+        write = acquire_free(schema, item, token_floor(clock), attempt.lock_existing_item, attempt.only_if_exists)
     else:
         write = acquire_over(schema, item, [str(Schema.version_of(blocking))], token_floor(clock),
-                             schema.extra_names(blocking))
+                             _replaced_names(attempt, blocking))
     try:
         answer = yield Call(write)
     except GeneratorExit:
@@ -206,10 +223,15 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Pro
             # Our write landed; botocore's retry met our own row.
             return Written(with_token(item, answer.item), attempt_started, blocking)
         if answer.item is None and blocking is None:
-            # An engine that ignores ALL_OLD: find out what is in the way.
+            # No item, or an engine that ignores ALL_OLD: find out what is in the way.
             row = yield from read_row(schema, attempt.partition_key, attempt.sort_key, 'read')
-            return _Blocked(row)
-        return _Blocked(answer.item)
+            if row is None and attempt.only_if_exists:
+                raise DynamoDBLockError(
+                    DynamoDBLockError.ITEM_NOT_FOUND,
+                    f'Could not acquire {describe_key(schema, attempt.partition_key, attempt.sort_key)}: there is no '
+                    'item at that key (only_if_exists=True); nothing was written')
+            return _Blocked(row, attempt.lock_existing_item)
+        return _Blocked(answer.item, attempt.lock_existing_item)
     assert isinstance(answer, Failed)
     if answer.maybe_applied:
         landed = yield from _settle_unanswered_write(attempt, clock, new_version)
@@ -223,15 +245,25 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Pro
     ) from answer.error
 
 
+def _replaced_names(attempt: AcquireAttempt, blocking: Item) -> FrozenSet[str]:
+    """What a takeover of ``blocking`` removes besides what it writes: a plain lock, the old
+    lock's additional attributes; a lock on an existing item, nothing of the item's own, only
+    the TTL a plain release set on a released row (DynamoDB would delete the item by it)."""
+    if not attempt.lock_existing_item:
+        return attempt.schema.extra_names(blocking)
+    return frozenset({attempt.schema.ttl_attribute_name}) if Schema.is_released(blocking) else frozenset()
+
+
 def new_lock_item(attempt: AcquireAttempt, clock: Any) -> Item:
     """The item of a new acquisition: the attempt's template with a fresh version (also its
-    acquisition id) and TTL."""
+    acquisition id) and TTL (none on an existing item)."""
     new_version = str(uuid.uuid4())
     now = clock.time()
     item: Item = dict(attempt.item_template)
     item[COL_RECORD_VERSION_NUMBER] = new_version
     item[COL_ACQUISITION_ID] = new_version
-    item[attempt.schema.ttl_attribute_name] = int(now + attempt.expiry_period)
+    if not attempt.lock_existing_item:
+        item[attempt.schema.ttl_attribute_name] = int(now + attempt.expiry_period)
     item[COL_LEASE_EXPIRY] = lease_expiry(now, attempt.schema.lease_of(attempt.item_template, attempt.default_lease))
     return item
 
@@ -246,7 +278,8 @@ def _free_own_row(attempt: AcquireAttempt, clock: Any, version: str) -> Request:
     """The write that frees the row a failed or interrupted write of ours may have left."""
     return free_row(attempt.schema, attempt.partition_key, attempt.sort_key, [version], str(uuid.uuid4()),
                     int(clock.time() + attempt.expiry_period), int(clock.time()),
-                    attempt.schema.extra_names(attempt.item_template), attempt.keep_released_rows)
+                    attempt.schema.extra_names(attempt.item_template), attempt.keep_released_rows,
+                    attempt.lock_existing_item)
 
 
 # Follow-up reads of a row an interrupted write of ours may still land on: the first after this

@@ -84,11 +84,13 @@ class ReleaseSettings:
 
 
 def release(settings: ReleaseSettings, lock: Any, clock: Any,
-            successor: Optional[AcquireAttempt] = None) -> Protocol[ReleaseResult]:
+            successor: Optional[AcquireAttempt] = None, keep_row: Optional[bool] = None) -> Protocol[ReleaseResult]:
     """Free the lock's row if it carries one of our versions, and judge the answer.
 
-    The row is kept, marked released, with its fencing token (or deleted, when the client keeps
-    no released rows); either write is conditioned on every version the row may carry. With a
+    The row is kept, marked released, with its fencing token (or deleted, when ``keep_row`` is
+    False; None: the client's ``keep_released_rows``); either write is conditioned on every
+    version the row may carry. A lock on an existing item removes only the lock's attributes
+    (the fencing token stays unless ``keep_row`` is False), never the item. With a
     ``successor`` (an acquisition of this client waiting for the key), the same single write
     hands the lock over instead: it writes the successor's row, with the next fencing token,
     and ``ReleaseResult.handed`` carries it.
@@ -106,10 +108,13 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any,
     else:
         item, ours = {}, str(uuid.uuid4())
 
+        keep = settings.keep_released_rows if keep_row is None else keep_row
+        existing = getattr(lock, '_existing_item', False)
+
         def write(versions: Sequence[str]) -> Call:
             return Call(free_row(schema, lock.partition_key, lock.sort_key, versions, ours,
                                  int(clock.time() + settings.expiry_period), int(clock.time()),
-                                 lock.additional_attributes, settings.keep_released_rows))
+                                 lock.additional_attributes, keep, existing))
 
 
     def released(row: Optional[Mapping[str, Any]] = None) -> ReleaseResult:
@@ -136,8 +141,8 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any,
         row = answer.item
         if Schema.version_of(row) == ours:
             return released(row)              # ours landed; botocore's retry met it
-        if row is None or Schema.is_released(row):
-            return ReleaseResult(ReleaseOutcome.ROW_GONE)
+        if row is None or Schema.is_released(row) or Schema.version_of(row) is None:
+            return ReleaseResult(ReleaseOutcome.ROW_GONE)     # no lock there (an item's lock removed)
         if (answer.retried or state.release_maybe_applied) and state.lease_running(clock.monotonic()):
             return ReleaseResult(ReleaseOutcome.MET_NEXT_HOLDER, row)
         return ReleaseResult(ReleaseOutcome.STOLEN, row)
@@ -151,7 +156,7 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any,
     current = read.response.get('Item') or None
     if Schema.version_of(current) == ours:
         return released(current)
-    if current is None or Schema.is_released(current):
+    if current is None or Schema.is_released(current) or Schema.version_of(current) is None:
         return ReleaseResult(ReleaseOutcome.RELEASED)
     if state.is_ours(Schema.version_of(current)):
         return ReleaseResult(ReleaseOutcome.FAILED, failed=answer)
@@ -161,7 +166,7 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any,
 
 
 def release_again(settings: ReleaseSettings, lock: Any, versions: Sequence[str], clock: Any,
-                  lease: float) -> Protocol[None]:
+                  lease: float, keep_row: Optional[bool] = None) -> Protocol[None]:
     """Finish a release that an interruption cut short, apart from the caller (``Settle``).
 
     The lock has already been forgotten (nobody renews it; the caller was told nothing). Its
@@ -172,10 +177,11 @@ def release_again(settings: ReleaseSettings, lock: Any, versions: Sequence[str],
     schema = settings.schema
     deadline = clock.monotonic() + lease
     delay = _FIRST_RETRY
+    keep = settings.keep_released_rows if keep_row is None else keep_row
     while True:
         answer = yield Call(free_row(schema, lock.partition_key, lock.sort_key, versions, str(uuid.uuid4()),
                                      int(clock.time() + settings.expiry_period), int(clock.time()),
-                                     lock.additional_attributes, settings.keep_released_rows))
+                                     lock.additional_attributes, keep, getattr(lock, '_existing_item', False)))
         remaining = deadline - clock.monotonic()
         if not isinstance(answer, Failed) or remaining <= 0:
             return
@@ -192,11 +198,12 @@ _LONGEST_RETRY = 5.0
 
 def free_handed(settings: ReleaseSettings, lock_key: Any, handed: Written, clock: Any) -> Protocol[None]:
     """Free a row a release handed over to a waiter that had stopped waiting meanwhile: nobody
-    holds it, and it would block everybody for a lease."""
+    holds it, and it would block everybody for a lease. (A row written for a lock on an
+    existing item is the one without a TTL: only its lock attributes are removed.)"""
     schema = settings.schema
     yield Call(free_row(schema, lock_key[0], lock_key[1], [str(Schema.version_of(handed.item))], str(uuid.uuid4()),
                         int(clock.time() + settings.expiry_period), int(clock.time()), handed.item,
-                        settings.keep_released_rows))
+                        settings.keep_released_rows, schema.ttl_attribute_name not in handed.item))
 
 
 def release_verdict(result: ReleaseResult, best_effort: bool, schema: Schema, unique_identifier: str) -> ReleaseVerdict:

@@ -179,7 +179,7 @@ class LockState:
                 return unconfirmed_for
         return None
 
-    def next_renewal(self, new_version: str, new_expiry_time: int, partition_key: Any,
+    def next_renewal(self, new_version: str, new_expiry_time: Optional[int], partition_key: Any,
                      sort_key: str, new_lease_expiry: Any = None) -> Optional[Renewal]:
         """The renewal to send while the lock is held, or None when it no longer is."""
         with self._guard:
@@ -212,7 +212,8 @@ class LockState:
                 return RenewalResult(RenewalVerdict.NOT_HELD)
             recovered = self.status == Status.IN_DANGER
             self.version = renewal.new_version
-            self.expiry_time = renewal.new_expiry_time
+            if renewal.new_expiry_time is not None:
+                self.expiry_time = renewal.new_expiry_time
             self.last_confirmed = attempt_started
             self.unconfirmed.clear()
             self.status = Status.LOCKED
