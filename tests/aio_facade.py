@@ -201,8 +201,8 @@ class BlockingAsyncLock:
     def app_callback(self) -> Any:
         return self._facade._original_callback(self._lock.app_callback)
 
-    def release(self, best_effort: bool = True) -> None:
-        self._facade.release_lock(self, best_effort)
+    def release(self, best_effort: bool = True, **options: Any) -> None:
+        self._facade.release_lock(self, best_effort, **options)
 
     # The asyncio lock's coroutine methods, as the threaded lock's blocking ones.
 
@@ -332,28 +332,30 @@ class BlockingAsyncClient:
 
     def acquire_lock(self, partition_key: Any, sort_key: Any = '-', retry_period: Any = None, retry_timeout: Any = None,
                      additional_attributes: Any = None, app_callback: Any = None,
-                     raise_context_exception: bool = False, *, reentrant: bool = False) -> BlockingAsyncLock:
+                     raise_context_exception: bool = False, *, reentrant: bool = False,
+                     **options: Any) -> BlockingAsyncLock:
         callback = self._wrap_callback(app_callback)
 
         async def acquire() -> Any:
             return await self._client.acquire_lock(partition_key, sort_key, retry_period, retry_timeout,
                                                    additional_attributes, callback, raise_context_exception,
-                                                   reentrant=reentrant)
+                                                   reentrant=reentrant, **options)
 
         lock: BlockingAsyncLock = self._proxy(self._call(acquire))
         return lock
 
     def try_acquire_lock(self, partition_key: Any, sort_key: Any = '-', additional_attributes: Any = None,
                          app_callback: Any = None,
-                         raise_context_exception: bool = False, *, reentrant: bool = False
+                         raise_context_exception: bool = False, *, reentrant: bool = False, **options: Any
                          ) -> Optional[BlockingAsyncLock]:
         callback = self._wrap_callback(app_callback)
         lock: Optional[BlockingAsyncLock] = self._proxy(self._call(lambda: self._client.try_acquire_lock(
-            partition_key, sort_key, additional_attributes, callback, raise_context_exception, reentrant=reentrant)))
+            partition_key, sort_key, additional_attributes, callback, raise_context_exception, reentrant=reentrant,
+            **options)))
         return lock
 
-    def release_lock(self, lock: Any, best_effort: bool = True) -> None:
-        self._call(lambda: self._client.release_lock(self._unwrap(lock), best_effort))
+    def release_lock(self, lock: Any, best_effort: bool = True, **options: Any) -> None:
+        self._call(lambda: self._client.release_lock(self._unwrap(lock), best_effort, **options))
 
     def close(self, release_locks: bool = False) -> None:
         if self._runner.in_loop_thread():   # from a callback run inline: what an asyncio app does
