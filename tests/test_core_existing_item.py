@@ -1,0 +1,140 @@
+"""The pure parts of locks on existing items, with no engine: the requests (which attributes a
+lock on an item writes and removes, every name through ExpressionAttributeNames), the judgement
+of a row without lock attributes, and the acquire protocol's ``only_if_exists`` answer.
+The behaviour on DynamoDB Local is in test_existing_item.py."""
+from __future__ import annotations
+
+import re
+from typing import Any, Dict
+
+import pytest
+
+from python_dynamodb_lock._config import existing_item_options
+from python_dynamodb_lock._core.acquire import AcquireAttempt, acquire, is_free
+from python_dynamodb_lock._core.answers import Applied, Refused
+from python_dynamodb_lock._errors import DynamoDBLockError
+from python_dynamodb_lock._requests import Renewal, acquire_free, free_row, release_item_lock, renew, renew_many
+from test_core_protocol import LEASE, SCHEMA, FakeClock, drive, scripted
+
+APP_ROW = {'lock_key': 'k', 'sort_key': '-', 'status': 'PAID', 'data': 'x'}
+LOCK_ROW = {**APP_ROW, 'owner_name': 'o', 'record_version_number': 'v1', 'lease_duration': 30}
+RELEASED_ROW = {**LOCK_ROW, 'released_at': 1, 'expiry_time': 1}
+
+
+def names_in(expression: str) -> set[str]:
+    return set(re.findall(r'#\w+', expression))
+
+
+def assert_only_placeholders(params: Dict[str, Any]) -> None:
+    """Every attribute name goes through ExpressionAttributeNames (reserved words are safe)."""
+    used = names_in(params.get('UpdateExpression', '')) | names_in(params.get('ConditionExpression', ''))
+    assert used == set(params['ExpressionAttributeNames'])
+    bare = re.sub(r'[#:]\w+', '', params.get('UpdateExpression', ''))
+    assert set(re.findall(r'[a-z_]+', bare)) <= {'if_not_exists'}
+
+
+@pytest.mark.parametrize('row, existing, free', [
+    (None, False, True), (APP_ROW, False, False), (LOCK_ROW, False, False), (RELEASED_ROW, False, True),
+    (None, True, True), (APP_ROW, True, True), (LOCK_ROW, True, False), (RELEASED_ROW, True, False),
+    ({**APP_ROW, 'fencing_token': 7}, True, True),
+])
+def test_which_rows_are_free(row: Any, existing: bool, free: bool) -> None:
+    """Without the opt-in an item without lock attributes is held by an unknown owner; with it
+    it is free, and a released row is taken over (to remove its TTL) rather than written as free."""
+    assert is_free(row, existing) is free
+
+
+def test_the_acquire_on_an_item_adds_only_lock_attributes_and_no_ttl() -> None:
+    item = {'lock_key': 'k', 'sort_key': '-', 'owner_name': 'o', 'lease_duration': 30,
+            'record_version_number': 'v', 'acquisition_id': 'v', 'lease_expiry': 1}
+    request = acquire_free(SCHEMA, item, 5, existing_item=True)
+    params = request.params
+    assert request.operation == 'update_item' and 'Item' not in params
+    assert params['ConditionExpression'] == 'attribute_not_exists(#version)'
+    assignments = params['UpdateExpression'].split(' REMOVE ')[0]
+    written = {params['ExpressionAttributeNames'][name] for name in names_in(assignments)}
+    assert written == {'owner_name', 'lease_duration', 'record_version_number', 'acquisition_id', 'lease_expiry',
+                       'fencing_token'}
+    assert_only_placeholders(params)
+    only = acquire_free(SCHEMA, item, 5, existing_item=True, only_if_exists=True).params
+    assert only['ConditionExpression'] == 'attribute_exists(#partition_key) AND attribute_not_exists(#version)'
+    assert only['ExpressionAttributeNames']['#partition_key'] == 'lock_key'
+
+
+@pytest.mark.parametrize('keep_token', [True, False])
+def test_the_release_of_a_lock_on_an_item_removes_only_lock_attributes(keep_token: bool) -> None:
+    request = release_item_lock(SCHEMA, 'k', '-', ['v1', 'v2'], {'status', 'owner_name', 'expiry_time'}, keep_token)
+    params = request.params
+    assert request.operation == 'update_item' and params['UpdateExpression'].startswith('REMOVE ')
+    assert 'SET' not in params['UpdateExpression']
+    removed = {params['ExpressionAttributeNames'][name] for name in names_in(params['UpdateExpression'])}
+    lock_names = {'owner_name', 'lease_duration', 'record_version_number', 'acquisition_id', 'lease_expiry',
+                  'released_at'}
+    # The lock's additional attribute ('status' here) goes; the TTL attribute is never touched.
+    assert removed == lock_names | {'status'} | (set() if keep_token else {'fencing_token'})
+    assert params['ExpressionAttributeValues'] == {':expected_version_0': 'v1', ':expected_version_1': 'v2'}
+    assert_only_placeholders(params)
+    assert free_row(SCHEMA, 'k', '-', ['v1', 'v2'], 'new', 1, 1, {'status', 'owner_name', 'expiry_time'},
+                    keep_token, existing_item=True) == request
+
+
+def test_renewals_without_a_ttl_do_not_write_it() -> None:
+    with_ttl = Renewal('k', '-', ['v1'], 'v2', 123, 456)
+    without = Renewal('k', '-', ['v1'], 'v2', None, 456)
+    assert 'expiry_time' in renew(SCHEMA, with_ttl).params['ExpressionAttributeNames'].values()
+    params = renew(SCHEMA, without).params
+    assert 'expiry_time' not in params['ExpressionAttributeNames'].values()
+    assert ':new_expiry_time' not in params['ExpressionAttributeValues']
+    assert_only_placeholders(params)
+    statements = renew_many(SCHEMA, [with_ttl, without]).params['Statements']
+    assert '"expiry_time"' in statements[0]['Statement'] and '"expiry_time"' not in statements[1]['Statement']
+    assert statements[0]['Parameters'] == ['v2', 123, 456, 'k', '-', 'v1']
+    assert statements[1]['Parameters'] == ['v2', 456, 'k', '-', 'v1']
+    for statement in statements:
+        assert statement['Statement'].count('?') == len(statement['Parameters'])
+
+
+def item_attempt(only_if_exists: bool) -> AcquireAttempt:
+    template = {'lock_key': 'k', 'sort_key': '-', 'owner_name': 'me', 'lease_duration': LEASE}
+    return AcquireAttempt(SCHEMA, 'k', '-', 'k|-', template, 5.0, 0.0, 3600.0, LEASE,
+                          lock_existing_item=True, only_if_exists=only_if_exists)
+
+
+def test_only_if_exists_on_a_missing_item_is_item_not_found_after_one_write_and_one_read() -> None:
+    run = drive(acquire(item_attempt(True), FakeClock(), lambda: False),
+                scripted(Refused(None), Applied({})), clock=FakeClock())
+    assert [request.operation for request in run.calls] == ['update_item', 'get_item']
+    assert isinstance(run.error, DynamoDBLockError) and run.error.code == DynamoDBLockError.ITEM_NOT_FOUND
+
+
+def test_only_if_exists_meets_an_item_created_meanwhile_and_writes_again() -> None:
+    """The read after the refusal finds an item without a lock: it is free, so the next write goes."""
+    run = drive(acquire(item_attempt(True), FakeClock(), lambda: False),
+                scripted(Refused(None), Applied({'Item': APP_ROW}), Applied({'Attributes': {'fencing_token': 3}})),
+                clock=FakeClock())
+    assert run.error is None and run.result.item['fencing_token'] == 3
+    assert SCHEMA.ttl_attribute_name not in run.result.item
+
+
+def test_a_released_row_is_taken_over_with_its_ttl_removed() -> None:
+    run = drive(acquire(item_attempt(False), FakeClock(), lambda: False),
+                scripted(Refused(dict(RELEASED_ROW)), Applied({'Attributes': {'fencing_token': 2}})),
+                clock=FakeClock())
+    takeover = run.calls[-1].params
+    assert takeover['ConditionExpression'] == '#version = :expected_version_0'
+    removed = takeover['UpdateExpression'].split(' REMOVE ')[1]
+    assert {takeover['ExpressionAttributeNames'][name] for name in names_in(removed)} == {'released_at',
+                                                                                         'expiry_time'}
+    assert 'status' not in takeover['ExpressionAttributeNames'].values()   # the item's own stay
+
+
+@pytest.mark.parametrize('arguments, error', [
+    ((False, True, None), ValueError), (('yes', False, None), TypeError), ((True, 1, None), TypeError),
+    ((True, False, {'a': 1}), ValueError),
+])
+def test_existing_item_options_are_checked(arguments: Any, error: type) -> None:
+    with pytest.raises(error):
+        existing_item_options(*arguments)
+    assert existing_item_options(True, True, None) == (True, True)
+    assert existing_item_options(False, False, {'a': 1}) == (False, False)
+
