@@ -9,11 +9,10 @@ from typing import Any, Dict
 
 import pytest
 
-from python_dynamodb_lock._config import existing_item_options
 from python_dynamodb_lock._core.acquire import AcquireAttempt, acquire, is_free
 from python_dynamodb_lock._core.answers import Applied, Refused
-from python_dynamodb_lock._errors import DynamoDBLockError
 from python_dynamodb_lock._requests import Renewal, acquire_free, free_row, release_item_lock, renew, renew_many
+from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockError
 from test_core_protocol import LEASE, SCHEMA, FakeClock, drive, scripted
 
 APP_ROW = {'lock_key': 'k', 'sort_key': '-', 'status': 'PAID', 'data': 'x'}
@@ -126,15 +125,4 @@ def test_a_released_row_is_taken_over_with_its_ttl_removed() -> None:
     assert {takeover['ExpressionAttributeNames'][name] for name in names_in(removed)} == {'released_at',
                                                                                          'expiry_time'}
     assert 'status' not in takeover['ExpressionAttributeNames'].values()   # the item's own stay
-
-
-@pytest.mark.parametrize('arguments, error', [
-    ((False, True, None), ValueError), (('yes', False, None), TypeError), ((True, 1, None), TypeError),
-    ((True, False, {'a': 1}), ValueError),
-])
-def test_existing_item_options_are_checked(arguments: Any, error: type) -> None:
-    with pytest.raises(error):
-        existing_item_options(*arguments)
-    assert existing_item_options(True, True, None) == (True, True)
-    assert existing_item_options(False, False, {'a': 1}) == (False, False)
 
