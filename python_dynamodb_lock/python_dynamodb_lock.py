@@ -91,7 +91,10 @@ class DynamoDBLock(HeldLock):
 
     def release(self, best_effort: bool = True, *, keep_row: Optional[bool] = None) -> None:
         """Release this lock: see :meth:`DynamoDBLockClient.release_lock`."""
-        self.lock_client.release_lock(self, best_effort, keep_row=keep_row)
+        if keep_row is None:    # the published call, which stand-in clients know
+            self.lock_client.release_lock(self, best_effort)
+        else:
+            self.lock_client.release_lock(self, best_effort, keep_row=keep_row)
 
     def extend(self) -> None:
         """Renew this lock now, in the calling thread, and say whether it worked: for
