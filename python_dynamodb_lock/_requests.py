@@ -207,19 +207,22 @@ def release_row(schema: Schema, partition_key: Any, sort_key: str, expected_vers
     and the lock's additional attributes (``remove``), and DynamoDB's TTL deletes it after
     ``expiry_time``.
     """
-    condition, values = _version_condition(expected_versions)
-    values[':new_version'] = new_version
-    values[':zero'] = 0
-    values[':expiry_time'] = expiry_time
-    values[':released_at'] = released_at
     expression, names = _release_shape(schema, tuple(sorted(set(remove) - schema.reserved_names)) if remove else ())
+    return _update_if_version(schema, partition_key, sort_key, expected_versions, expression, names, {
+        ':new_version': new_version, ':zero': 0, ':expiry_time': expiry_time, ':released_at': released_at})
+
+
+def _update_if_version(schema: Schema, partition_key: Any, sort_key: str, expected_versions: Sequence[str],
+                       expression: str, names: Dict[str, str], values: Dict[str, Any]) -> Request:
+    """An UpdateItem of the lock row refused unless it carries one of ``expected_versions``."""
+    condition, version_values = _version_condition(expected_versions)
     return _conditional(
         schema, 'update_item',
         Key=schema.key(partition_key, sort_key),
         UpdateExpression=expression,
         ConditionExpression=condition,
         ExpressionAttributeNames=dict(names),
-        ExpressionAttributeValues=values,
+        ExpressionAttributeValues={**version_values, **values},
     )
 
 
@@ -247,19 +250,11 @@ def release_item_lock(schema: Schema, partition_key: Any, sort_key: str, expecte
     """Free a lock on an existing item: REMOVE the lock's attributes (``remove`` names its
     additional ones; the fencing token stays when ``keep_token``), never the item's other
     attributes, never the item; refused unless it carries one of ``expected_versions``."""
-    condition, values = _version_condition(expected_versions)
     removed = set(_ITEM_LOCK_NAMES) | (set(remove) - schema.reserved_names)
     if not keep_token:
         removed.add(COL_FENCING_TOKEN)
     expression, names = _release_item_shape(tuple(sorted(removed)))
-    return _conditional(
-        schema, 'update_item',
-        Key=schema.key(partition_key, sort_key),
-        UpdateExpression=expression,
-        ConditionExpression=condition,
-        ExpressionAttributeNames=dict(names),
-        ExpressionAttributeValues=values,
-    )
+    return _update_if_version(schema, partition_key, sort_key, expected_versions, expression, names, {})
 
 
 def free_row(schema: Schema, partition_key: Any, sort_key: str, expected_versions: Sequence[str], new_version: str,
