@@ -15,7 +15,7 @@ from typing import Any, Dict, Optional
 import pytest
 from boto3.dynamodb.types import TypeSerializer
 
-from helpers import CallRecorder, LockClients, is_registered
+from helpers import BackgroundCall, CallRecorder, LockClients, is_registered, step
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockError
 
 seconds = datetime.timedelta
@@ -220,6 +220,43 @@ def test_guarded_writes_to_the_locked_item_are_refused_before_anything_is_sent(
         ExpressionAttributeNames={'#s': 'status', '#token': 'fencing_token', '#version': 'record_version_number'},
         ExpressionAttributeValues={':s': 'SHIPPED', ':token': lock.fencing_token})
     assert engine.read_item('guarded')['status'] == 'SHIPPED'
+
+
+def test_a_release_hands_a_lock_on_an_item_to_a_waiting_thread_in_the_same_write(
+        engine: Any, local_clients: LockClients) -> None:
+    client = local_clients.make(hand_driven=False)
+    before = put_app_item(engine, 'handed')
+    lock = client.acquire_lock('handed', lock_existing_item=True)
+    waiter = BackgroundCall(client.acquire_lock, 'handed', retry_period=seconds(hours=1),
+                            retry_timeout=seconds(hours=1), lock_existing_item=True)
+    step(local_clients.clock, 0, client, threads=[waiter.thread])   # the waiter waits (the fake clock stands)
+    with CallRecorder(engine.resource) as calls:
+        lock.release(best_effort=False)
+        handed = waiter.result()
+    assert calls.operations() == ['UpdateItem']                     # one write: release and hand-over
+    assert handed.lock_existing_item and handed.fencing_token == lock.fencing_token + 1
+    row = engine.read_typed_item('handed')
+    assert row['record_version_number'] == {'S': handed.record_version_number} and 'expiry_time' not in row
+    assert own_part(row) == before
+
+
+def test_a_plain_lock_is_not_handed_to_a_waiter_for_the_item(engine: Any, local_clients: LockClients) -> None:
+    """The two write different rows: the plain release marks its row released (with a TTL) and
+    the woken waiter takes that row over, removing the TTL."""
+    client = local_clients.make(hand_driven=False)
+    lock = client.acquire_lock('mixed')
+    waiter = BackgroundCall(client.acquire_lock, 'mixed', retry_period=seconds(hours=1),
+                            retry_timeout=seconds(hours=1), lock_existing_item=True)
+    step(local_clients.clock, 0, client, threads=[waiter.thread])
+    with CallRecorder(engine.resource) as calls:
+        lock.release(best_effort=False)
+        taken = waiter.result()
+    writes = [call.params['ExpressionAttributeNames'].values() for call in calls.writes()]
+    assert 'released_at' in writes[0] and 'fencing_token' not in writes[0]     # a release, no hand-over
+    assert any('fencing_token' in names for names in writes[1:]) and taken.lock_existing_item
+    row = engine.read_item('mixed')
+    assert row['record_version_number'] == taken.record_version_number
+    assert 'expiry_time' not in row and 'released_at' not in row
 
 
 def test_an_item_too_large_for_the_lock_attributes_fails_clearly(engine: Any, local_clients: LockClients) -> None:
