@@ -9,6 +9,7 @@ JSON, so a number's digits or a binary's bytes would show any change).
 from __future__ import annotations
 
 import datetime
+import logging
 from decimal import Decimal
 from typing import Any, Dict, Optional
 
@@ -94,16 +95,25 @@ def test_the_fencing_token_kept_on_the_item_keeps_growing(engine: Any, local_cli
 
 
 def test_without_the_opt_in_an_item_without_lock_attributes_is_held_by_an_unknown_owner(
-        engine: Any, local_clients: LockClients) -> None:
+        engine: Any, local_clients: LockClients, caplog: pytest.LogCaptureFixture) -> None:
     """The published behaviour is kept: the item is neither replaced nor locked; the error says
     how to lock it."""
+    caplog.set_level(logging.INFO, logger='python_dynamodb_lock')
     client = local_clients.make()
     before = put_app_item(engine, 'plain')
     assert client.try_acquire_lock('plain') is None
-    with pytest.raises(DynamoDBLockError) as raised:
-        client.acquire_lock('plain', retry_timeout=seconds(0))
+    with CallRecorder(engine.resource) as calls:
+        with pytest.raises(DynamoDBLockError) as raised, \
+                local_clients.clock.auto_advance_in_current_thread():
+            client.acquire_lock('plain', retry_timeout=seconds(seconds=70))     # more than two leases
     assert raised.value.code == DynamoDBLockError.ACQUIRE_TIMEOUT
     assert 'unknown owner' in raised.value.message and 'lock_existing_item=True' in raised.value.message
+    # One write, then only reads: such an item is never "taken over" (no futile conditional writes).
+    assert len(calls.writes()) == 1 and len(calls.calls) > 10
+    warnings = [record.getMessage() for record in caplog.records if 'item without lock attributes' in
+                record.getMessage()]
+    assert warnings and all('lock_existing_item=True' in line for line in warnings)   # once per wait, rate-limited
+    assert not any('writes no fencing token' in record.getMessage() for record in caplog.records)
     assert engine.read_typed_item('plain') == before
 
 

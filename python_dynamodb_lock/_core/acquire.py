@@ -152,12 +152,13 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) 
             now = clock.monotonic()
             if version != watched_version:
                 watched_version, watched_since = version, now
-            if not warned_unfenced and Schema.fencing_token_of(blocking) is None:
+            if not warned_unfenced and (version is None or Schema.fencing_token_of(blocking) is None):
                 warned_unfenced = True
-                yield Emit(Event(Kind.UNFENCED_HOLDER, attempt.unique_identifier,
-                                 fields={'owner': Schema.owner_of(blocking)}))
-            if is_abandoned(schema, blocking, now - watched_since, clock.time(), attempt.default_lease,
-                            attempt.max_clock_skew):
+                # No version: an item of the application, which a plain lock never replaces.
+                yield Emit(Event(Kind.UNFENCED_HOLDER if version is not None else Kind.NOT_A_LOCK,
+                                 attempt.unique_identifier, fields={'owner': Schema.owner_of(blocking)}))
+            if version is not None and is_abandoned(schema, blocking, now - watched_since, clock.time(),
+                                                    attempt.default_lease, attempt.max_clock_skew):
                 yield Emit(Event(Kind.TAKING_OVER, attempt.unique_identifier, fields={
                     'owner': Schema.owner_of(blocking), 'version': version, 'unchanged_for': now - watched_since,
                     'duration': now - watched_since}))
