@@ -538,6 +538,11 @@ class ClientCore(Generic[L]):
         if reentrant:
             held = self._reenter(attempt.unique_identifier, holder)
             if held is not None:
+                if held._existing_item != attempt.lock_existing_item:  # type: ignore[attr-defined]
+                    held._holds -= 1  # type: ignore[attr-defined]
+                    raise ValueError(f'{attempt.unique_identifier} is held by this thread or task with '
+                                     f'lock_existing_item={not attempt.lock_existing_item}: a reentrant acquisition '
+                                     'must ask for the same kind of lock')
                 return held, None
         waiter = make_waiter(attempt)
         self._registry.add_waiter(attempt.unique_identifier, waiter)

@@ -8,6 +8,7 @@ JSON, so a number's digits or a binary's bytes would show any change).
 """
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 from decimal import Decimal
@@ -16,7 +17,8 @@ from typing import Any, Dict, Optional
 import pytest
 from boto3.dynamodb.types import TypeSerializer
 
-from helpers import BackgroundCall, CallRecorder, LockClients, is_registered, step
+from helpers import BackgroundCall, CallRecorder, LockClients, ManualClock, is_registered, step
+from python_dynamodb_lock.aio import AsyncDynamoDBLock
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockError
 
 seconds = datetime.timedelta
@@ -311,6 +313,38 @@ def test_acquire_arguments_are_checked_before_anything_is_written(engine: Any, l
             client.release_lock(lock, keep_row='no')
     assert calls.calls == []
     assert lock.status == DynamoDBLock.LOCKED
+
+
+@pytest.mark.threaded_only     # the asyncio client's reentrancy is per task: tested below
+def test_a_reentrant_acquisition_must_ask_for_the_same_kind_of_lock(engine: Any, local_clients: LockClients) -> None:
+    client = local_clients.make()
+    put_app_item(engine, 'again-item')
+    lock = client.acquire_lock('again-item', lock_existing_item=True)
+    with CallRecorder(engine.resource) as calls:
+        assert client.acquire_lock('again-item', reentrant=True, lock_existing_item=True) is lock
+        with pytest.raises(ValueError, match='same kind of lock'):
+            client.acquire_lock('again-item', reentrant=True)
+    assert calls.calls == [] and lock.holds == 2
+    lock.release()
+    lock.release()
+    assert lock.status == DynamoDBLock.RELEASED
+
+
+def test_a_reentrant_acquisition_of_the_asyncio_client_must_ask_for_the_same_kind_of_lock(local_engine: Any) -> None:
+    put_app_item(local_engine, 'again-task')
+
+    async def scenario() -> None:
+        async with local_engine.async_lock_client(background_heartbeats=False, clock=ManualClock()) as client:
+            lock = await client.acquire_lock('again-task', lock_existing_item=True, reentrant=True)
+            assert await client.try_acquire_lock('again-task', lock_existing_item=True, reentrant=True) is lock
+            with pytest.raises(ValueError, match='same kind of lock'):
+                await client.try_acquire_lock('again-task', reentrant=True)
+            assert lock.holds == 2
+            await lock.release()
+            await lock.release()
+            assert lock.status == AsyncDynamoDBLock.RELEASED
+
+    asyncio.run(scenario())
 
 
 # -- keep_row per lock and per release (plain locks) ----------------------------------------
