@@ -4,13 +4,16 @@ of a row without lock attributes, and the acquire protocol's ``only_if_exists`` 
 The behaviour on DynamoDB Local is in test_existing_item.py."""
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any, Dict
 
 import pytest
 
-from python_dynamodb_lock._core.acquire import AcquireAttempt, acquire, is_free
+from python_dynamodb_lock._core.acquire import AcquireAttempt, Written, acquire, free_if_landed, is_free
 from python_dynamodb_lock._core.answers import Applied, Refused
+from python_dynamodb_lock._core.release import ReleaseOutcome, ReleaseSettings, free_handed, release, release_again
+from python_dynamodb_lock._core.state import LockState
 from python_dynamodb_lock._requests import Renewal, acquire_free, free_row, release_item_lock, renew, renew_many
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockError
 from test_core_protocol import LEASE, SCHEMA, FakeClock, drive, scripted
@@ -126,3 +129,58 @@ def test_a_released_row_is_taken_over_with_its_ttl_removed() -> None:
                                                                                          'expiry_time'}
     assert 'status' not in takeover['ExpressionAttributeNames'].values()   # the item's own stay
 
+
+
+# -- every way a lock on an item is freed removes only the lock's attributes, never the item --
+
+def removed_names(request: Any) -> set[str]:
+    params = request.params
+    assert request.operation == 'update_item' and params['UpdateExpression'].startswith('REMOVE ')
+    return {params['ExpressionAttributeNames'][name] for name in names_in(params['UpdateExpression'])}
+
+
+@pytest.mark.parametrize('keep', [True, False])
+def test_an_interrupted_acquire_on_an_item_is_undone_by_removing_the_lock(keep: bool) -> None:
+    attempt = dataclasses.replace(item_attempt(False), keep_released_rows=keep)
+    run = drive(free_if_landed(attempt, FakeClock(), 'v-ours', assume_landed=True), scripted(Applied()))
+    assert run.result is True and len(run.calls) == 1
+    assert ('fencing_token' in removed_names(run.calls[0])) is not keep
+    assert 'expiry_time' not in run.calls[0].params['ExpressionAttributeNames'].values()
+
+
+@dataclasses.dataclass
+class ItemLock:
+    """What the release protocol reads of a lock on an item."""
+
+    _state: LockState
+    partition_key: str = 'k'
+    sort_key: str = '-'
+    unique_identifier: str = 'k|-'
+    additional_attributes: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    _existing_item: bool = True
+
+
+@pytest.mark.parametrize('keep_row', [None, True, False])
+def test_the_release_of_a_lock_on_an_item_never_deletes(keep_row: Any) -> None:
+    settings = ReleaseSettings(SCHEMA, 3600.0, keep_released_rows=False)    # a client that deletes its rows
+    lock = ItemLock(LockState('v1', 0, 1000.0, LEASE))
+    run = drive(release(settings, lock, FakeClock(), None, keep_row), scripted(Applied()))
+    assert run.result.outcome is ReleaseOutcome.RELEASED
+    kept = keep_row is True
+    assert ('fencing_token' in removed_names(run.calls[0])) is not kept
+    again = drive(release_again(settings, lock, ['v1'], FakeClock(), LEASE, keep_row), scripted(Applied()))
+    assert removed_names(again.calls[0]) == removed_names(run.calls[0])
+
+
+def test_a_row_handed_to_a_waiter_that_left_is_freed_by_removing_the_lock() -> None:
+    item = {'lock_key': 'k', 'sort_key': '-', 'owner_name': 'me', 'record_version_number': 'v2', 'status': 'x'}
+    run = drive(free_handed(ReleaseSettings(SCHEMA, 3600.0), ('k', '-'), Written(item, 0.0), FakeClock()),
+                scripted(Applied()))
+    assert 'record_version_number' in removed_names(run.calls[0])
+    assert 'status' not in removed_names(run.calls[0]) and 'fencing_token' not in removed_names(run.calls[0])
+
+
+def test_a_release_meeting_a_row_without_a_lock_counts_it_gone() -> None:
+    lock = ItemLock(LockState('v1', 0, 1000.0, LEASE))
+    run = drive(release(ReleaseSettings(SCHEMA, 3600.0), lock, FakeClock()), scripted(Refused(dict(APP_ROW))))
+    assert run.result.outcome is ReleaseOutcome.ROW_GONE

@@ -201,9 +201,10 @@ def free_handed(settings: ReleaseSettings, lock_key: Any, handed: Written, clock
     holds it, and it would block everybody for a lease. (A row written for a lock on an
     existing item is the one without a TTL: only its lock attributes are removed.)"""
     schema = settings.schema
+    on_item = schema.ttl_attribute_name not in handed.item
     yield Call(free_row(schema, lock_key[0], lock_key[1], [str(Schema.version_of(handed.item))], str(uuid.uuid4()),
-                        int(clock.time() + settings.expiry_period), int(clock.time()), handed.item,
-                        settings.keep_released_rows, schema.ttl_attribute_name not in handed.item))
+                        int(clock.time() + settings.expiry_period), int(clock.time()),
+                        () if on_item else handed.item, settings.keep_released_rows, on_item))
 
 
 def release_verdict(result: ReleaseResult, best_effort: bool, schema: Schema, unique_identifier: str) -> ReleaseVerdict:
