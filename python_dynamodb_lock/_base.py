@@ -272,8 +272,7 @@ class ClientCore(Generic[L]):
         return True
 
     def _adopt(self, written: Written, app_callback: Any, raise_context_exception: bool,
-               make_lock: Callable[..., L], holder: Any = None,
-               attempt: Optional[AcquireAttempt] = None) -> Tuple[L, Optional[L]]:
+               make_lock: Callable[..., L], holder: Any, attempt: AcquireAttempt) -> Tuple[L, Optional[L]]:
         """Make the lock object for a row we wrote and register it.
 
         :returns: the lock, and the older lock object of this client on the same key that it
@@ -287,9 +286,8 @@ class ClientCore(Generic[L]):
         state.acquired(written.attempt_started, token, Schema.acquisition_of(written.item))
         lock.took_over_from = self._describe_row(written.replaced)  # type: ignore[attr-defined]
         lock._holder = holder  # type: ignore[attr-defined]
-        if attempt is not None:
-            lock._keep_row = attempt.keep_released_rows  # type: ignore[attr-defined]
-            lock._existing_item = attempt.lock_existing_item  # type: ignore[attr-defined]
+        lock._keep_row = attempt.keep_released_rows  # type: ignore[attr-defined]
+        lock._existing_item = attempt.lock_existing_item  # type: ignore[attr-defined]
         previous = self._registry.register(lock, lock.unique_identifier)  # type: ignore[attr-defined]
         self._emit(Kind.ACQUIRED, lock, version=state.version, duration=written.waited,
                    fencing_token=token, takeover=written.replaced is not None)
