@@ -208,6 +208,18 @@ def test_release_after_the_lock_attributes_were_removed_counts_as_gone(engine: A
     assert own_part(engine.read_typed_item('removed')) == before
 
 
+def test_a_heartbeat_after_the_lock_was_removed_from_the_item_reports_the_row_gone(
+        engine: Any, local_clients: LockClients) -> None:
+    client = local_clients.make()
+    before = put_app_item(engine, 'gone')
+    lock = client.acquire_lock('gone', lock_existing_item=True)
+    other = local_clients.make(engine.new_resource())
+    assert other.force_release_lock(other.get_lock('gone'))
+    client.send_heartbeats()
+    assert lock.status == DynamoDBLock.INVALID and lock.loss_reason == 'ROW_GONE' and lock.lost_to is None
+    assert own_part(engine.read_typed_item('gone')) == before
+
+
 def test_guarded_writes_to_the_locked_item_are_refused_before_anything_is_sent(
         engine: Any, local_clients: LockClients) -> None:
     client = local_clients.make()

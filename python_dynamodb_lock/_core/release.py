@@ -141,8 +141,8 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any,
         row = answer.item
         if Schema.version_of(row) == ours:
             return released(row)              # ours landed; botocore's retry met it
-        if row is None or Schema.is_released(row) or Schema.version_of(row) is None:
-            return ReleaseResult(ReleaseOutcome.ROW_GONE)     # no lock there (an item's lock removed)
+        if Schema.holds_no_lock(row):
+            return ReleaseResult(ReleaseOutcome.ROW_GONE)     # no lock there (an item's lock removed, too)
         if (answer.retried or state.release_maybe_applied) and state.lease_running(clock.monotonic()):
             return ReleaseResult(ReleaseOutcome.MET_NEXT_HOLDER, row)
         return ReleaseResult(ReleaseOutcome.STOLEN, row)
@@ -156,7 +156,7 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any,
     current = read.response.get('Item') or None
     if Schema.version_of(current) == ours:
         return released(current)
-    if current is None or Schema.is_released(current) or Schema.version_of(current) is None:
+    if current is None or Schema.holds_no_lock(current):
         return ReleaseResult(ReleaseOutcome.RELEASED)
     if state.is_ours(Schema.version_of(current)):
         return ReleaseResult(ReleaseOutcome.FAILED, failed=answer)

@@ -228,8 +228,7 @@ class LockState:
                 self.version = row_version
                 self.unconfirmed.clear()
                 return RenewalVerdict.ADOPTED_EARLIER
-            if self.release_maybe_applied and (refused.item is None or Schema.is_released(refused.item)
-                                               or self.lease_running(now)):
+            if self.release_maybe_applied and (Schema.holds_no_lock(refused.item) or self.lease_running(now)):
                 self.status = Status.RELEASED
                 self.unconfirmed.clear()
                 return RenewalVerdict.RELEASED_EARLIER
@@ -247,7 +246,7 @@ class LockState:
         with self._guard:
             if self.status not in Status.HELD:
                 return None
-            if self.release_maybe_applied and (row is None or Schema.is_released(row) or self.lease_running(now)):
+            if self.release_maybe_applied and (Schema.holds_no_lock(row) or self.lease_running(now)):
                 self.status = Status.RELEASED
             else:
                 self.status = Status.INVALID
@@ -274,7 +273,7 @@ class LockState:
 
 def loss_from_row(row: Optional[Dict[str, Any]]) -> Loss:
     """The loss a refused condition reveals: taken over (a foreign lock row) or gone (no row,
-    or a row marked released, by a force release)."""
-    if not row or Schema.is_released(row):
+    a row marked released, or an item whose lock attributes were removed, by a force release)."""
+    if Schema.holds_no_lock(row):
         return Loss(Reason.ROW_GONE, None)
     return Loss(Reason.TAKEN_OVER, row)
