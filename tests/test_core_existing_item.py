@@ -16,7 +16,7 @@ from python_dynamodb_lock._core.release import ReleaseOutcome, ReleaseSettings, 
 from python_dynamodb_lock._core.state import LockState
 from python_dynamodb_lock._requests import Renewal, acquire_free, free_row, release_item_lock, renew, renew_many
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockError
-from test_core_protocol import LEASE, SCHEMA, FakeClock, drive, scripted
+from test_core_protocol import LEASE, SCHEMA, FakeClock, FakeLock, drive, scripted
 
 APP_ROW = {'lock_key': 'k', 'sort_key': '-', 'status': 'PAID', 'data': 'x'}
 LOCK_ROW = {**APP_ROW, 'owner_name': 'o', 'record_version_number': 'v1', 'lease_duration': 30}
@@ -149,13 +149,9 @@ def test_an_interrupted_acquire_on_an_item_is_undone_by_removing_the_lock(keep: 
 
 
 @dataclasses.dataclass
-class ItemLock:
-    """What the release protocol reads of a lock on an item."""
+class ItemLock(FakeLock):
+    """What the release protocol reads of a lock on an item (which has no additional attributes)."""
 
-    _state: LockState
-    partition_key: str = 'k'
-    sort_key: str = '-'
-    unique_identifier: str = 'k|-'
     additional_attributes: Dict[str, Any] = dataclasses.field(default_factory=dict)
     _existing_item: bool = True
 

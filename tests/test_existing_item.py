@@ -12,7 +12,7 @@ import asyncio
 import datetime
 import logging
 from decimal import Decimal
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import pytest
 from boto3.dynamodb.types import TypeSerializer
@@ -191,18 +191,25 @@ def test_strict_release_of_a_lock_on_an_item_taken_over_leaves_everything_alone(
     assert own_part(row) == before and row['owner_name'] == {'S': 'thief'}
 
 
+def force_released_lock_on_item(engine: Any, local_clients: LockClients, key: str) -> Tuple[Any, Any, Dict[str, Any]]:
+    """A lock on an item, then removed from it by another client's force release: the client,
+    the lock and the item as it was before."""
+    client = local_clients.make()
+    before = put_app_item(engine, key)
+    lock = client.acquire_lock(key, lock_existing_item=True)
+    other = local_clients.make(engine.new_resource())
+    described = other.get_lock(key)
+    assert described is not None and described.expiry_time == 0
+    assert other.force_release_lock(described)
+    assert own_part(engine.read_typed_item(key)) == before
+    assert 'record_version_number' not in engine.read_item(key)
+    return client, lock, before
+
+
 def test_release_after_the_lock_attributes_were_removed_counts_as_gone(engine: Any,
                                                                        local_clients: LockClients) -> None:
     """Someone removed the lock from the item (a force release): the release is no theft."""
-    client = local_clients.make()
-    before = put_app_item(engine, 'removed')
-    lock = client.acquire_lock('removed', lock_existing_item=True)
-    other = local_clients.make(engine.new_resource())
-    described = other.get_lock('removed')
-    assert described is not None and described.expiry_time == 0
-    assert other.force_release_lock(described)
-    assert own_part(engine.read_typed_item('removed')) == before
-    assert 'record_version_number' not in engine.read_item('removed')
+    _, lock, before = force_released_lock_on_item(engine, local_clients, 'removed')
     lock.release(best_effort=False)                      # no LOCK_STOLEN: nobody holds it
     assert lock.status == DynamoDBLock.RELEASED
     assert own_part(engine.read_typed_item('removed')) == before
@@ -210,11 +217,7 @@ def test_release_after_the_lock_attributes_were_removed_counts_as_gone(engine: A
 
 def test_a_heartbeat_after_the_lock_was_removed_from_the_item_reports_the_row_gone(
         engine: Any, local_clients: LockClients) -> None:
-    client = local_clients.make()
-    before = put_app_item(engine, 'gone')
-    lock = client.acquire_lock('gone', lock_existing_item=True)
-    other = local_clients.make(engine.new_resource())
-    assert other.force_release_lock(other.get_lock('gone'))
+    client, lock, before = force_released_lock_on_item(engine, local_clients, 'gone')
     client.send_heartbeats()
     assert lock.status == DynamoDBLock.INVALID and lock.loss_reason == 'ROW_GONE' and lock.lost_to is None
     assert own_part(engine.read_typed_item('gone')) == before
