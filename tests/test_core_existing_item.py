@@ -119,6 +119,7 @@ def test_only_if_exists_meets_an_item_created_meanwhile_and_writes_again() -> No
 
 
 def test_a_released_row_is_taken_over_with_its_ttl_removed() -> None:
+    """At once, whatever lease and TTL the released row carries."""
     run = drive(acquire(item_attempt(False), FakeClock(), lambda: False),
                 scripted(Refused(dict(RELEASED_ROW)), Applied({'Attributes': {'fencing_token': 2}})),
                 clock=FakeClock())
@@ -180,3 +181,15 @@ def test_a_release_meeting_a_row_without_a_lock_counts_it_gone() -> None:
     lock = ItemLock(LockState('v1', 0, 1000.0, LEASE))
     run = drive(release(ReleaseSettings(SCHEMA, 3600.0), lock, FakeClock()), scripted(Refused(dict(APP_ROW))))
     assert run.result.outcome is ReleaseOutcome.ROW_GONE
+
+
+@pytest.mark.parametrize('existing, calls', [(False, 2), (True, 1)], ids=['plain', 'on-an-item'])
+def test_a_past_ttl_on_an_item_is_the_applications_not_a_dead_holder(existing: bool, calls: int) -> None:
+    """A plain waiter takes a row whose TTL epoch has passed at once; a waiter for an item does
+    not (the TTL attribute there is the application's): it waits for the version to stand still."""
+    clock = FakeClock()
+    held = {**LOCK_ROW, 'expiry_time': int(clock.time()) - 60}     # a live holder, an old TTL
+    attempt = dataclasses.replace(item_attempt(False), lock_existing_item=existing)
+    run = drive(acquire(attempt, clock, lambda: False),
+                scripted(Refused(dict(held)), Applied({'Attributes': {'fencing_token': 2}})), clock=clock)
+    assert len(run.calls) == calls

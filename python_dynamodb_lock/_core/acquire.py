@@ -104,18 +104,19 @@ def token_floor(clock: Any) -> int:
 
 
 def is_abandoned(schema: Schema, row: Mapping[str, Any], unchanged_for: float, wall_now: float,
-                 default_lease: float, max_clock_skew: Optional[float] = None) -> bool:
+                 default_lease: float, max_clock_skew: Optional[float] = None, trust_ttl: bool = True) -> bool:
     """Whether the holder of ``row`` is presumed dead.
 
     True once its version has stayed the same for its own stored lease duration, as timed by
-    this process, or once its TTL epoch has passed. With ``max_clock_skew`` (the waiter trusts
+    this process, or once its TTL epoch has passed (unless not ``trust_ttl``: on an existing
+    item the TTL attribute is the application's, not the holder's). With ``max_clock_skew`` (the waiter trusts
     the wall clocks of all hosts to agree to within that), also once the lease's end that the
     holder wrote (``lease_expiry``), plus that skew, has passed on this host's wall clock: a
     crashed holder's lock is then taken at first sight instead of after a whole lease of watching.
     """
     if unchanged_for >= schema.lease_of(row, default_lease):
         return True
-    expiry_time = schema.expiry_of(row)
+    expiry_time = schema.expiry_of(row) if trust_ttl else None
     if expiry_time is not None and expiry_time + (max_clock_skew or 0.0) < wall_now:
         return True
     if max_clock_skew is None:
@@ -157,8 +158,10 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool]) 
                 # No version: an item of the application, which a plain lock never replaces.
                 yield Emit(Event(Kind.UNFENCED_HOLDER if version is not None else Kind.NOT_A_LOCK,
                                  attempt.unique_identifier, fields={'owner': Schema.owner_of(blocking)}))
-            if version is not None and is_abandoned(schema, blocking, now - watched_since, clock.time(),
-                                                    attempt.default_lease, attempt.max_clock_skew):
+            # A released row in the way (only a lock on an item finds one there) is taken over at once.
+            if version is not None and (Schema.is_released(blocking) or is_abandoned(
+                    schema, blocking, now - watched_since, clock.time(), attempt.default_lease,
+                    attempt.max_clock_skew, not attempt.lock_existing_item)):
                 yield Emit(Event(Kind.TAKING_OVER, attempt.unique_identifier, fields={
                     'owner': Schema.owner_of(blocking), 'version': version, 'unchanged_for': now - watched_since,
                     'duration': now - watched_since}))
