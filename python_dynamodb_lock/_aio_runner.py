@@ -75,9 +75,10 @@ class TaskRunner(ClientCore[L]):
             task.cancel()
         await asyncio.gather(*self._heartbeat_tasks, return_exceptions=True)
 
-    def _start_release(self, lock: L, best_effort: bool, attributes: Any = None) -> 'asyncio.Task[bool]':
+    def _start_release(self, lock: L, best_effort: bool, attributes: Any = None,
+                       keep_row: Optional[bool] = None) -> 'asyncio.Task[bool]':
         """A release as a task of its own, which no cancellation of its caller stops."""
-        return self._start_detached(self._releasing(lock, best_effort, attributes))
+        return self._start_detached(self._releasing(lock, best_effort, attributes, keep_row))
 
     def _start_detached(self, protocol: Protocol[T]) -> 'asyncio.Task[T]':
         """Run ``protocol`` (a release) as a task of its own, which no cancellation of its caller stops."""

@@ -268,9 +268,10 @@ class ClientCore(Generic[L]):
         unique_identifier = unique_identifier_of(partition_key, sort_key)
         return AcquireAttempt(self._schema, partition_key, sort_key, unique_identifier, arguments.item_template,
                               arguments.retry_period, arguments.retry_timeout, self._settings.expiry_period,
-                              self._settings.lease_duration, self._settings.keep_released_rows,
-                              self._settings.max_clock_skew, arguments.shared,
-                              join_beside=self._joined_beside.get(unique_identifier, False))
+                              self._settings.lease_duration, arguments.keep_row, self._settings.max_clock_skew,
+                              arguments.shared, join_beside=self._joined_beside.get(unique_identifier, False),
+                              lock_existing_item=arguments.lock_existing_item,
+                              only_if_exists=arguments.only_if_exists)
 
     def _shared_arguments(self, arguments: AcquireArguments, shared: Any) -> AcquireArguments:
         """``arguments`` of an acquisition with ``shared=`` checked (before anything is written)."""
@@ -278,6 +279,8 @@ class ClientCore(Generic[L]):
             return arguments
         if self._schema.extra_names(arguments.item_template):
             raise ValueError('a shared lock takes no additional_attributes (the row belongs to all its holders)')
+        if arguments.lock_existing_item:
+            raise ValueError('a shared lock cannot be on an existing item (lock_existing_item=True)')
         return dataclasses.replace(arguments, shared=True)
 
     def _woken(self, wake: Any, woken: bool) -> Any:
@@ -317,7 +320,7 @@ class ClientCore(Generic[L]):
         return held
 
     def _adopt(self, written: Written, app_callback: Any, raise_context_exception: bool,
-               make_lock: Callable[..., L], holder: Any = None) -> Tuple[L, Optional[L]]:
+               make_lock: Callable[..., L], holder: Any, attempt: AcquireAttempt) -> Tuple[L, Optional[L]]:
         """Make the lock object for a row we wrote and register it.
 
         :returns: the lock, and the older lock object of this client on the same key that it
@@ -334,6 +337,8 @@ class ClientCore(Generic[L]):
         lock.took_over_from = self._describe_row(written.replaced)  # type: ignore[attr-defined]
         lock._holder = holder  # type: ignore[attr-defined]
         lock.shared = written.shared  # type: ignore[attr-defined]
+        lock._keep_row = attempt.keep_released_rows  # type: ignore[attr-defined]
+        lock._existing_item = attempt.lock_existing_item  # type: ignore[attr-defined]
         if written.shared:
             if len(self._joined_beside) >= _MAX_JOIN_GUESSES:
                 self._joined_beside.clear()
@@ -357,6 +362,9 @@ class ClientCore(Generic[L]):
         if own is not None and own._state.held and owner == self._owner_name:  # type: ignore[attr-defined]
             owner = ('this client (pass reentrant=True where the thread or task that holds it takes it again, '
                      f'or release it first; owner_name {owner})')
+        elif timed_out.blocking is not None and Schema.version_of(timed_out.blocking) is None:
+            owner += (' (the item at this key carries no lock attributes: it is an item of the application; '
+                      'pass lock_existing_item=True to lock it without replacing it)')
         return DynamoDBLockError(
             DynamoDBLockError.ACQUIRE_TIMEOUT,
             f'Could not acquire {describe_key(self._schema, attempt.partition_key, attempt.sort_key)} within '
@@ -381,6 +389,9 @@ class ClientCore(Generic[L]):
         update = check_attribute_update(self._schema, values, remove)
         if lock.shared:
             raise ValueError(f'{lock.unique_identifier} is a shared lock: it carries no additional attributes')
+        if lock._existing_item:
+            raise ValueError(f'{lock.unique_identifier} is a lock on an existing item: it carries no additional '
+                             "attributes (the item's own are the application's; update the item yourself)")
         self._check_renewable(lock)
         return self._holding(lock, update_attributes(self._heartbeat_settings, lock, self._clock, update))
 
@@ -409,7 +420,8 @@ class ClientCore(Generic[L]):
         if typed:
             items = wire.to_python('transact_write_items', {'TransactItems': items})['TransactItems']
         actions = check_actions(self._schema, locks[0].partition_key, locks[0].sort_key, items,
-                                [(each.partition_key, each.sort_key) for each in locks[1:]])
+                                [(each.partition_key, each.sort_key) for each in locks[1:]],
+                                any(each._existing_item for each in locks))
         unknown = sorted(set(options) - {'ReturnConsumedCapacity', 'ReturnItemCollectionMetrics'})
         if unknown:
             raise TypeError(f'transact_write_items takes TransactItems, ClientRequestToken, ReturnConsumedCapacity '
@@ -443,30 +455,38 @@ class ClientCore(Generic[L]):
 
     def _release_attributes(self, attributes: Any) -> Optional[Mapping[str, Any]]:
         """``release_lock(attributes=...)`` checked before anything is written (None: none)."""
-        checked = check_release_attributes(self._schema, attributes, self._settings.keep_released_rows)
+        checked = check_release_attributes(self._schema, attributes, True)   # whether the row is kept: at release
         return checked or None
 
-    def _releasing(self, lock: Any, best_effort: bool,
-                   attributes: Optional[Mapping[str, Any]] = None) -> Protocol[bool]:
+    def _releasing(self, lock: Any, best_effort: bool, attributes: Optional[Mapping[str, Any]] = None,
+                   keep_row: Optional[bool] = None) -> Protocol[bool]:
         """``release_lock``: one hold of a reentrant lock, or the release itself under the
         lock's mutex (a heartbeat of it under way finishes first). True when this call
-        released the lock (see :attr:`ReleaseVerdict.released`), or one of its holds."""
+        released the lock (see :attr:`ReleaseVerdict.released`), or one of its holds.
+        ``keep_row`` None: the lock's."""
+        if keep_row is not None:
+            require_bool('keep_row', keep_row)
         yield Hold(lock)
         try:
             if attributes and lock.shared:
                 raise ValueError(f'{lock.unique_identifier} is a shared lock: a release of it writes no attributes')
+            if attributes and lock._existing_item:
+                raise ValueError(f'{lock.unique_identifier} is a lock on an existing item: its release writes no '
+                                 'attributes (write them to the item yourself)')
             if attributes and lock._holds > 1:
                 raise ValueError(f'attributes are written when the last hold of {lock.unique_identifier} is released; '
                                  f'{lock._holds} holds remain (it was acquired reentrantly)')
+            keep = lock.keep_row if keep_row is None else keep_row
+            check_release_attributes(self._schema, attributes, keep)
             nested = self._release_nested(lock, best_effort)
             if nested is not None:
                 return nested
-            return (yield from self._release_flow(lock, best_effort, attributes))
+            return (yield from self._release_flow(lock, best_effort, attributes, keep))
         finally:
             yield Drop(lock)
 
-    def _release_flow(self, lock: Any, best_effort: bool,
-                      attributes: Optional[Mapping[str, Any]] = None) -> Protocol[bool]:
+    def _release_flow(self, lock: Any, best_effort: bool, attributes: Optional[Mapping[str, Any]] = None,
+                      keep_row: Optional[bool] = None) -> Protocol[bool]:
         """Release ``lock`` (the driver holds its mutex): judge first whether a write is needed,
         hand the lock to this client's longest waiter for the key in the same write if there is
         one, and apply the verdict to the lock (raising its error, if any).
@@ -482,19 +502,23 @@ class ClientCore(Generic[L]):
             self._observations.forget(lock.unique_identifier)
         if verdict is None:
             successor = None if lock.shared else self._registry.claim_successor(lock.unique_identifier)
+            if successor is not None and successor.attempt.lock_existing_item != lock._existing_item:
+                # A lock on an existing item and a plain one write different rows: no handover.
+                self._registry.hand_over(lock.unique_identifier, successor, None)
+                successor = None
             versions = lock._state.our_versions()
             try:
-                verdict = yield from self._release_protocol(lock, best_effort, successor, attributes)
+                verdict = yield from self._release_protocol(lock, best_effort, successor, attributes, keep_row)
             except BaseException:
                 if successor is not None:
                     self._registry.hand_over(lock.unique_identifier, successor, None)
-                yield self._release_cut_short([(lock, versions)], attributes)
+                yield self._release_cut_short([(lock, versions)], attributes, keep_row)
                 raise
         self._apply_release(lock, verdict, verdict.handed_over)
         return verdict.released
 
     def _release_cut_short(self, locks: Sequence[Tuple[Any, Sequence[str]]],
-                           attributes: Optional[Mapping[str, Any]] = None) -> Any:
+                           attributes: Optional[Mapping[str, Any]] = None, keep_row: Optional[bool] = None) -> Any:
         """Releases an interruption cut short: each lock is forgotten at once (nobody renews it),
         and the returned ``Settle`` finishes its release apart from the caller, until its row no
         longer carries its ``versions``."""
@@ -506,7 +530,7 @@ class ClientCore(Generic[L]):
         def releasing_again() -> Protocol[None]:
             for lock, versions in locks:
                 yield from release_again(self._release_settings, lock, versions, self._clock, lock.lease_duration,
-                                         attributes)
+                                         attributes, keep_row)
 
         return Settle(releasing_again())
 
@@ -530,11 +554,12 @@ class ClientCore(Generic[L]):
         logger.info('Closed lock client %s', self._owner_name)
 
     def _release_protocol(self, lock: Any, best_effort: bool, successor: Any,
-                          attributes: Optional[Mapping[str, Any]] = None) -> Protocol[ReleaseVerdict]:
+                          attributes: Optional[Mapping[str, Any]] = None,
+                          keep_row: Optional[bool] = None) -> Protocol[ReleaseVerdict]:
         """Release ``lock`` (handing it to ``successor``, a claimed waiter, if any): the verdict."""
         started = self._clock.monotonic()
         result = yield from release(self._release_settings, lock, self._clock,
-                                    successor.attempt if successor is not None else None, attributes)
+                                    successor.attempt if successor is not None else None, attributes, keep_row)
         if successor is not None and not self._registry.hand_over(lock.unique_identifier, successor, result.handed) \
                 and result.handed is not None:
             yield Settle(free_handed(self._release_settings, (lock.partition_key, lock.sort_key), result.handed,
@@ -556,7 +581,7 @@ class ClientCore(Generic[L]):
             if timeout_is_error:
                 raise self._timeout_error(attempt, outcome)
             return None
-        return self._adopt(outcome, app_callback, raise_context_exception, make_lock, holder)
+        return self._adopt(outcome, app_callback, raise_context_exception, make_lock, holder, attempt)
 
     def _forked(self) -> bool:
         """Whether this client is being used in a process forked from the one that made it."""
@@ -636,6 +661,11 @@ class ClientCore(Generic[L]):
         if reentrant:
             held = self._reenter(attempt.unique_identifier, holder)
             if held is not None:
+                if held._existing_item != attempt.lock_existing_item:  # type: ignore[attr-defined]
+                    held._holds -= 1  # type: ignore[attr-defined]
+                    raise ValueError(f'{attempt.unique_identifier} is held by this thread or task with '
+                                     f'lock_existing_item={not attempt.lock_existing_item}: a reentrant acquisition '
+                                     'must ask for the same kind of lock')
                 return held, None
         waiter = make_waiter(attempt)
         self._registry.add_waiter(attempt.unique_identifier, waiter)
@@ -825,7 +855,8 @@ class ClientCore(Generic[L]):
                 f'held by {", ".join(owners)}',
                 holder=self._describe_row(outcome.timed_out[0].blocking),
             )
-        lock, previous = self._adopt(outcome.written, app_callback, raise_context_exception, make_lock, holder)
+        lock, previous = self._adopt(outcome.written, app_callback, raise_context_exception, make_lock, holder,
+                                     attempts[outcome.index])
         return (yield from self._installing(lock, previous))
 
     # -- several keys at once, all or nothing (``acquire_locks``) ------------------------
@@ -877,8 +908,8 @@ class ClientCore(Generic[L]):
                 f'Could not acquire all of {set_name(attempts)} within {attempts[0].retry_timeout}s: '
                 f'{what or "the transaction kept conflicting"}; none of them is held',
                 holder=self._describe_row(held[0][1] if held else None))
-        adopted = [self._adopt(written, multi._member_callback, multi.raise_context_exception, make_lock, holder)
-                   for written in outcome.written]
+        adopted = [self._adopt(written, multi._member_callback, multi.raise_context_exception, make_lock, holder,
+                               attempt) for attempt, written in zip(attempts, outcome.written)]
         multi._attach([lock for lock, _ in adopted])
         yield from self._installing_all(adopted)
         return multi

@@ -196,17 +196,24 @@ class AcquireArguments:
     retry_period: float
     retry_timeout: float
     item_template: Item
+    keep_row: bool = True               # the lock's row is kept (marked released) at release
+    lock_existing_item: bool = False    # the lock is added to the item at the key (UpdateItem)
+    only_if_exists: bool = False        # ... only if that item exists
     shared: bool = False     # a shared (read) lock (docs/shared_locks.rst)
 
 
 def acquire_arguments(settings: Settings, partition_key: Any, sort_key: Any, retry_period: Any, retry_timeout: Any,
                       additional_attributes: Any, app_callback: Any,
                       check_callback: Callable[[str, Any], Any] = validation.require_callable,
-                      lease_duration: Any = None) -> AcquireArguments:
+                      lease_duration: Any = None, *,
+                      lock_existing_item: Any = False, only_if_exists: Any = False,
+                      keep_row: Any = None) -> AcquireArguments:
     """Check one acquisition's arguments; the item to write (without version and TTL).
     ``lease_duration`` (None: the client's) is the lock's own lease, checked as the client's."""
     check_key(settings.schema, partition_key, sort_key)
     lease = lock_lease(settings, lease_duration)
+    existing = existing_item_options(lock_existing_item, only_if_exists, additional_attributes)
+    keep = settings.keep_released_rows if keep_row is None else require_bool('keep_row', keep_row)
     retry_period_s = (settings.heartbeat_period if retry_period is None
                       else validation.require_duration('retry_period', retry_period, allow_zero=True))
     retry_timeout_s = (lease + settings.heartbeat_period if retry_timeout is None
@@ -214,7 +221,24 @@ def acquire_arguments(settings: Settings, partition_key: Any, sort_key: Any, ret
     check_callback('app_callback', app_callback)
     extra = check_additional_attributes(settings.schema, additional_attributes)
     item = settings.schema.lock_item(partition_key, sort_key, settings.owner_name, lease, '', 0, extra)
-    return AcquireArguments(retry_period_s, retry_timeout_s, item)
+    if existing[0]:
+        del item[settings.schema.ttl_attribute_name]   # never on an existing item: its TTL would delete it
+    return AcquireArguments(retry_period_s, retry_timeout_s, item, keep, *existing)
+
+
+def existing_item_options(lock_existing_item: Any, only_if_exists: Any,
+                          additional_attributes: Any) -> Tuple[bool, bool]:
+    """Check ``lock_existing_item`` and ``only_if_exists`` (see "Locking an existing item" in
+    the usage page): ``(lock_existing_item, only_if_exists)``."""
+    existing = require_bool('lock_existing_item', lock_existing_item)
+    only = require_bool('only_if_exists', only_if_exists)
+    if only and not existing:
+        raise ValueError('only_if_exists=True needs lock_existing_item=True: a lock of its own always creates '
+                         'its row')
+    if existing and additional_attributes:
+        raise ValueError('a lock on an existing item (lock_existing_item=True) takes no additional_attributes: '
+                         "they would mix with the item's own attributes; keep the data in the item itself")
+    return existing, only
 
 
 def lock_lease(settings: Settings, lease_duration: Any) -> float:
@@ -263,7 +287,7 @@ def check_release_attributes(schema: Schema, attributes: Any, keeps_row: bool) -
     checked = check_additional_attributes(schema, attributes, 'attributes')
     if checked and not keeps_row:
         raise ValueError('release attributes= are written onto the released row, but this release deletes the '
-                         'row (keep_released_rows=False): keep the row, or leave attributes out')
+                         'row (keep_released_rows=False, or keep_row=False): keep the row, or leave attributes out')
     return checked
 
 

@@ -52,7 +52,7 @@ class DynamoDBLockError(Exception):
 
     * ``reason`` -- a :class:`Reason` value, or None where the code says it all
       (``CLIENT_SHUTDOWN``, ``ACQUIRE_TIMEOUT``, ``ACQUIRE_CANCELLED``, ``LOCK_NOT_OWNED``,
-      ``GLOBAL_TABLE``);
+      ``GLOBAL_TABLE``, ``ITEM_NOT_FOUND``);
     * ``holder`` -- for ``LOCK_STOLEN`` and ``ACQUIRE_TIMEOUT``, the lock found in the way
       (a :class:`BaseDynamoDBLock`, with ``owner_name`` and ``fencing_token``), when known.
 
@@ -70,6 +70,9 @@ class DynamoDBLockError(Exception):
     #: Not published: ``for_table`` or ``create_dynamodb_table(exist_ok=True)`` found a global
     #: table (replicated to other regions) and was not given ``allow_global_table=True``.
     GLOBAL_TABLE = 'GLOBAL_TABLE'
+    #: Not published: ``acquire_lock(lock_existing_item=True, only_if_exists=True)`` found no item
+    #: at the key (nothing was written).
+    ITEM_NOT_FOUND = 'ITEM_NOT_FOUND'
 
     def __init__(self, code: str = 'UNKNOWN', message: str = 'Unknown error', *,
                  reason: Optional[str] = None, holder: Optional[Any] = None) -> None:

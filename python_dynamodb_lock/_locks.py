@@ -138,6 +138,8 @@ class HeldLock(BaseDynamoDBLock):
         self.raise_context_exception = raise_context_exception
         self._holds = 1          # acquisitions of this lock not yet released (reentrant ones add)
         self._holder: Any = None  # the thread (or task) that acquired it, for reentrancy
+        self._keep_row = True          # set at acquisition: acquire_lock(keep_row=...) or the client's
+        self._existing_item = False    # set at acquisition: acquire_lock(lock_existing_item=...)
         #: When this acquisition took the key over from a holder presumed dead: that holder's
         #: lock as it was in the table (its owner, version and fencing token), so that the
         #: application can recover what it left half done. None otherwise.
@@ -207,6 +209,19 @@ class HeldLock(BaseDynamoDBLock):
         released or lost.
         """
         return self._state.lease_remaining(self._clock.monotonic())
+
+    @property
+    def keep_row(self) -> bool:
+        """Whether releasing this lock keeps its row, marked released with its fencing token
+        (``acquire_lock(keep_row=...)``, by default the client's ``keep_released_rows``); a
+        release may choose otherwise. On an existing item: whether the fencing token stays."""
+        return self._keep_row
+
+    @property
+    def lock_existing_item(self) -> bool:
+        """Whether this lock was added to an existing item (``acquire_lock(lock_existing_item=True)``):
+        its release then removes only the lock's attributes, never the item."""
+        return self._existing_item
 
     @property
     def holds(self) -> int:

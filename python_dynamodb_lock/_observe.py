@@ -45,6 +45,10 @@ _LINES: Dict[Kind, Tuple[int, str, Tuple[str, ...]]] = {
         '%s is held by %s, a client that writes no fencing token (a published 0.9.x client?): fencing '
         'tokens of this key stay increasing only as far as the clocks of the hosts agree',
         ('key', 'owner')),
+    Kind.NOT_A_LOCK: (WARNING,
+        '%s is an item without lock attributes (an item of the application, not a lock): it counts as held and '
+        'is never replaced; pass lock_existing_item=True to lock the item itself',
+        ('key',)),
     Kind.WAITING: (DEBUG, '%s is held by %s; retrying in %.3fs',
         ('key', 'owner', 'retry_in')),
     Kind.ORPHAN_UNVERIFIED: (INFO,

@@ -17,6 +17,7 @@ from ._schema import (
     COL_FENCING_TOKEN,
     COL_LEASE_DURATION,
     COL_LEASE_EXPIRY,
+    COL_OWNER_NAME,
     COL_RECORD_VERSION_NUMBER,
     COL_RELEASED_AT,
     COL_SHARED_HOLDERS,
@@ -38,6 +39,7 @@ __all__ = [
     'get',
     'get_many',
     'query',
+    'release_item_lock',
     'release_row',
     'renew',
     'renew_many',
@@ -65,13 +67,14 @@ class Request(NamedTuple):
 
 class Renewal(NamedTuple):
     """One heartbeat: write ``new_version``, ``new_expiry_time`` and ``new_lease_expiry`` if the
-    row carries one of ``expected_versions``."""
+    row carries one of ``expected_versions``; ``new_expiry_time`` None (a lock on an existing
+    item): the TTL attribute is not written."""
 
     partition_key: Any
     sort_key: str
     expected_versions: Sequence[str]
     new_version: str
-    new_expiry_time: int
+    new_expiry_time: Optional[int]
     new_lease_expiry: Any = None    # a Decimal: the lease's end on the renewer's wall clock
     #: ``lock.update_attributes``: additional attributes set, and names removed, by this renewal
     #: (a single ``UpdateItem``; batches never carry them).
@@ -158,11 +161,26 @@ def _lock_update(schema: Schema, item: Item, token_floor: int, remove: Iterable[
     }
 
 
-def acquire_free(schema: Schema, item: Item, token_floor: int) -> Request:
+def acquire_free(schema: Schema, item: Item, token_floor: int, existing_item: bool = False,
+                 only_if_exists: bool = False) -> Request:
     """Write a lock row where there is none, or where the row is a released one (kept for its
-    fencing token); refused when a held lock is there."""
-    params = _lock_update(schema, item, token_floor, (), (('#partition_key', schema.partition_key_name),))
-    params['ConditionExpression'] = 'attribute_not_exists(#partition_key) OR attribute_exists(#released_at)'
+    fencing token); refused when a held lock is there.
+
+    ``existing_item``: add the lock to the item at the key, whatever other attributes it has,
+    if it carries no lock (no ``record_version_number``); a released row is then taken over
+    instead (see ``_core.acquire``). ``only_if_exists``: and only if the item exists.
+    """
+    if not existing_item:
+        params = _lock_update(schema, item, token_floor, (), (('#partition_key', schema.partition_key_name),))
+        params['ConditionExpression'] = 'attribute_not_exists(#partition_key) OR attribute_exists(#released_at)'
+        return _conditional(schema, 'update_item', **params)
+    names: Tuple[Tuple[str, str], ...] = (('#version', COL_RECORD_VERSION_NUMBER),)
+    condition = 'attribute_not_exists(#version)'
+    if only_if_exists:
+        names += (('#partition_key', schema.partition_key_name),)
+        condition = 'attribute_exists(#partition_key) AND attribute_not_exists(#version)'
+    params = _lock_update(schema, item, token_floor, (), names)
+    params['ConditionExpression'] = condition
     return _conditional(schema, 'update_item', **params)
 
 
@@ -220,32 +238,72 @@ def release_row(schema: Schema, partition_key: Any, sort_key: str, expected_vers
     ``expiry_time``. ``attributes`` (``release_lock(attributes=...)``) are written onto it, for
     the next holder to read.
     """
-    condition, values = _version_condition(expected_versions)
-    values[':new_version'] = new_version
-    values[':zero'] = 0
-    values[':expiry_time'] = expiry_time
-    values[':released_at'] = released_at
+    values: Dict[str, Any] = {':new_version': new_version, ':zero': 0, ':expiry_time': expiry_time,
+                              ':released_at': released_at}
     written = tuple(sorted((attributes or {}).items()))
     _data_values(values, written)
     removed = tuple(sorted(set(remove) - schema.reserved_names - set(attributes or ()))) if remove else ()
     expression, names = _release_shape(schema, removed, tuple(name for name, _ in written))
+    return _update_if_version(schema, partition_key, sort_key, expected_versions, expression, names, values)
+
+
+def _update_if_version(schema: Schema, partition_key: Any, sort_key: str, expected_versions: Sequence[str],
+                       expression: str, names: Dict[str, str], values: Dict[str, Any]) -> Request:
+    """An UpdateItem of the lock row refused unless it carries one of ``expected_versions``."""
+    condition, version_values = _version_condition(expected_versions)
     return _conditional(
         schema, 'update_item',
         Key=schema.key(partition_key, sort_key),
         UpdateExpression=expression,
         ConditionExpression=condition,
         ExpressionAttributeNames=dict(names),
-        ExpressionAttributeValues=values,
+        ExpressionAttributeValues={**version_values, **values},
     )
+
+
+#: The attributes a lock on an existing item removes from it at release (with its additional
+#: attributes; the fencing token too unless the row is kept): never the item's own.
+_ITEM_LOCK_NAMES = (COL_OWNER_NAME, COL_LEASE_DURATION, COL_RECORD_VERSION_NUMBER, COL_ACQUISITION_ID,
+                    COL_LEASE_EXPIRY, COL_RELEASED_AT)
+
+
+@functools.lru_cache(maxsize=_SHAPES)
+def _release_item_shape(removed: Tuple[str, ...]) -> Tuple[str, Dict[str, str]]:
+    names = {'#version': COL_RECORD_VERSION_NUMBER}
+    removals = []
+    for index, name in enumerate(removed):
+        if name == COL_RECORD_VERSION_NUMBER:
+            removals.append('#version')
+            continue
+        names[f'#r{index}'] = name
+        removals.append(f'#r{index}')
+    return 'REMOVE ' + ', '.join(removals), names
+
+
+def release_item_lock(schema: Schema, partition_key: Any, sort_key: str, expected_versions: Sequence[str],
+                      remove: Iterable[str], keep_token: bool) -> Request:
+    """Free a lock on an existing item: REMOVE the lock's attributes (``remove`` names its
+    additional ones; the fencing token stays when ``keep_token``), never the item's other
+    attributes, never the item; refused unless it carries one of ``expected_versions``."""
+    removed = set(_ITEM_LOCK_NAMES) | (set(remove) - schema.reserved_names)
+    if not keep_token:
+        removed.add(COL_FENCING_TOKEN)
+    expression, names = _release_item_shape(tuple(sorted(removed)))
+    return _update_if_version(schema, partition_key, sort_key, expected_versions, expression, names, {})
 
 
 def free_row(schema: Schema, partition_key: Any, sort_key: str, expected_versions: Sequence[str], new_version: str,
              expiry_time: int, released_at: int, remove: Iterable[str], keep_released_rows: bool,
-             attributes: Optional[Mapping[str, Any]] = None) -> Request:
+             attributes: Optional[Mapping[str, Any]] = None, existing_item: bool = False) -> Request:
     """The write that frees a lock row: :func:`release_row` (keeping the fencing token, and
-    writing ``attributes``), or a plain conditional delete when the client was told not to keep
-    released rows (``attributes`` are then refused before any write: see
-    ``_config.check_release_attributes``)."""
+    writing ``attributes``), or a plain conditional delete when the row is not kept
+    (``attributes`` are then refused before any write: see ``_config.check_release_attributes``);
+    for a lock on an existing item (``existing_item``), :func:`release_item_lock`, which never
+    deletes and writes no attributes."""
+    if existing_item:
+        if attributes:
+            raise ValueError('attributes cannot be written by the release of a lock on an existing item')
+        return release_item_lock(schema, partition_key, sort_key, expected_versions, remove, keep_released_rows)
     if keep_released_rows:
         return release_row(schema, partition_key, sort_key, expected_versions, new_version, expiry_time,
                            released_at, remove, attributes)
@@ -255,16 +313,19 @@ def free_row(schema: Schema, partition_key: Any, sort_key: str, expected_version
 
 
 @functools.lru_cache(maxsize=_SHAPES)
-def _renew_names(schema: Schema) -> Dict[str, str]:
-    return {'#version': COL_RECORD_VERSION_NUMBER, '#expiry_time': schema.ttl_attribute_name,
-            '#lease_expiry': COL_LEASE_EXPIRY}
+def _renew_names(schema: Schema, with_ttl: bool = True) -> Dict[str, str]:
+    names = {'#version': COL_RECORD_VERSION_NUMBER, '#lease_expiry': COL_LEASE_EXPIRY}
+    if with_ttl:
+        names['#expiry_time'] = schema.ttl_attribute_name
+    return names
 
 
 @functools.lru_cache(maxsize=_SHAPES)
-def _renew_shape(schema: Schema, written: Tuple[str, ...], removed: Tuple[str, ...]) -> Tuple[str, Dict[str, str]]:
-    names = dict(_renew_names(schema))
-    assignments = ['#version = :new_version', '#expiry_time = :new_expiry_time', '#lease_expiry = :new_lease_expiry',
-                   *_data_assignments(names, written)]
+def _renew_shape(schema: Schema, written: Tuple[str, ...], removed: Tuple[str, ...],
+                 with_ttl: bool = True) -> Tuple[str, Dict[str, str]]:
+    names = dict(_renew_names(schema, with_ttl))
+    assignments = ['#version = :new_version', *(['#expiry_time = :new_expiry_time'] if with_ttl else []),
+                   '#lease_expiry = :new_lease_expiry', *_data_assignments(names, written)]
     expression = 'SET ' + ', '.join(assignments)
     if removed:
         for index, name in enumerate(removed):
@@ -274,15 +335,18 @@ def _renew_shape(schema: Schema, written: Tuple[str, ...], removed: Tuple[str, .
 
 
 def renew(schema: Schema, renewal: Renewal) -> Request:
-    """Write a new version and TTL (and the additional attributes a ``lock.update_attributes``
-    sets or removes); refused unless the row carries an expected version."""
+    """Write a new version and TTL (none for a lock on an existing item, and the additional
+    attributes a ``lock.update_attributes`` sets or removes); refused unless the row carries an
+    expected version."""
     condition, values = _version_condition(renewal.expected_versions)
     values[':new_version'] = renewal.new_version
-    values[':new_expiry_time'] = renewal.new_expiry_time
     values[':new_lease_expiry'] = renewal.new_lease_expiry
+    with_ttl = renewal.new_expiry_time is not None
+    if with_ttl:
+        values[':new_expiry_time'] = renewal.new_expiry_time
     _data_values(values, renewal.set_attributes)
     expression, names = _renew_shape(schema, tuple(name for name, _ in renewal.set_attributes),
-                                     tuple(renewal.remove_attributes))
+                                     tuple(renewal.remove_attributes), with_ttl)
     return _conditional(
         schema, 'update_item',
         Key=schema.key(renewal.partition_key, renewal.sort_key),
@@ -299,11 +363,12 @@ def _quoted(identifier: str) -> str:
 
 
 @functools.lru_cache(maxsize=_SHAPES)
-def _renew_statement(schema: Schema, versions: int) -> str:
+def _renew_statement(schema: Schema, versions: int, with_ttl: bool = True) -> str:
     key_condition = ' AND '.join(f'{_quoted(name)} = ?' for name in schema.key(0, '-'))
+    ttl = f' SET {_quoted(schema.ttl_attribute_name)} = ?' if with_ttl else ''
     return (f'UPDATE {_quoted(schema.table_name)}'
             f' SET {_quoted(COL_RECORD_VERSION_NUMBER)} = ?'
-            f' SET {_quoted(schema.ttl_attribute_name)} = ?'
+            f'{ttl}'
             f' SET {_quoted(COL_LEASE_EXPIRY)} = ?'
             f' WHERE {key_condition}'
             f' AND {_quoted(COL_RECORD_VERSION_NUMBER)} IN [{", ".join("?" * versions)}]')
@@ -317,10 +382,12 @@ def renew_many(schema: Schema, renewals: Sequence[Renewal]) -> Request:
     for renewal in renewals:
         if renewal.set_attributes or renewal.remove_attributes:
             raise ValueError('a renewal that updates attributes is sent on its own (renew), not in a batch')
+        with_ttl = renewal.new_expiry_time is not None
+        ttl = [renewal.new_expiry_time] if with_ttl else []
         statements.append({
-            'Statement': _renew_statement(schema, len(renewal.expected_versions)),
+            'Statement': _renew_statement(schema, len(renewal.expected_versions), with_ttl),
             'Parameters': [
-                renewal.new_version, renewal.new_expiry_time, renewal.new_lease_expiry,
+                renewal.new_version, *ttl, renewal.new_lease_expiry,
                 *schema.key(renewal.partition_key, renewal.sort_key).values(), *renewal.expected_versions,
             ],
             'ReturnValuesOnConditionCheckFailure': 'ALL_OLD',

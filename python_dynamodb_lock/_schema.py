@@ -174,6 +174,12 @@ class Schema:
         return bool(item) and COL_RELEASED_AT in item  # type: ignore[operator]
 
     @staticmethod
+    def holds_no_lock(item: Optional[Mapping[str, Any]]) -> bool:
+        """No row, a released row, or a row without lock attributes (an item whose lock was
+        removed): nobody holds the key there."""
+        return not item or COL_RELEASED_AT in item or item.get(COL_RECORD_VERSION_NUMBER) is None
+
+    @staticmethod
     def fencing_token_of(item: Optional[Mapping[str, Any]]) -> Optional[int]:
         """The row's fencing token, or None (a row written by a published 0.9.x client)."""
         value = item.get(COL_FENCING_TOKEN) if item else None

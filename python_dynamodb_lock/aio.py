@@ -100,11 +100,12 @@ class AsyncDynamoDBLock(HeldLock):
         self.task_lock = asyncio.Lock()
         self._mutex = self.task_lock
 
-    def release(self, best_effort: bool = True, *,
-                attributes: Optional[Mapping[str, Any]] = None) -> 'asyncio.Future[bool]':
+    def release(self, best_effort: bool = True, *, attributes: Optional[Mapping[str, Any]] = None,
+                keep_row: Optional[bool] = None) -> 'asyncio.Future[bool]':
         """Release this lock (``await lock.release()``, True when this call released it): see
         :meth:`AsyncDynamoDBLockClient.release_lock`; a cancelled caller does not stop it."""
-        extra = {} if attributes is None else {'attributes': attributes}
+        extra = {name: value for name, value in (('attributes', attributes), ('keep_row', keep_row))
+                 if value is not None}
         releasing: 'asyncio.Future[bool]' = self.lock_client.release_lock(self, best_effort, **extra)
         return releasing
 
@@ -243,6 +244,9 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         reentrant: bool = False,
         shared: bool = False,
         lease_duration: Optional[datetime.timedelta] = None,
+        lock_existing_item: bool = False,
+        only_if_exists: bool = False,
+        keep_row: Optional[bool] = None,
     ) -> _Acquisition:
         """Acquire the lock on ``(partition_key, sort_key)``, waiting for it if it is held.
 
@@ -261,7 +265,9 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         """
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
-                                              additional_attributes, app_callback, lease_duration=lease_duration)
+                                              additional_attributes, app_callback, lease_duration=lease_duration,
+                                              lock_existing_item=lock_existing_item, only_if_exists=only_if_exists,
+                                              keep_row=keep_row)
         _config.require_bool('reentrant', reentrant)
         arguments = self._shared_arguments(arguments, shared)
         acquiring = self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True,
@@ -279,20 +285,26 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         reentrant: bool = False,
         shared: bool = False,
         lease_duration: Optional[datetime.timedelta] = None,
+        lock_existing_item: bool = False,
+        only_if_exists: bool = False,
+        keep_row: Optional[bool] = None,
     ) -> Optional[AsyncDynamoDBLock]:
         """Acquire the lock if it can be had right now; None when someone else holds it. With
         ``reentrant``, the lock this very task already holds is returned with one more hold;
         ``shared`` as :meth:`acquire_lock`'s."""
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, None, datetime.timedelta(0),
-                                              additional_attributes, app_callback, lease_duration=lease_duration)
+                                              additional_attributes, app_callback, lease_duration=lease_duration,
+                                              lock_existing_item=lock_existing_item, only_if_exists=only_if_exists,
+                                              keep_row=keep_row)
         _config.require_bool('reentrant', reentrant)
         arguments = self._shared_arguments(arguments, shared)
         return await self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
                                    reentrant)
 
     def release_lock(self, lock: AsyncDynamoDBLock, best_effort: bool = True, *,
-                     attributes: Optional[Mapping[str, Any]] = None) -> 'asyncio.Future[bool]':
+                     attributes: Optional[Mapping[str, Any]] = None,
+                     keep_row: Optional[bool] = None) -> 'asyncio.Future[bool]':
         """Release ``lock``; see :meth:`DynamoDBLockClient.release_lock
         <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.release_lock>`: awaited,
         True when this call released the lock.
@@ -304,7 +316,7 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         self._check_process()
         if not isinstance(lock, AsyncDynamoDBLock):
             raise TypeError(f'release_lock takes an AsyncDynamoDBLock, not {type(lock).__name__}')
-        return asyncio.shield(self._start_release(lock, best_effort, self._release_attributes(attributes)))
+        return asyncio.shield(self._start_release(lock, best_effort, self._release_attributes(attributes), keep_row))
 
     async def close(self, release_locks: bool = False) -> None:
         """Stop the background tasks, promptly; a second call is a no-op. Held locks are released

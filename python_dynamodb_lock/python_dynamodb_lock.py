@@ -84,11 +84,13 @@ class DynamoDBLock(HeldLock):
         self.thread_lock = threading.RLock()
         self._mutex = self.thread_lock
 
-    def release(self, best_effort: bool = True, *, attributes: Optional[Mapping[str, Any]] = None) -> bool:
+    def release(self, best_effort: bool = True, *, attributes: Optional[Mapping[str, Any]] = None,
+                keep_row: Optional[bool] = None) -> bool:
         """Release this lock: see :meth:`DynamoDBLockClient.release_lock` (True when this call
         released it)."""
-        # The published call when no attributes are given (a stand-in lock_client may take no more).
-        extra = {} if attributes is None else {'attributes': attributes}
+        # The published call when neither is given (a stand-in lock_client may take no more).
+        extra = {name: value for name, value in (('attributes', attributes), ('keep_row', keep_row))
+                 if value is not None}
         released: bool = self.lock_client.release_lock(self, best_effort, **extra)
         return released
 
@@ -245,6 +247,9 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         raise_context_exception: bool = False,
         *,
         reentrant: bool = False,
+        lock_existing_item: bool = False,
+        only_if_exists: bool = False,
+        keep_row: Optional[bool] = None,
         cancel: Optional[threading.Event] = None,
         shared: bool = False,
         lease_duration: Optional[datetime.timedelta] = None,
@@ -279,6 +284,11 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         :param shared: a shared (read) lock (see "Shared locks" in the documentation).
         :param lease_duration: this lock's own lease (default: the client's), checked as the
             client's; see "Per-lock lease" in the usage page.
+        :param lock_existing_item: add the lock's attributes to the item at the key, keeping its
+            other attributes (UpdateItem); its release removes only them. ``only_if_exists``: fail
+            with ``ITEM_NOT_FOUND`` when there is no item. See "Locking an existing item".
+        :param keep_row: whether the release keeps the row, marked released (None: the client's
+            ``keep_released_rows``); a release may choose otherwise.
 
         Interrupted by ``KeyboardInterrupt`` (Ctrl-C), the call raises it within about half a
         second, whatever DynamoDB does; a write that was in flight may still land, so it is
@@ -292,7 +302,9 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         """
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
-                                              additional_attributes, app_callback, lease_duration=lease_duration)
+                                              additional_attributes, app_callback, lease_duration=lease_duration,
+                                              lock_existing_item=lock_existing_item, only_if_exists=only_if_exists,
+                                              keep_row=keep_row)
         _config.require_bool('reentrant', reentrant)
         arguments = self._shared_arguments(arguments, shared)
         self._check_cancel(cancel)
@@ -312,6 +324,9 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         reentrant: bool = False,
         shared: bool = False,
         lease_duration: Optional[datetime.timedelta] = None,
+        lock_existing_item: bool = False,
+        only_if_exists: bool = False,
+        keep_row: Optional[bool] = None,
     ) -> Optional[DynamoDBLock]:
         """Acquire the lock if it can be had right now (``shared``: as ``acquire_lock``'s); never
         waits. A holder whose version this client has seen unchanged for its lease, over earlier
@@ -322,14 +337,16 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         """
         self._check_process()
         arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, None, datetime.timedelta(0),
-                                              additional_attributes, app_callback, lease_duration=lease_duration)
+                                              additional_attributes, app_callback, lease_duration=lease_duration,
+                                              lock_existing_item=lock_existing_item, only_if_exists=only_if_exists,
+                                              keep_row=keep_row)
         _config.require_bool('reentrant', reentrant)
         arguments = self._shared_arguments(arguments, shared)
         return self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
                              reentrant)
 
     def release_lock(self, lock: DynamoDBLock, best_effort: bool = True, *,
-                     attributes: Optional[Mapping[str, Any]] = None) -> bool:
+                     attributes: Optional[Mapping[str, Any]] = None, keep_row: Optional[bool] = None) -> bool:
         """Release ``lock``: one delete, conditioned on the row still carrying its version.
 
         ``attributes`` are written onto the released row for the next holder (see "Data on a
@@ -346,6 +363,9 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         lock is forgotten locally either way; a row that could not be deleted is taken over by
         others after its lease. With ``best_effort=False``:
 
+        ``keep_row`` (None: the lock's choice, see ``acquire_lock``) keeps the row marked released
+        or deletes it; a lock on an existing item never deletes its item.
+
         :raises DynamoDBLockError: ``LOCK_NOT_OWNED`` when this client does not hold the lock;
             ``LOCK_STOLEN`` when another client has taken it over, before or during this
             release (the new holder's row is left alone; ``error.holder`` describes it);
@@ -355,7 +375,7 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         self._check_process()
         if not isinstance(lock, DynamoDBLock):
             raise TypeError(f'release_lock takes a DynamoDBLock, not {type(lock).__name__}')
-        return self._run(self._releasing(lock, best_effort, self._release_attributes(attributes)))
+        return self._run(self._releasing(lock, best_effort, self._release_attributes(attributes), keep_row))
 
     def close(self, release_locks: bool = False) -> None:
         """Stop the background threads, promptly; safe to call twice and from any thread.

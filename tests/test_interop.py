@@ -5,7 +5,9 @@ Each published release is installed (``pip install --no-deps --target``, from Py
 same keys as this package's clients. Checked in both directions: a held lock excludes the other
 package; a released lock (this package keeps the row, marked released, for its fencing token)
 is taken by the other; an abandoned lock is taken over; and a lock written by a published
-client, which carries no fencing token, is detected.
+client, which carries no fencing token, is detected. A lock on an existing item
+(``lock_existing_item=True``) and a published lock exclude each other too, and the item's own
+attributes survive.
 """
 from __future__ import annotations
 
@@ -241,3 +243,43 @@ def test_the_published_package_waits_out_a_per_lock_lease(local_engine: Any, pub
         assert local_engine.read_item('long')['record_version_number'] == lock.record_version_number
     finally:
         holder.close()
+
+
+# -- locks on existing items (lock_existing_item=True) ---------------------------------------
+
+APP_ITEM = {'status': 'PAID', 'data': 'order 42', 'total': 1250}
+
+
+def put_app_item(local_engine: Any, key: str) -> Dict[str, Any]:
+    local_engine.resource.Table(local_engine.table_name).put_item(Item={'lock_key': key, 'sort_key': '-', **APP_ITEM})
+    typed: Dict[str, Any] = local_engine.read_typed_item(key)
+    return typed
+
+
+def test_a_lock_on_an_existing_item_excludes_the_published_one_and_the_item_survives(
+        local_engine: Any, published: Published, ours: DynamoDBLockClient) -> None:
+    before = put_app_item(local_engine, 'item')
+    lock = ours.acquire_lock('item', lock_existing_item=True)
+    refused = published.acquire('item', timeout=2 * LEASE)     # our heartbeats keep it alive
+    # The published client cannot read a lock row without a TTL attribute: it fails at once with
+    # UNKNOWN (its KeyError) instead of waiting; it never gets the lock nor writes the item.
+    assert refused['event'] == 'acquire_failed' and refused['code'] == 'UNKNOWN', refused
+    row = local_engine.read_typed_item('item')
+    assert row['record_version_number'] == {'S': lock.record_version_number}
+    assert {name: row[name] for name in before} == before
+    lock.release(best_effort=False)
+    after = local_engine.read_typed_item('item')
+    assert {name: value for name, value in after.items() if name != 'fencing_token'} == before
+
+
+def test_a_lock_held_by_the_published_package_excludes_a_lock_on_the_item(
+        published: Published, ours: DynamoDBLockClient) -> None:
+    assert published.acquire('item', timeout=1)['event'] == 'acquired'
+    assert ours.try_acquire_lock('item', lock_existing_item=True) is None
+    with pytest.raises(Exception) as raised:
+        ours.acquire_lock('item', lock_existing_item=True, retry_period=seconds(seconds=0.25),
+                          retry_timeout=seconds(seconds=2 * LEASE))
+    assert getattr(raised.value, 'code', None) == 'ACQUIRE_TIMEOUT'
+    assert published.send(cmd='release')['event'] == 'released'
+    lock = ours.acquire_lock('item', lock_existing_item=True, retry_timeout=seconds(0))
+    assert lock.fencing_token is not None

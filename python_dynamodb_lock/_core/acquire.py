@@ -17,7 +17,7 @@ import collections
 import dataclasses
 import threading
 import uuid
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Tuple, Union
 
 from .._errors import DynamoDBLockError, Reason
 from .._requests import Request, acquire_free, acquire_over, free_row, get
@@ -37,8 +37,8 @@ from .events import Event, Kind
 from .messages import describe_key, explain
 
 __all__ = ['MAX_OBSERVED_KEYS', 'AcquireAttempt', 'Observations', 'TimedOut', 'Watch', 'Written', 'acquire',
-           'free_if_landed', 'free_landed', 'is_abandoned', 'new_lock_item', 'raise_if_closed', 'read_row',
-           'token_floor', 'undo', 'undo_write', 'with_token', 'write_failed', 'write_request']
+           'free_if_landed', 'free_landed', 'is_abandoned', 'is_free', 'new_lock_item', 'raise_if_closed',
+           'read_row', 'token_floor', 'undo', 'undo_write', 'with_token', 'write_failed', 'write_request']
 
 # How many refused writes are judged at once, without a wait, before the next poll.
 _IMMEDIATE_RETRIES = 3
@@ -62,6 +62,8 @@ class AcquireAttempt:
     shared: bool = False         # a shared (read) lock: see _core/shared.py
     writer_marker: bool = True   # facing shared holders, set a writer-waiting marker (see _core/shared_ops.py)
     join_beside: bool = False    # a shared acquisition's first write guesses that other holders are there
+    lock_existing_item: bool = False   # add the lock to the item at the key; its other attributes stay
+    only_if_exists: bool = False       # ... and only if that item exists (else ITEM_NOT_FOUND)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,9 +134,23 @@ class _Blocked:
 
     __slots__ = ('row', 'raw')
 
-    def __init__(self, row: Optional[Item]) -> None:
-        self.row = None if Schema.is_released(row) else row
+    def __init__(self, row: Optional[Item], existing_item: bool = False) -> None:
+        self.row = None if is_free(row, existing_item) else row
         self.raw = row     # a released row too: shared acquirers read its writer-waiting marker
+
+
+def is_free(row: Optional[Mapping[str, Any]], existing_item: bool = False) -> bool:
+    """Whether the key is free for an acquisition.
+
+    A plain lock finds it free when there is no row or a released one. A row without lock
+    attributes (an application's item) is judged held by an unknown owner: it would be
+    replaced. A lock on an existing item (``existing_item``) finds it free when the row carries
+    no lock (no ``record_version_number``); a released row is taken over instead (it is judged
+    abandoned at once: its lease is 0), so that the TTL its release set is removed.
+    """
+    if existing_item:
+        return Schema.version_of(row) is None
+    return row is None or Schema.is_released(row)
 
 
 def token_floor(clock: Any) -> int:
@@ -146,18 +162,19 @@ def token_floor(clock: Any) -> int:
 
 
 def is_abandoned(schema: Schema, row: Mapping[str, Any], unchanged_for: float, wall_now: float,
-                 default_lease: float, max_clock_skew: Optional[float] = None) -> bool:
+                 default_lease: float, max_clock_skew: Optional[float] = None, trust_ttl: bool = True) -> bool:
     """Whether the holder of ``row`` is presumed dead.
 
     True once its version has stayed the same for its own stored lease duration, as timed by
-    this process, or once its TTL epoch has passed. With ``max_clock_skew`` (the waiter trusts
+    this process, or once its TTL epoch has passed (unless not ``trust_ttl``: on an existing
+    item the TTL attribute is the application's, not the holder's). With ``max_clock_skew`` (the waiter trusts
     the wall clocks of all hosts to agree to within that), also once the lease's end that the
     holder wrote (``lease_expiry``), plus that skew, has passed on this host's wall clock: a
     crashed holder's lock is then taken at first sight instead of after a whole lease of watching.
     """
     if unchanged_for >= schema.lease_of(row, default_lease):
         return True
-    expiry_time = schema.expiry_of(row)
+    expiry_time = schema.expiry_of(row) if trust_ttl else None
     if expiry_time is not None and expiry_time + (max_clock_skew or 0.0) < wall_now:
         return True
     if max_clock_skew is None:
@@ -263,7 +280,7 @@ class Watch:
     def see(self, row: Optional[Item]) -> None:
         """The row now in the way, as an answer or a read gave it (a released row is free, except
         to a shared acquisition, which reads a writer's marker even there)."""
-        self.blocking = row if self.attempt.shared else _Blocked(row).row
+        self.blocking = row if self.attempt.shared else _Blocked(row, self.attempt.lock_existing_item).row
 
     def may_write(self, clock: Any) -> Protocol[bool]:
         """Whether the key may be written now: it is believed free, or the holder in the way
@@ -275,13 +292,18 @@ class Watch:
         version = Schema.version_of(blocking)
         now = clock.monotonic()
         since = self._seen.first_seen(attempt.unique_identifier, version, now)
-        if not self._warned_unfenced and Schema.fencing_token_of(blocking) is None:
+        if not self._warned_unfenced and (version is None or Schema.fencing_token_of(blocking) is None):
             self._warned_unfenced = True
-            yield Emit(Event(Kind.UNFENCED_HOLDER, attempt.unique_identifier,
-                             fields={'owner': Schema.owner_of(blocking)}))
+            # No version: an item of the application, which a plain lock never replaces.
+            yield Emit(Event(Kind.UNFENCED_HOLDER if version is not None else Kind.NOT_A_LOCK,
+                             attempt.unique_identifier, fields={'owner': Schema.owner_of(blocking)}))
+        if version is None:
+            return False
         unchanged_for = now - since
-        if not is_abandoned(attempt.schema, blocking, unchanged_for, clock.time(), attempt.default_lease,
-                            attempt.max_clock_skew):
+        # A released row in the way (only a lock on an item finds one there) is taken over at once.
+        if not (Schema.is_released(blocking) or is_abandoned(
+                attempt.schema, blocking, unchanged_for, clock.time(), attempt.default_lease,
+                attempt.max_clock_skew, not attempt.lock_existing_item)):
             return False
         yield Emit(Event(Kind.TAKING_OVER, attempt.unique_identifier, fields={
             'owner': Schema.owner_of(blocking), 'version': version, 'unchanged_for': unchanged_for,
@@ -312,21 +334,27 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Pro
         'outcome': type(answer).__name__.lower(), 'takeover': blocking is not None,
         'duration': clock.monotonic() - attempt_started}))
     if isinstance(answer, Applied):
-        return Written(with_token(item, answer.response.get('Attributes')), attempt_started, blocking)
+        return Written(with_token(item, answer.response.get('Attributes'), not attempt.lock_existing_item),
+                       attempt_started, blocking)
     if isinstance(answer, Refused):
         if Schema.version_of(answer.item) == new_version:
             # Our write landed; botocore's retry met our own row.
-            return Written(with_token(item, answer.item), attempt_started, blocking)
+            return Written(with_token(item, answer.item, not attempt.lock_existing_item), attempt_started, blocking)
         if answer.item is None and blocking is None:
-            # An engine that ignores ALL_OLD: find out what is in the way.
+            # No item, or an engine that ignores ALL_OLD: find out what is in the way.
             row = yield from read_row(schema, attempt.partition_key, attempt.sort_key, 'read')
-            return _Blocked(row)
-        return _Blocked(answer.item)
+            if row is None and attempt.only_if_exists:
+                raise DynamoDBLockError(
+                    DynamoDBLockError.ITEM_NOT_FOUND,
+                    f'Could not acquire {describe_key(schema, attempt.partition_key, attempt.sort_key)}: there is no '
+                    'item at that key (only_if_exists=True); nothing was written')
+            return _Blocked(row, attempt.lock_existing_item)
+        return _Blocked(answer.item, attempt.lock_existing_item)
     assert isinstance(answer, Failed)
     if answer.maybe_applied:
         landed = yield from _settle_unanswered_write(attempt, clock, new_version)
         if landed is not None:
-            return Written(with_token(item, landed), attempt_started, blocking)
+            return Written(with_token(item, landed, not attempt.lock_existing_item), attempt_started, blocking)
     raise write_failed(attempt, answer)
 
 
@@ -348,31 +376,43 @@ def write_request(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item])
     schema = attempt.schema
     item = new_lock_item(attempt, clock)
     if blocking is None:
-        return item, acquire_free(schema, item, token_floor(clock))
+        return item, acquire_free(schema, item, token_floor(clock), attempt.lock_existing_item,
+                                  attempt.only_if_exists)
     return item, acquire_over(schema, item, [str(Schema.version_of(blocking))], token_floor(clock),
-                              schema.extra_names(blocking))
+                              _replaced_names(attempt, blocking))
+
+
+def _replaced_names(attempt: AcquireAttempt, blocking: Item) -> FrozenSet[str]:
+    """What a takeover of ``blocking`` removes besides what it writes: a plain lock, the old
+    lock's additional attributes; a lock on an existing item, nothing of the item's own, only
+    the TTL a plain release set on a released row (DynamoDB would delete the item by it)."""
+    if not attempt.lock_existing_item:
+        return attempt.schema.extra_names(blocking)
+    return frozenset({attempt.schema.ttl_attribute_name}) if Schema.is_released(blocking) else frozenset()
 
 
 def new_lock_item(attempt: AcquireAttempt, clock: Any) -> Item:
     """The item of a new acquisition: the attempt's template with a fresh version (also its
-    acquisition id) and TTL."""
+    acquisition id) and TTL (none on an existing item)."""
     new_version = str(uuid.uuid4())
     now = clock.time()
     item: Item = dict(attempt.item_template)
     item[COL_RECORD_VERSION_NUMBER] = new_version
     item[COL_ACQUISITION_ID] = new_version
-    item[attempt.schema.ttl_attribute_name] = int(now + attempt.expiry_period)
+    if not attempt.lock_existing_item:
+        item[attempt.schema.ttl_attribute_name] = int(now + attempt.expiry_period)
     item[COL_LEASE_EXPIRY] = lease_expiry(now, attempt.schema.lease_of(attempt.item_template, attempt.default_lease))
     return item
 
 
-def with_token(item: Item, written: Optional[Mapping[str, Any]]) -> Item:
+def with_token(item: Item, written: Optional[Mapping[str, Any]], keep_others: bool = True) -> Item:
     """``item`` with the fencing token the write gave it (from the answer or the row read back),
     and the attributes the row kept besides (those a release left for the next holder:
-    ``release_lock(attributes=...)``); ``item``'s own values win."""
+    ``release_lock(attributes=...)``); ``item``'s own values win. Not with ``keep_others``
+    False (a lock on an existing item: the item's other attributes are the application's)."""
     token = Schema.fencing_token_of(written)
     kept = {name: value for name, value in (written or {}).items()
-            if name not in item and name not in (COL_FENCING_TOKEN, COL_RELEASED_AT)}
+            if keep_others and name not in item and name not in (COL_FENCING_TOKEN, COL_RELEASED_AT)}
     return {**kept, **item, COL_FENCING_TOKEN: token} if token is not None else {**kept, **item}
 
 
@@ -380,7 +420,8 @@ def _free_own_row(attempt: AcquireAttempt, clock: Any, version: str) -> Request:
     """The write that frees the row a failed or interrupted write of ours may have left."""
     return free_row(attempt.schema, attempt.partition_key, attempt.sort_key, [version], str(uuid.uuid4()),
                     int(clock.time() + attempt.expiry_period), int(clock.time()),
-                    attempt.schema.extra_names(attempt.item_template), attempt.keep_released_rows)
+                    attempt.schema.extra_names(attempt.item_template), attempt.keep_released_rows,
+                    existing_item=attempt.lock_existing_item)
 
 
 # Follow-up reads of a row an interrupted write of ours may still land on: the first after this

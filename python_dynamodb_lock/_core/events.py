@@ -20,6 +20,7 @@ class Kind(enum.Enum):
     ACQUIRE_TIMED_OUT = 'acquire_timed_out'
     TAKING_OVER = 'taking_over'
     UNFENCED_HOLDER = 'unfenced_holder'
+    NOT_A_LOCK = 'not_a_lock'
     WAITING = 'waiting'
     ORPHAN_CLEANUP_FAILED = 'orphan_cleanup_failed'
     ORPHAN_UNVERIFIED = 'orphan_unverified'

@@ -98,7 +98,7 @@ def single_action(kind: str, params: Mapping[str, Any]) -> Tuple[List[Dict[str, 
 
 
 def check_actions(schema: Schema, partition_key: Any, sort_key: str, actions: Any,
-                  more_keys: Sequence[Tuple[Any, str]] = ()) -> List[Dict[str, Any]]:
+                  more_keys: Sequence[Tuple[Any, str]] = (), existing_item: bool = False) -> List[Dict[str, Any]]:
     """Check the application's actions before anything is sent (``TransactItems`` as the boto3
     client takes them, values as Python values).
 
@@ -133,6 +133,13 @@ def check_actions(schema: Schema, partition_key: Any, sort_key: str, actions: An
             raise TypeError(f"TransactItems[{index}][{kind!r}] must have {'an Item' if kind == 'Put' else 'a Key'}")
         if body['TableName'] == schema.table_name and any(
                 all(target.get(name) == value for name, value in lock_key.items()) for lock_key in lock_keys):
+            if existing_item:
+                raise ValueError(
+                    f'TransactItems[{index}] writes the item this lock is on (lock_existing_item=True), which the '
+                    'guard checks in the same transaction, and DynamoDB refuses a transaction that touches one item '
+                    'twice; nothing was written. Update that item with your own UpdateItem conditioned on '
+                    "'fencing_token = <lock.fencing_token> AND attribute_exists(record_version_number)' (see "
+                    '"Locking an existing item" in the docs)')
             raise ValueError(f'TransactItems[{index}] writes the lock row itself, which the guard checks; keep data '
                              'on the lock in additional_attributes, or in another item')
         size += size_of(body)

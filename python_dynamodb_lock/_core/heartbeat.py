@@ -70,7 +70,8 @@ def _next_renewal(settings: HeartbeatSettings, lock: Any, clock: Any,
                   update: Optional[AttributeUpdate] = None) -> Optional[Renewal]:
     state: LockState = lock._state
     now = clock.time()
-    renewal = state.next_renewal(str(uuid.uuid4()), int(now + settings.expiry_period),
+    expiry = None if getattr(lock, '_existing_item', False) else int(now + settings.expiry_period)  # no TTL there
+    renewal = state.next_renewal(str(uuid.uuid4()), expiry,
                                  lock.partition_key, lock.sort_key, lease_expiry(now, state.lease_duration))
     if renewal is None or update is None:
         return renewal

@@ -88,11 +88,14 @@ class ReleaseSettings:
 
 
 def release(settings: ReleaseSettings, lock: Any, clock: Any, successor: Optional[AcquireAttempt] = None,
-            attributes: Optional[Mapping[str, Any]] = None) -> Protocol[ReleaseResult]:
+            attributes: Optional[Mapping[str, Any]] = None,
+            keep_row: Optional[bool] = None) -> Protocol[ReleaseResult]:
     """Free the lock's row if it carries one of our versions, and judge the answer.
 
-    The row is kept, marked released, with its fencing token (or deleted, when the client keeps
-    no released rows); either write is conditioned on every version the row may carry. With a
+    The row is kept, marked released, with its fencing token (or deleted, when ``keep_row`` is
+    False; None: the client's ``keep_released_rows``); either write is conditioned on every
+    version the row may carry. A lock on an existing item removes only the lock's attributes
+    (the fencing token stays unless ``keep_row`` is False), never the item. With a
     ``successor`` (an acquisition of this client waiting for the key), the same single write
     hands the lock over instead: it writes the successor's row, with the next fencing token,
     and ``ReleaseResult.handed`` carries it.
@@ -120,15 +123,19 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any, successor: Optiona
     else:
         item, ours = {}, str(uuid.uuid4())
 
+        keep = settings.keep_released_rows if keep_row is None else keep_row
+        existing = getattr(lock, '_existing_item', False)
+
         def write(versions: Sequence[str]) -> Protocol[Answer]:
             answer: Answer = yield Call(free_row(schema, lock.partition_key, lock.sort_key, versions, ours,
                                                  int(clock.time() + settings.expiry_period), int(clock.time()),
-                                                 lock.additional_attributes, settings.keep_released_rows, attributes))
+                                                 lock.additional_attributes, keep, attributes, existing))
             return answer
 
 
     def released(row: Optional[Mapping[str, Any]] = None) -> ReleaseResult:
-        handed = Written(with_token(item, row), attempt_started) if successor is not None else None
+        handed = (Written(with_token(item, row, not successor.lock_existing_item), attempt_started)
+                  if successor is not None else None)
         return ReleaseResult(ReleaseOutcome.RELEASED, handed=handed)
 
     try:
@@ -151,7 +158,7 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any, successor: Optiona
         row = answer.item
         if Schema.version_of(row) == ours:
             return released(row)              # ours landed; botocore's retry met it
-        if row is None or Schema.is_released(row):
+        if Schema.holds_no_lock(row):     # no lock there (an item's lock removed, too)
             return ReleaseResult(ReleaseOutcome.ROW_GONE, earlier_attempt=answer.retried or state.release_maybe_applied)
         if (answer.retried or state.release_maybe_applied) and state.lease_running(clock.monotonic()):
             return ReleaseResult(ReleaseOutcome.MET_NEXT_HOLDER, row)
@@ -167,7 +174,7 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any, successor: Optiona
     current = seen.item if isinstance(seen, Refused) else None
     if Schema.version_of(current) == ours:
         return released(current)
-    if current is None or Schema.is_released(current):
+    if current is None or Schema.holds_no_lock(current):
         return ReleaseResult(ReleaseOutcome.RELEASED)
     if state.is_ours(Schema.version_of(current)):
         return ReleaseResult(ReleaseOutcome.FAILED, failed=answer)
@@ -177,7 +184,8 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any, successor: Optiona
 
 
 def release_again(settings: ReleaseSettings, lock: Any, versions: Sequence[str], clock: Any,
-                  lease: float, attributes: Optional[Mapping[str, Any]] = None) -> Protocol[None]:
+                  lease: float, attributes: Optional[Mapping[str, Any]] = None,
+                  keep_row: Optional[bool] = None) -> Protocol[None]:
     """Finish a release that an interruption cut short, apart from the caller (``Settle``).
 
     The lock has already been forgotten (nobody renews it; the caller was told nothing). Its
@@ -188,13 +196,15 @@ def release_again(settings: ReleaseSettings, lock: Any, versions: Sequence[str],
     schema = settings.schema
     deadline = clock.monotonic() + lease
     delay = _FIRST_RETRY
+    keep = settings.keep_released_rows if keep_row is None else keep_row
     while True:
         if getattr(lock, 'shared', False):
             answer = yield from _leave(settings, lock, versions, clock)
         else:
             answer = yield Call(free_row(schema, lock.partition_key, lock.sort_key, versions, str(uuid.uuid4()),
                                          int(clock.time() + settings.expiry_period), int(clock.time()),
-                                         lock.additional_attributes, settings.keep_released_rows, attributes))
+                                         lock.additional_attributes, keep, attributes,
+                                         getattr(lock, '_existing_item', False)))
         remaining = deadline - clock.monotonic()
         if not isinstance(answer, Failed) or remaining <= 0:
             return
@@ -225,11 +235,14 @@ def free_handed(settings: ReleaseSettings, lock_key: Any, handed: Written, clock
                 attributes: Optional[Mapping[str, Any]] = None) -> Protocol[None]:
     """Free a row a release handed over to a waiter that had stopped waiting meanwhile: nobody
     holds it, and it would block everybody for a lease. ``attributes``: those the release left
-    (they stay on the freed row)."""
+    (they stay on the freed row). A row written for a lock on an existing item (the one without
+    a TTL) loses only its lock attributes."""
     schema = settings.schema
+    on_item = schema.ttl_attribute_name not in handed.item
     yield Call(free_row(schema, lock_key[0], lock_key[1], [str(Schema.version_of(handed.item))], str(uuid.uuid4()),
-                        int(clock.time() + settings.expiry_period), int(clock.time()), handed.item,
-                        settings.keep_released_rows, attributes))
+                        int(clock.time() + settings.expiry_period), int(clock.time()),
+                        () if on_item else handed.item, settings.keep_released_rows,
+                        None if on_item else attributes, on_item))
 
 
 def release_verdict(result: ReleaseResult, best_effort: bool, schema: Schema, unique_identifier: str) -> ReleaseVerdict:

@@ -41,9 +41,13 @@ def force_release(settings: ReleaseSettings, lock: Any, clock: Any) -> Protocol[
     :raises DynamoDBLockError: ``UNKNOWN`` when the write fails.
     """
     schema = settings.schema
+    # A lock on an existing item writes no TTL (expiry_time reads 0): only the lock's own attributes
+    # are removed (what reads as its additional attributes there are the item's).
+    on_item = not lock.expiry_time
     answer = yield Call(free_row(schema, lock.partition_key, lock.sort_key, [lock.record_version_number],
                                  str(uuid.uuid4()), int(clock.time() + settings.expiry_period), int(clock.time()),
-                                 lock.additional_attributes, settings.keep_released_rows))
+                                 () if on_item else lock.additional_attributes, settings.keep_released_rows,
+                                 existing_item=on_item))
     if isinstance(answer, Applied):
         return True
     if isinstance(answer, Refused):

@@ -182,7 +182,7 @@ class LockState:
                 return unconfirmed_for
         return None
 
-    def next_renewal(self, new_version: str, new_expiry_time: int, partition_key: Any,
+    def next_renewal(self, new_version: str, new_expiry_time: Optional[int], partition_key: Any,
                      sort_key: str, new_lease_expiry: Any = None) -> Optional[Renewal]:
         """The renewal to send while the lock is held, or None when it no longer is."""
         with self._guard:
@@ -215,7 +215,8 @@ class LockState:
                 return RenewalResult(RenewalVerdict.NOT_HELD)
             recovered = self.status == Status.IN_DANGER
             self.version = renewal.new_version
-            self.expiry_time = renewal.new_expiry_time
+            if renewal.new_expiry_time is not None:
+                self.expiry_time = renewal.new_expiry_time
             self.last_confirmed = attempt_started
             self.unconfirmed.clear()
             self.status = Status.LOCKED
@@ -230,8 +231,7 @@ class LockState:
                 self.version = row_version
                 self.unconfirmed.clear()
                 return RenewalVerdict.ADOPTED_EARLIER
-            if self.release_maybe_applied and (refused.item is None or Schema.is_released(refused.item)
-                                               or self.lease_running(now)):
+            if self.release_maybe_applied and (Schema.holds_no_lock(refused.item) or self.lease_running(now)):
                 self.status = Status.RELEASED
                 self.unconfirmed.clear()
                 return RenewalVerdict.RELEASED_EARLIER
@@ -249,7 +249,7 @@ class LockState:
         with self._guard:
             if self.status not in Status.HELD:
                 return None
-            if self.release_maybe_applied and (row is None or Schema.is_released(row) or self.lease_running(now)):
+            if self.release_maybe_applied and (Schema.holds_no_lock(row) or self.lease_running(now)):
                 self.status = Status.RELEASED
             else:
                 self.status = Status.INVALID
@@ -287,7 +287,7 @@ def lock_safe_period(client_safe_period: float, client_lease: float, lease: floa
 
 def loss_from_row(row: Optional[Dict[str, Any]]) -> Loss:
     """The loss a refused condition reveals: taken over (a foreign lock row) or gone (no row,
-    or a row marked released, by a force release)."""
-    if not row or Schema.is_released(row):
+    a row marked released, or an item whose lock attributes were removed, by a force release)."""
+    if Schema.holds_no_lock(row):
         return Loss(Reason.ROW_GONE, None)
     return Loss(Reason.TAKEN_OVER, row)
