@@ -272,23 +272,10 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
             of the lock's own attributes.
         :param app_callback: ``app_callback(code, lock)``, called on the callback executor
             with ``LOCK_STOLEN`` or ``LOCK_IN_DANGER``.
-        :param reentrant: when this very thread already holds the lock through this client,
-            return that lock, with one more hold on it, instead of waiting for itself; the row
-            is released when the last hold is released. Other threads of this client still wait,
-            as with ``threading.RLock``. Nothing is written for a reentrant acquisition (its
-            ``additional_attributes`` and ``app_callback`` are not used).
-        :param cancel: a ``threading.Event`` that another thread may set to give up: the wait,
-            or a call to DynamoDB in flight, ends within about 50 ms with ``ACQUIRE_CANCELLED``,
-            and nothing is held. A write that was in flight is undone in the background once
-            its answer arrives (see "Interruptions" in the documentation).
-        :param shared: a shared (read) lock (see "Shared locks" in the documentation).
-        :param lease_duration: this lock's own lease (default: the client's), checked as the
-            client's; see "Per-lock lease" in the usage page.
-        :param lock_existing_item: add the lock's attributes to the item at the key, keeping its
-            other attributes (UpdateItem); its release removes only them. ``only_if_exists``: fail
-            with ``ITEM_NOT_FOUND`` when there is no item. See "Locking an existing item".
-        :param keep_row: whether the release keeps the row, marked released (None: the client's
-            ``keep_released_rows``); a release may choose otherwise.
+
+        The keyword-only options (``reentrant``, ``cancel``, ``shared``, ``lease_duration``,
+        ``lock_existing_item``, ``only_if_exists``, ``keep_row``) are described under
+        :ref:`acquire-options`.
 
         Interrupted by ``KeyboardInterrupt`` (Ctrl-C), the call raises it within about half a
         second, whatever DynamoDB does; a write that was in flight may still land, so it is
