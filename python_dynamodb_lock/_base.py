@@ -31,12 +31,14 @@ from ._core.guard import check_actions, guarded_write
 from ._core.scan import force_release, next_page
 from ._core.release import (ReleaseSettings, ReleaseVerdict, free_handed, precheck_release, release, release_again,
                             release_verdict)
+from ._core.session import Session, SessionSettings, due_for_refresh, end_session, ensure_session, session_round
 from ._core.state import Status
 from ._errors import DynamoDBLockError, Reason
 from ._observe import Observer, logger
 from ._registry import Registry, WaiterState
 from ._requests import Request, query, scan
-from ._schema import NO_SORT_KEY, Item, PartitionKey, Schema, TableLayout, binary_bytes
+from ._schema import (COL_LEASE_DURATION, COL_LOCK_SESSION, NO_SORT_KEY, Item, PartitionKey, Schema, TableLayout,
+                      binary_bytes)
 
 __all__ = ['ClientCore', 'Done', 'Steps', 'cancelled_error', 'is_cancellation', 'unique_identifier_of']
 
@@ -119,6 +121,8 @@ class ClientCore(Generic[L]):
             raise TypeError(f'metrics must be a callable (it gets a LockEvent), not {type(metrics).__name__}')
         if not isinstance(background_heartbeats, bool):
             raise TypeError(f'background_heartbeats must be a bool, not {type(background_heartbeats).__name__}')
+        if settings.session and not background_heartbeats:
+            raise ValueError('session=True needs background_heartbeats=True: the session is renewed in the background')
         self._init_core(settings, clock if clock is not None else SystemClock(),
                         Observer(self._dispatch_callback, metrics, clock, settings.keep_released_rows))
         for warning in settings.warnings:
@@ -158,6 +162,9 @@ class ClientCore(Generic[L]):
         self._settling: Set[Any] = set()
         # The holders' versions seen by this client's acquisitions, kept across calls.
         self._observations = Observations()
+        self._session = Session(settings.owner_name) if settings.session else None
+        self._session_settings = SessionSettings(settings.schema, settings.owner_name, settings.lease_duration,
+                                                 settings.expiry_period, settings.expiry_period)
 
     # -- read-only views (public on both clients) ---------------------------------------
 
@@ -260,10 +267,14 @@ class ClientCore(Generic[L]):
 
     def _attempt(self, partition_key: PartitionKey, sort_key: str, arguments: AcquireArguments) -> AcquireAttempt:
         unique_identifier = unique_identifier_of(partition_key, sort_key)
-        return AcquireAttempt(self._schema, partition_key, sort_key, unique_identifier, arguments.item_template,
+        template = arguments.item_template
+        if self._session is not None:   # a lock row under a session: names it, with the long row lease
+            template = {**template, COL_LOCK_SESSION: self._session.id,
+                        COL_LEASE_DURATION: Decimal(repr(self._session_settings.row_lease))}
+        return AcquireAttempt(self._schema, partition_key, sort_key, unique_identifier, template,
                               arguments.retry_period, arguments.retry_timeout, self._settings.expiry_period,
                               self._settings.lease_duration, self._settings.keep_released_rows,
-                              self._settings.max_clock_skew)
+                              self._settings.max_clock_skew, self._session is not None)
 
     def _woken(self, wake: Any, woken: bool) -> Any:
         """What a ``Sleep`` on ``wake`` answers: False when its time ran out; for a waiter woken
@@ -314,6 +325,10 @@ class ClientCore(Generic[L]):
         lock = make_lock(**fields, app_callback=app_callback, raise_context_exception=raise_context_exception)
         state = lock._state  # type: ignore[attr-defined]
         state.acquired(written.attempt_started, token, Schema.acquisition_of(written.item))
+        session, named = self._session, Schema.session_of(written.item)
+        if session is not None and named is not None:   # a session lost meanwhile: in danger at once
+            confirmed = session.confirmed_at if named == session.id and session.confirmed_at is not None else -1e18
+            state.bind_session(named, self._settings.lease_duration, confirmed)
         lock.took_over_from = self._describe_row(written.replaced)  # type: ignore[attr-defined]
         lock._holder = holder  # type: ignore[attr-defined]
         previous = self._registry.register(lock, lock.unique_identifier)  # type: ignore[attr-defined]
@@ -490,8 +505,21 @@ class ClientCore(Generic[L]):
         return False
 
     def _heartbeat_round(self) -> Protocol[None]:
-        return heartbeat_round(self._heartbeat_settings, self._registry.held(), self._batching, self._clock,
-                               self._shutdown.is_set)
+        locks = self._registry.held()
+        if self._session is not None:   # one session write; lock rows only when their slow refresh is due
+            yield from session_round(self._session_settings, self._session, locks, self._clock)
+            locks = due_for_refresh(self._session_settings, self._registry.held(), self._clock.monotonic())
+        yield from heartbeat_round(self._heartbeat_settings, locks, self._batching, self._clock, self._shutdown.is_set)
+
+    def _starting_session(self) -> Protocol[None]:
+        """Before an acquisition of a client with ``session=True`` writes: its session row."""
+        if self._session is not None:
+            yield from ensure_session(self._session_settings, self._session, self._clock)
+
+    def _ending_session(self) -> Protocol[None]:
+        """At ``close()``, after the locks it releases: end the session if no lock is left under it."""
+        if self._session is not None and not self._forked():
+            yield from end_session(self._session_settings, self._session, self._registry.held())
 
     def _renewing(self, locks: Sequence[Any]) -> Protocol[None]:
         """Renew a group of locks: in one batch when batching, else one by one.
@@ -579,6 +607,7 @@ class ClientCore(Generic[L]):
         attempt = waiter.attempt
         unique_identifier = attempt.unique_identifier
         try:
+            yield from self._starting_session()
             outcome = yield from acquire(attempt, self._clock, self._shutdown.is_set, self._observations)
         except BaseException:
             handed = self._registry.leave(unique_identifier, waiter)
@@ -718,6 +747,7 @@ class ClientCore(Generic[L]):
                            raise_context_exception: bool, make_lock: Callable[..., L]) -> Protocol[L]:
         """``acquire_first_lock``: the lock of the first key written, adopted and installed as
         ``acquire_lock``'s is (interrupted, what was written is settled the same way)."""
+        yield from self._starting_session()
         outcome = yield from acquire_first(attempts, self._clock, self._shutdown.is_set, self._observations)
         if isinstance(outcome, NoneFree):
             first = attempts[0]

@@ -20,7 +20,7 @@ import uuid
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
 
 from .._errors import DynamoDBLockError, Reason
-from .._requests import Request, acquire_free, acquire_over, free_row, get
+from .._requests import Request, acquire_free, acquire_over, free_row, get, take_over_in_session
 from .._schema import (
     COL_ACQUISITION_ID,
     COL_FENCING_TOKEN,
@@ -34,6 +34,7 @@ from .answers import Applied, Failed, Refused
 from .effects import Call, Emit, Pending, Protocol, Settle, Sleep
 from .events import Event, Kind
 from .messages import describe_key, explain
+from .session import SessionWatch, watch_session
 
 __all__ = ['MAX_OBSERVED_KEYS', 'AcquireAttempt', 'Observations', 'TimedOut', 'Written', 'acquire', 'free_if_landed',
            'is_abandoned', 'new_lock_item', 'read_row', 'token_floor', 'undo_write', 'with_token']
@@ -57,6 +58,7 @@ class AcquireAttempt:
     default_lease: float         # for rows without a readable lease
     keep_released_rows: bool = True
     max_clock_skew: Optional[float] = None   # trust wall clocks to this much: take over past lease_expiry
+    sessions: bool = False       # watch the session a row names instead of the row (docs/sessions.rst)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,6 +202,14 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool],
                     'owner': Schema.owner_of(blocking), 'version': version, 'unchanged_for': now - watched_since,
                     'duration': now - watched_since}))
                 outcome = yield from _write(attempt, clock, blocking)
+            elif attempt.sessions and Schema.session_of(blocking) is not None:
+                watch = yield from watch_session(schema, str(Schema.session_of(blocking)), seen, clock,
+                                                 attempt.default_lease)
+                if watch.over or watch.expired_version is not None:
+                    yield Emit(Event(Kind.TAKING_OVER, attempt.unique_identifier, fields={
+                        'owner': Schema.owner_of(blocking), 'version': version, 'unchanged_for': now - watched_since,
+                        'duration': now - watched_since, 'session': watch.session_id}))
+                    outcome = yield from _write(attempt, clock, blocking, watch)
         if isinstance(outcome, Written):
             seen.forget(key)
             return dataclasses.replace(outcome, waited=clock.monotonic() - started)
@@ -228,9 +238,13 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool],
             blocking = _Blocked((yield from read_row(schema, attempt.partition_key, attempt.sort_key, 'read'))).row
 
 
-def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Protocol[Union[Written, _Blocked]]:
+def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item],
+           watch: Optional[SessionWatch] = None) -> Protocol[Union[Written, _Blocked]]:
     """One conditional write of a new version of the lock: where the key is free (``blocking``
-    None), or over the abandoned row ``blocking``. Written, or blocked by a row."""
+    None), or over the abandoned row ``blocking``. Written, or blocked by a row.
+
+    Over a row whose session stayed unchanged for its lease (``watch``), the write is one
+    transaction that also ends that session, conditioned on the version watched."""
     schema = attempt.schema
     # Others time our lease from when they first see the row, which can be long before the
     # answer arrives (a lost answer, a retry after backoff): time our own side from here,
@@ -243,6 +257,9 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Pro
     else:
         write = acquire_over(schema, item, [str(Schema.version_of(blocking))], token_floor(clock),
                              schema.extra_names(blocking))
+        if watch is not None and watch.expired_version is not None:
+            write = take_over_in_session(schema, write, watch.session_id, watch.expired_version, str(uuid.uuid4()),
+                                         int(clock.time()))
     try:
         answer = yield Call(write)
     except GeneratorExit:
@@ -255,6 +272,15 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Pro
     yield Emit(Event(Kind.ACQUIRE_ATTEMPT, attempt.unique_identifier, fields={
         'outcome': type(answer).__name__.lower(), 'takeover': blocking is not None,
         'duration': clock.monotonic() - attempt_started}))
+    if write.operation == 'transact_write_items' and not isinstance(answer, Refused):
+        if isinstance(answer, Applied) or answer.code == 'TransactionCanceledException':
+            # A transaction returns no values: the fencing token (when it applied), or the row
+            # in the way (when it was cancelled: a condition failed, or a conflict), is read.
+            row = yield from read_row(schema, attempt.partition_key, attempt.sort_key, 'read')
+            if Schema.version_of(row) == new_version or isinstance(answer, Applied):
+                return Written(with_token(item, row if Schema.version_of(row) == new_version else None),
+                               attempt_started, blocking)
+            return _Blocked(row)
     if isinstance(answer, Applied):
         return Written(with_token(item, answer.response.get('Attributes')), attempt_started, blocking)
     if isinstance(answer, Refused):

@@ -64,7 +64,7 @@ def _next_renewal(settings: HeartbeatSettings, lock: Any, clock: Any) -> Optiona
     state: LockState = lock._state
     now = clock.time()
     return state.next_renewal(str(uuid.uuid4()), int(now + settings.expiry_period),
-                              lock.partition_key, lock.sort_key, lease_expiry(now, state.lease_duration))
+                              lock.partition_key, lock.sort_key, lease_expiry(now, state.row_lease))
 
 
 def renew_one(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[Optional[RenewalResult]]:

@@ -1,0 +1,195 @@
+"""Client sessions (``session=True``, docs/sessions.rst): one session row renewed every period
+keeps all of a client's locks alive; lock rows get a slow refresh; a waiter that knows sessions
+takes a lock over once the holder's session went unrenewed for its lease, in one transaction that
+ends the session; the holder then loses every lock of the session at once.
+
+Exclusion claims run on DynamoDB Local, with both clients, on the shared ManualClock.
+"""
+from __future__ import annotations
+
+import collections
+import datetime
+from typing import Any, List
+
+import pytest
+from helpers import LockClients, is_registered, step
+
+from python_dynamodb_lock import DynamoDBLockError
+from python_dynamodb_lock._errors import Reason
+from python_dynamodb_lock._schema import SESSION_PREFIX
+from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient
+from python_dynamodb_lock.testing import CallRecorder, FaultInjector
+
+pytestmark = pytest.mark.local
+
+PERIOD = 5
+LEASE = 30
+ROW_LEASE = 60      # expiry_period: the lease stored in lock rows under a session
+
+
+def _seconds(value: float) -> datetime.timedelta:
+    return datetime.timedelta(seconds=value)
+
+
+def _session_client(clients: LockClients, **kwargs: Any) -> Any:
+    kwargs.setdefault('heartbeat_period', _seconds(PERIOD))
+    kwargs.setdefault('lease_duration', _seconds(LEASE))
+    kwargs.setdefault('safe_period', _seconds(15))
+    kwargs.setdefault('expiry_period', _seconds(ROW_LEASE))
+    return clients.make(hand_driven=False, session=True, **kwargs)
+
+
+def _key_of(call: Any) -> str:
+    key = call.params.get('Key') or call.params.get('Item') or {}
+    return str(key.get('lock_key', {}).get('S', ''))
+
+
+def _session_writes(calls: CallRecorder) -> List[Any]:
+    return [call for call in calls.writes() if _key_of(call).startswith(SESSION_PREFIX)]
+
+
+def _lock_writes(calls: CallRecorder) -> List[Any]:
+    return [call for call in calls.writes() if not _key_of(call).startswith(SESSION_PREFIX)]
+
+
+def test_many_locks_cost_one_session_write_per_period(local_engine: Any, local_clients: LockClients) -> None:
+    clock = local_clients.clock
+    client = _session_client(local_clients)
+    locks = [client.acquire_lock(f'many-{index}') for index in range(20)]
+    row = local_engine.read_item('many-0')
+    assert row['lock_session'].startswith(SESSION_PREFIX) and float(row['lease_duration']) == ROW_LEASE
+    with CallRecorder(local_engine.resource, clock) as calls:
+        step(clock, ROW_LEASE, client)
+    # 12 periods: one session write each; each lock row gets a slow refresh once ROW_LEASE / 3
+    # has passed since its last one (spread over the period like heartbeats): 2 or 3 in a row lease.
+    assert len(_session_writes(calls)) == ROW_LEASE // PERIOD
+    refreshes = collections.Counter(_key_of(call) for call in _lock_writes(calls))
+    assert sorted(refreshes) == sorted(f'many-{index}' for index in range(20))
+    assert set(refreshes.values()) <= {2, 3}
+    assert all(lock.status == DynamoDBLock.LOCKED and is_registered(client, lock) for lock in locks)
+    assert all(lock.lease_remaining() > 0 for lock in locks)
+
+
+def test_without_sessions_every_lock_is_renewed_every_period(local_engine: Any, local_clients: LockClients) -> None:
+    """The comparison the setting is for: the same locks, today's heartbeats."""
+    clock = local_clients.clock
+    client = local_clients.make(hand_driven=False, heartbeat_period=_seconds(PERIOD))
+    for index in range(20):
+        client.acquire_lock(f'plain-{index}')
+    with CallRecorder(local_engine.resource, clock) as calls:
+        step(clock, ROW_LEASE, client)
+    # every period renews every lock (the last round is still being spread over its period)
+    assert len(calls.writes()) > 20 * (ROW_LEASE // PERIOD - 1)
+
+
+def test_waiter_takes_over_after_the_session_lease_in_one_transaction(
+        local_engine: Any, local_clients: LockClients) -> None:
+    clock = local_clients.clock
+    holder = _session_client(local_clients, owner_name='holder')
+    lock = holder.acquire_lock('left')
+    session_key = local_engine.read_item('left')['lock_session']
+    holder.close()      # leaves its lock: its session is no longer renewed
+    waiter = _session_client(local_clients, owner_name='waiter')
+    unaware = local_clients.make(owner_name='unaware', heartbeat_period=_seconds(PERIOD),
+                                 lease_duration=_seconds(LEASE))
+    assert waiter.try_acquire_lock('left') is None          # starts watching the session
+    step(clock, LEASE - 1, waiter)
+    assert waiter.try_acquire_lock('left') is None
+    assert unaware.try_acquire_lock('left') is None
+    step(clock, 1, waiter)
+    with CallRecorder(local_engine.resource, clock) as calls:
+        taken = waiter.try_acquire_lock('left')
+    assert taken is not None and taken.owner_name == 'waiter'
+    assert calls.count('TransactWriteItems') == 1
+    assert taken.fencing_token is not None and lock.fencing_token is not None
+    assert taken.fencing_token > lock.fencing_token
+    ended = local_engine.read_item(session_key)
+    assert 'released_at' in ended                           # the session is marked ended
+    # The session-unaware client still sees the (long) row lease running: it never took it.
+    assert unaware.try_acquire_lock('left') is None
+
+
+def test_a_paused_holder_loses_all_its_locks_at_its_next_session_renewal(
+        local_engine: Any, local_clients: LockClients) -> None:
+    clock = local_clients.clock
+    callbacks: List[Any] = []
+    holder = _session_client(local_clients, owner_name='paused')
+    locks = [holder.acquire_lock(f'paused-{index}', app_callback=lambda code, lock: callbacks.append(code))
+             for index in range(3)]
+    waiter = _session_client(local_clients, owner_name='waiter')
+    with FaultInjector(local_engine.resource) as faults:
+        # The holder's session renewals stop reaching DynamoDB (a pause, a partition).
+        faults.fail_calls('UpdateItem', code='InternalServerError', status=500, times=None,
+                          when=lambda params: _key_of_body(params).startswith(SESSION_PREFIX + 'paused/'))
+        assert waiter.try_acquire_lock('paused-0') is None
+        step(clock, 20, holder, waiter)
+        assert all(lock.status == DynamoDBLock.IN_DANGER for lock in locks)
+        assert DynamoDBLockError.LOCK_IN_DANGER in callbacks
+        step(clock, LEASE - 20, holder, waiter)
+        taken = waiter.try_acquire_lock('paused-0')
+        assert taken is not None
+    # The holder's renewals resume: refused (the session was ended), every lock is lost.
+    step(clock, PERIOD, holder, waiter)
+    assert all(lock.status == DynamoDBLock.INVALID for lock in locks)
+    assert {lock.loss_reason for lock in locks} == {Reason.SESSION_LOST}
+    assert callbacks.count(DynamoDBLockError.LOCK_STOLEN) == 3
+    assert holder.held_locks() == []
+    with pytest.raises(DynamoDBLockError) as refused:
+        locks[0].put_item(TableName=local_engine.table_name, Item={'lock_key': 'data', 'sort_key': 'x', 'value': 'late'})
+    assert refused.value.code == DynamoDBLockError.LOCK_STOLEN
+    assert local_engine.read_item('data', 'x') is None
+    # The other locks of the lost session are free to session-aware clients at once.
+    assert waiter.try_acquire_lock('paused-1') is not None
+
+
+def test_a_renewed_session_keeps_its_locks_from_waiters(local_engine: Any, local_clients: LockClients) -> None:
+    clock = local_clients.clock
+    holder = _session_client(local_clients, owner_name='alive')
+    holder.acquire_lock('alive')
+    waiter = _session_client(local_clients, owner_name='waiter')
+    assert waiter.try_acquire_lock('alive') is None
+    for _ in range(4):
+        step(clock, LEASE / 2, holder, waiter)
+        assert waiter.try_acquire_lock('alive') is None
+    assert [lock.unique_identifier for lock in holder.held_locks()] == ['alive|-']
+
+
+def test_close_with_release_ends_the_session(local_engine: Any, local_clients: LockClients) -> None:
+    client = _session_client(local_clients, owner_name='closing')
+    client.acquire_lock('closing')
+    session_key = local_engine.read_item('closing')['lock_session']
+    assert local_engine.read_item(session_key) is not None
+    client.close(release_locks=True)
+    assert local_engine.read_item(session_key) is None
+    assert 'lock_session' not in local_engine.read_item('closing')     # the released row names no session
+
+
+def test_session_renewal_retries_a_transaction_conflict(local_engine: Any, local_clients: LockClients) -> None:
+    """DynamoDB Local never reports TransactionConflict: it is injected with a botocore hook."""
+    clock = local_clients.clock
+    holder = _session_client(local_clients, owner_name='conflict')
+    lock = holder.acquire_lock('conflict')
+    with FaultInjector(local_engine.resource) as faults:
+        fault = faults.fail_calls('UpdateItem', code='TransactionConflictException', times=2,
+                                  when=lambda params: _key_of_body(params).startswith(SESSION_PREFIX))
+        step(clock, PERIOD + 2, holder)     # the retries wait 50 and 100 ms (one step of the clock each)
+    assert fault.hits == 2
+    # confirmed from the renewal's first attempt, at PERIOD: not refused, not merely failed
+    assert lock.status == DynamoDBLock.LOCKED and lock.lease_remaining() == LEASE - 2
+
+
+def _key_of_body(params: Any) -> str:
+    return str((params.get('Key') or {}).get('lock_key', {}).get('S', ''))
+
+
+@pytest.mark.parametrize('arguments, message', [
+    ({'partition_key_type': 'N'}, 'string partition key'),
+    ({'background_heartbeats': False}, 'background_heartbeats'),
+    ({'owner_name': 'x' * 2040}, 'owner_name short enough'),
+])
+def test_impossible_session_settings_are_refused(arguments: Any, message: str) -> None:
+    import boto3
+
+    resource = boto3.resource('dynamodb', region_name='us-east-1', aws_access_key_id='x', aws_secret_access_key='x')
+    with pytest.raises(ValueError, match=message):
+        DynamoDBLockClient(resource, session=True, **arguments)
