@@ -153,6 +153,7 @@ _SUPPRESSED = ' (%s more like this in the last %.1fs not logged)'
 # bounded by the application's acquisitions, not by time, so they cannot flood the log.
 _NOT_RATE_LIMITED = frozenset({
     Kind.STOLEN, Kind.REPLACED_LOST, Kind.RELEASE_STOLEN, Kind.RELEASE_FAILED_FORGOTTEN, Kind.FORCE_RELEASED,
+    Kind.SESSION_LOST,
 })
 
 # Events that the application hears through its app_callback, with the published codes.

@@ -128,14 +128,21 @@ def test_a_paused_holder_loses_all_its_locks_at_its_next_session_renewal(
         step(clock, LEASE - 20, holder, waiter)
         taken = waiter.try_acquire_lock('paused-0')
         assert taken is not None
+        # Before it hears of it, the paused holder's guarded write is refused by DynamoDB: the
+        # lock row carries the new holder's acquisition id.
+        assert locks[0].status == DynamoDBLock.IN_DANGER
+        with pytest.raises(DynamoDBLockError) as refused:
+            locks[0].put_item(TableName=local_engine.table_name, Item=_data_item('paused'))
+        assert refused.value.code == DynamoDBLockError.LOCK_STOLEN
+        assert local_engine.read_item('data', 'x') is None
     # The holder's renewals resume: refused (the session was ended), every lock is lost.
     step(clock, PERIOD, holder, waiter)
     assert all(lock.status == DynamoDBLock.INVALID for lock in locks)
-    assert {lock.loss_reason for lock in locks} == {Reason.SESSION_LOST}
+    assert {lock.loss_reason for lock in locks[1:]} == {Reason.SESSION_LOST}   # locks[0]: its guarded write
     assert callbacks.count(DynamoDBLockError.LOCK_STOLEN) == 3
     assert holder.held_locks() == []
     with pytest.raises(DynamoDBLockError) as refused:
-        locks[0].put_item(TableName=local_engine.table_name, Item={'lock_key': 'data', 'sort_key': 'x', 'value': 'late'})
+        locks[1].put_item(TableName=local_engine.table_name, Item=_data_item('later'))
     assert refused.value.code == DynamoDBLockError.LOCK_STOLEN
     assert local_engine.read_item('data', 'x') is None
     # The other locks of the lost session are free to session-aware clients at once.
@@ -176,6 +183,10 @@ def test_session_renewal_retries_a_transaction_conflict(local_engine: Any, local
     assert fault.hits == 2
     # confirmed from the renewal's first attempt, at PERIOD: not refused, not merely failed
     assert lock.status == DynamoDBLock.LOCKED and lock.lease_remaining() == LEASE - 2
+
+
+def _data_item(value: str) -> Any:
+    return {'lock_key': 'data', 'sort_key': 'x', 'value': value}
 
 
 def _key_of_body(params: Any) -> str:
