@@ -18,7 +18,7 @@ from python_dynamodb_lock import DynamoDBLockError
 from python_dynamodb_lock._errors import Reason
 from python_dynamodb_lock._schema import SESSION_PREFIX
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient
-from python_dynamodb_lock.testing import CallRecorder, FaultInjector
+from python_dynamodb_lock.testing import CallRecorder, FaultInjector, SystemClock
 
 pytestmark = pytest.mark.local
 
@@ -204,3 +204,32 @@ def test_impossible_session_settings_are_refused(arguments: Any, message: str) -
     resource = boto3.resource('dynamodb', region_name='us-east-1', aws_access_key_id='x', aws_secret_access_key='x')
     with pytest.raises(ValueError, match=message):
         DynamoDBLockClient(resource, session=True, **arguments)
+
+
+# --- a mixed fleet: published 0.9.1 clients in the same table (real clock, short periods) -------
+
+def test_a_published_client_never_takes_a_lock_whose_session_lives(local_engine: Any,
+                                                                     local_clients: LockClients) -> None:
+    from test_interop import EXPIRY, HEARTBEAT, LEASE as SHORT_LEASE, SAFE, Published
+
+    ours = local_clients.make(hand_driven=False, clock=SystemClock(), owner_name='ours', session=True,
+                              heartbeat_period=_seconds(HEARTBEAT), safe_period=_seconds(SAFE),
+                              lease_duration=_seconds(SHORT_LEASE), expiry_period=_seconds(EXPIRY))
+    published = Published('0.9.1', local_engine.endpoint_url, local_engine.table_name)
+    try:
+        lock = ours.acquire_lock('mixed')
+        # The row's stored lease is EXPIRY; its slow refresh (every EXPIRY / 3) changes its version
+        # well within that: the published client, timing that lease, never takes it.
+        refused = published.acquire('mixed', timeout=3 * EXPIRY)
+        assert refused['event'] == 'acquire_failed' and refused['code'] == 'ACQUIRE_TIMEOUT'
+        assert lock.status == DynamoDBLock.LOCKED and is_registered(ours, lock)
+        assert local_engine.read_item('mixed')['owner_name'] == 'ours'
+        # Once the session's holder stops (closed without release), the row lease runs out and
+        # the published client takes the lock, as it would any abandoned lock.
+        ours.close()
+        taken = published.acquire('mixed', timeout=3 * EXPIRY)
+        assert taken['event'] == 'acquired'
+        assert local_engine.read_item('mixed')['owner_name'] == 'published-0.9.1'
+    finally:
+        published.close()
+        ours.close()
