@@ -105,6 +105,8 @@ def test_waiter_takes_over_after_the_session_lease_in_one_transaction(
     assert taken.fencing_token > lock.fencing_token
     ended = local_engine.read_item(session_key)
     assert 'released_at' in ended                           # the session is marked ended
+    row = local_engine.read_item('left')
+    assert row['lock_session'] != session_key and row['lock_session'].startswith(SESSION_PREFIX + 'waiter/')
     # The session-unaware client still sees the (long) row lease running: it never took it.
     assert unaware.try_acquire_lock('left') is None
 

@@ -7,7 +7,7 @@ import dataclasses
 import uuid
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
-from .._requests import MAX_BATCH_STATEMENTS, Renewal, renew, renew_many
+from .._requests import MAX_BATCH_STATEMENTS, Renewal, Request, renew, renew_many
 from .._errors import DynamoDBLockError
 from .._schema import Schema, lease_expiry
 from .answers import Answer, Failed, statement_retryable
@@ -27,6 +27,7 @@ __all__ = [
     'heartbeat_round',
     'renew_batch',
     'renew_one',
+    'send_renewal',
     'settle_events',
 ]
 
@@ -80,22 +81,33 @@ def renew_one(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[Op
     renewal = _next_renewal(settings, lock, clock)
     if renewal is None:
         return None
+    answer, attempt_started = yield from send_renewal(
+        renew(settings.schema, renewal), clock, lambda: lock._state.remember_unconfirmed(renewal.new_version))
+    return (yield from settle(settings, lock, renewal, answer, attempt_started, clock, prepared))
+
+
+def send_renewal(request: Request, clock: Any, interrupted: Callable[[], None]) -> Protocol[Tuple[Answer, float]]:
+    """Send one renewal (a lock's, or a client session's), again after 50 and 100 ms when a
+    transaction on its row (a guarded write, a takeover) made DynamoDB refuse it untouched.
+
+    :returns: the answer, and when its attempt was started. ``interrupted()`` is called when an
+        exception (Ctrl-C, a cancellation) cuts a call short: the renewal may land.
+    """
     for attempt in range(CONFLICT_ATTEMPTS):
         attempt_started = clock.monotonic()
         try:
-            answer = yield Call(renew(settings.schema, renewal))
+            answer = yield Call(request)
         except GeneratorExit:
             raise
         except BaseException:
-            lock._state.remember_unconfirmed(renewal.new_version)   # interrupted in flight: it may land
+            interrupted()
             raise
-        # A guarded write of this lock was in progress: DynamoDB refused the renewal untouched.
         conflict = isinstance(answer, Failed) and answer.code == 'TransactionConflictException'
         if not conflict or answer.maybe_applied or attempt + 1 == CONFLICT_ATTEMPTS:
             break
         if (yield Sleep(BATCH_RETRY_BASE_DELAY * 2 ** attempt)):
             break
-    return (yield from settle(settings, lock, renewal, answer, attempt_started, clock, prepared))
+    return answer, attempt_started
 
 
 def extend(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[None]:

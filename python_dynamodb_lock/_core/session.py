@@ -20,8 +20,9 @@ from .._errors import DynamoDBLockError, Reason
 from .._requests import get, session_end, session_renew, session_start
 from .._schema import COL_RECORD_VERSION_NUMBER, NO_SORT_KEY, SESSION_PREFIX, Item, Schema
 from .answers import Applied, Failed, Refused
-from .effects import Call, Emit, Protocol, Sleep, Unregister
+from .effects import Call, Emit, Protocol, Unregister
 from .events import Event, Kind
+from .heartbeat import send_renewal
 from .messages import explain
 from .state import Loss, Status
 
@@ -30,10 +31,6 @@ __all__ = ['SESSION_REFRESHES', 'Session', 'SessionSettings', 'SessionWatch', 'd
 
 #: A lock row under a session is refreshed this many times per row lease (its stored lease).
 SESSION_REFRESHES = 3
-# A renewal refused by a conflicting transaction (a waiter's takeover in flight) is sent again
-# after 50 and 100 ms.
-_CONFLICT_ATTEMPTS = 3
-_CONFLICT_DELAY = 0.05
 # Versions of renewals whose answer was lost, remembered to recognise our own row.
 _MAX_UNCONFIRMED = 20
 
@@ -150,20 +147,8 @@ def session_round(settings: SessionSettings, session: Session, locks: Sequence[A
     new_version = str(uuid.uuid4())
     schema = settings.schema
     sent_at = clock.monotonic()
-    for attempt in range(_CONFLICT_ATTEMPTS):
-        try:
-            answer = yield Call(session_renew(schema, session_id, expected, new_version,
-                                              int(clock.time() + settings.expiry_period)))
-        except GeneratorExit:
-            raise
-        except BaseException:
-            session.remember(new_version)    # interrupted in flight: it may land
-            raise
-        conflict = isinstance(answer, Failed) and answer.code == 'TransactionConflictException'
-        if not conflict or answer.maybe_applied or attempt + 1 == _CONFLICT_ATTEMPTS:
-            break
-        if (yield Sleep(_CONFLICT_DELAY * 2 ** attempt)):
-            break
+    request = session_renew(schema, session_id, expected, new_version, int(clock.time() + settings.expiry_period))
+    answer, _ = yield from send_renewal(request, clock, lambda: session.remember(new_version))
     under = [lock for lock in locks if lock._state.session_id == session_id]
     if isinstance(answer, Applied) or (isinstance(answer, Refused) and Schema.version_of(answer.item) == new_version):
         session.renewed(session_id, new_version, sent_at)
