@@ -20,7 +20,6 @@ from python_dynamodb_lock._schema import SESSION_PREFIX
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient
 from python_dynamodb_lock.testing import CallRecorder, FaultInjector, SystemClock
 
-pytestmark = pytest.mark.local
 
 PERIOD = 5
 LEASE = 30
@@ -68,6 +67,7 @@ def test_many_locks_cost_one_session_write_per_period(local_engine: Any, local_c
     assert set(refreshes.values()) <= {2, 3}
     assert all(lock.status == DynamoDBLock.LOCKED and is_registered(client, lock) for lock in locks)
     assert all(lock.lease_remaining() > 0 for lock in locks)
+    assert len(list(client.list_locks())) == 20       # the session row is not listed as a lock
 
 
 def test_without_sessions_every_lock_is_renewed_every_period(local_engine: Any, local_clients: LockClients) -> None:
