@@ -14,9 +14,7 @@ from typing import Any, List
 import pytest
 from helpers import LockClients, is_registered, step
 
-from python_dynamodb_lock import DynamoDBLockError
-from python_dynamodb_lock._errors import Reason
-from python_dynamodb_lock._schema import SESSION_PREFIX
+from python_dynamodb_lock import DynamoDBLockError, Reason
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient
 from python_dynamodb_lock.testing import CallRecorder, FaultInjector, SystemClock
 
@@ -24,6 +22,8 @@ from python_dynamodb_lock.testing import CallRecorder, FaultInjector, SystemCloc
 PERIOD = 5
 LEASE = 30
 ROW_LEASE = 60      # expiry_period: the lease stored in lock rows under a session
+#: The documented key namespace of session rows (docs/sessions.rst).
+SESSION_PREFIX = 'python_dynamodb_lock/session/'
 
 
 def _seconds(value: float) -> datetime.timedelta:
