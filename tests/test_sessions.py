@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import collections
 import datetime
+import signal
+import time
 from typing import Any, List
 
 import pytest
@@ -235,3 +237,86 @@ def test_a_published_client_never_takes_a_lock_whose_session_lives(local_engine:
     finally:
         published.close()
         ours.close()
+
+
+# --- real processes: a session holder SIGKILLed, and one SIGSTOPped past its session lease -------
+
+KEYS = [f'proc-{index}' for index in range(12)]
+
+
+def _process_waiter(local_clients: LockClients) -> Any:
+    from test_pause import LEASE as SHORT_LEASE
+
+    return local_clients.make(hand_driven=False, clock=SystemClock(), owner_name='successor', session=True,
+                              heartbeat_period=_seconds(0.25), safe_period=_seconds(1),
+                              lease_duration=_seconds(SHORT_LEASE), expiry_period=_seconds(3600))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(signal, 'SIGKILL'), reason='needs SIGKILL')
+def test_a_killed_session_holders_locks_are_all_taken_over_after_the_session_lease(
+        local_engine: Any, local_clients: LockClients) -> None:
+    from test_pause import LEASE as SHORT_LEASE, Holder
+
+    holder = Holder({'endpoint': local_engine.endpoint_url, 'table': local_engine.table_name, 'key': KEYS[0],
+                     'more_keys': KEYS[1:], 'mode': 'hold', 'session': True, 'expiry': 3600})
+    try:
+        assert holder.wait_for('acquired')['more'] == len(KEYS) - 1
+        waiter = _process_waiter(local_clients)
+        assert waiter.try_acquire_lock(KEYS[0]) is None            # the session lives
+        holder.process.kill()                                       # SIGKILL: nothing is released
+        holder.process.wait(30)
+        started = time.monotonic()
+        with CallRecorder(local_engine.resource) as calls:
+            taken = [waiter.acquire_lock(key, retry_period=_seconds(0.1), retry_timeout=_seconds(4 * SHORT_LEASE))
+                     for key in KEYS]
+        waited = time.monotonic() - started
+    finally:
+        holder.stop()
+    assert [lock.owner_name for lock in taken] == ['successor'] * len(KEYS)
+    # One transaction ended the session; the other locks were taken at once, with plain writes.
+    assert calls.count('TransactWriteItems') == 1
+    assert SHORT_LEASE <= waited < 3600           # the session lease, not the locks' hour-long row lease
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(signal, 'SIGSTOP'), reason='needs SIGSTOP')
+def test_a_stopped_session_holders_guarded_writes_are_refused_and_nothing_overlaps(
+        local_engine: Any, local_clients: LockClients) -> None:
+    from test_pause import Holder
+
+    table = f'{local_engine.table_name}-data'
+    local_engine.client.create_table(TableName=table, KeySchema=[{'AttributeName': 'id', 'KeyType': 'HASH'}],
+                                     AttributeDefinitions=[{'AttributeName': 'id', 'AttributeType': 'S'}],
+                                     BillingMode='PAY_PER_REQUEST')
+    holder = Holder({'endpoint': local_engine.endpoint_url, 'table': local_engine.table_name, 'key': KEYS[0],
+                     'more_keys': KEYS[1:4], 'data_table': table, 'mode': 'guarded', 'session': True,
+                     'pause_gap': 1.0})
+    waiter = _process_waiter(local_clients)
+    try:
+        first = holder.wait_for('acquired')
+        holder.wait_for('committed')
+        holder.pause()                                             # SIGSTOP, past the session lease
+        lock = waiter.acquire_lock(KEYS[0], retry_period=_seconds(0.1), retry_timeout=_seconds(10))
+        assert lock.fencing_token > first['token']
+        for _ in range(5):
+            lock.update_item(TableName=table, Key={'id': 'counter'},
+                             UpdateExpression='SET n = if_not_exists(n, :zero) + :one, '
+                                              'writers = list_append(if_not_exists(writers, :empty), :me)',
+                             ExpressionAttributeValues={':zero': 0, ':one': 1, ':empty': [],
+                                                        ':me': [lock.fencing_token]})
+        holder.resume()                                            # SIGCONT
+        refused = holder.wait_for('refused')
+        holder.wait_for('done')
+        item = local_engine.client.get_item(TableName=table, Key={'id': {'S': 'counter'}}, ConsistentRead=True)
+    finally:
+        holder.stop()
+        local_engine.client.delete_table(TableName=table)
+    assert refused['paused'] is True and refused['code'] == 'LOCK_STOLEN'
+    assert not any(event['event'] == 'committed' and event['paused'] for event in holder.events)
+    writers = [int(entry['N']) for entry in item['Item']['writers']['L']]
+    holder_commits = sum(1 for event in holder.events if event['event'] == 'committed')
+    assert int(item['Item']['n']['N']) == len(writers) == holder_commits + 5      # no lost update
+    assert writers == sorted(writers)             # no write of the old holder after the new one's
+    # The holder's other locks went with its session: free to a session-aware client at once.
+    assert all(waiter.try_acquire_lock(key) is not None for key in KEYS[1:4])
