@@ -511,10 +511,14 @@ class ClientCore(Generic[L]):
             locks = due_for_refresh(self._session_settings, self._registry.held(), self._clock.monotonic())
         yield from heartbeat_round(self._heartbeat_settings, locks, self._batching, self._clock, self._shutdown.is_set)
 
-    def _starting_session(self) -> Protocol[None]:
-        """Before an acquisition of a client with ``session=True`` writes: its session row."""
-        if self._session is not None:
-            yield from ensure_session(self._session_settings, self._session, self._clock)
+    def _starting_session(self, attempts: Sequence[AcquireAttempt]) -> Protocol[List[AcquireAttempt]]:
+        """Before an acquisition of a client with ``session=True`` writes: its session row; the
+        attempts, naming that session (a session lost since they were made is replaced)."""
+        if self._session is None:
+            return list(attempts)
+        session_id = yield from ensure_session(self._session_settings, self._session, self._clock)
+        return [attempt if attempt.item_template.get(COL_LOCK_SESSION) == session_id else dataclasses.replace(
+            attempt, item_template={**attempt.item_template, COL_LOCK_SESSION: session_id}) for attempt in attempts]
 
     def _ending_session(self) -> Protocol[None]:
         """At ``close()``, after the locks it releases: end the session if no lock is left under it."""
@@ -607,7 +611,7 @@ class ClientCore(Generic[L]):
         attempt = waiter.attempt
         unique_identifier = attempt.unique_identifier
         try:
-            yield from self._starting_session()
+            attempt = waiter.attempt = (yield from self._starting_session([attempt]))[0]
             outcome = yield from acquire(attempt, self._clock, self._shutdown.is_set, self._observations)
         except BaseException:
             handed = self._registry.leave(unique_identifier, waiter)
@@ -747,7 +751,7 @@ class ClientCore(Generic[L]):
                            raise_context_exception: bool, make_lock: Callable[..., L]) -> Protocol[L]:
         """``acquire_first_lock``: the lock of the first key written, adopted and installed as
         ``acquire_lock``'s is (interrupted, what was written is settled the same way)."""
-        yield from self._starting_session()
+        attempts = yield from self._starting_session(attempts)
         outcome = yield from acquire_first(attempts, self._clock, self._shutdown.is_set, self._observations)
         if isinstance(outcome, NoneFree):
             first = attempts[0]

@@ -121,6 +121,7 @@ def test_a_paused_holder_loses_all_its_locks_at_its_next_session_renewal(
     locks = [holder.acquire_lock(f'paused-{index}', app_callback=lambda code, lock: callbacks.append(code))
              for index in range(3)]
     waiter = _session_client(local_clients, owner_name='waiter')
+    lost_session = local_engine.read_item('paused-0')['lock_session']
     with FaultInjector(local_engine.resource) as faults:
         # The holder's session renewals stop reaching DynamoDB (a pause, a partition).
         faults.fail_calls('UpdateItem', code='InternalServerError', status=500, times=None,
@@ -151,6 +152,13 @@ def test_a_paused_holder_loses_all_its_locks_at_its_next_session_renewal(
     assert local_engine.read_item('data', 'x') is None
     # The other locks of the lost session are free to session-aware clients at once.
     assert waiter.try_acquire_lock('paused-1') is not None
+    # The holder's next acquisition starts a new session.
+    again = holder.acquire_lock('fresh')
+    session_key = local_engine.read_item('fresh')['lock_session']
+    assert session_key.startswith(SESSION_PREFIX + 'paused/') and session_key != lost_session
+    assert local_engine.read_item(session_key) is not None
+    step(clock, PERIOD, holder, waiter)
+    assert again.status == DynamoDBLock.LOCKED and again.lease_remaining() == LEASE
 
 
 def test_a_renewed_session_keeps_its_locks_from_waiters(local_engine: Any, local_clients: LockClients) -> None:
@@ -320,3 +328,15 @@ def test_a_stopped_session_holders_guarded_writes_are_refused_and_nothing_overla
     assert writers == sorted(writers)             # no write of the old holder after the new one's
     # The holder's other locks went with its session: free to a session-aware client at once.
     assert all(waiter.try_acquire_lock(key) is not None for key in KEYS[1:4])
+
+
+@pytest.mark.threaded_only
+def test_acquire_first_lock_holds_its_lock_under_the_session(local_engine: Any, local_clients: LockClients) -> None:
+    clock = local_clients.clock
+    client = _session_client(local_clients)
+    lock = client.acquire_first_lock('first', ['a', 'b'])
+    assert local_engine.read_item('first', lock.sort_key)['lock_session'].startswith(SESSION_PREFIX)
+    with CallRecorder(local_engine.resource, clock) as calls:
+        step(clock, 2 * PERIOD, client)
+    assert len(_session_writes(calls)) == 2 and _lock_writes(calls) == []
+    assert lock.status == DynamoDBLock.LOCKED
