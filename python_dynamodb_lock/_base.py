@@ -31,7 +31,8 @@ from ._core.guard import check_actions, guarded_write
 from ._core.scan import force_release, next_page
 from ._core.release import (ReleaseSettings, ReleaseVerdict, free_handed, precheck_release, release, release_again,
                             release_verdict)
-from ._core.session import Session, SessionSettings, due_for_refresh, end_session, ensure_session, session_round
+from ._core.session import (Session, SessionSettings, due_for_refresh, end_session, ensure_session, extend_session,
+                            session_round)
 from ._core.state import Status
 from ._errors import DynamoDBLockError, Reason
 from ._observe import Observer, logger
@@ -361,6 +362,8 @@ class ClientCore(Generic[L]):
         if lock.lock_client is not self or (lock._state.held and not self._owns(lock)):
             raise DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED, f'{lock.unique_identifier} is not held by '
                                     f'this client ({self._settings.owner_name})')
+        if self._session is not None and lock._state.session_id == self._session.id:   # renew the session
+            return extend_session(self._session_settings, self._session, self._registry.held(), lock, self._clock)
         return extend(self._heartbeat_settings, lock, self._clock)
 
     # -- guarded writes ----------------------------------------------------------------

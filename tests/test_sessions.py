@@ -340,3 +340,23 @@ def test_acquire_first_lock_holds_its_lock_under_the_session(local_engine: Any, 
         step(clock, 2 * PERIOD, client)
     assert len(_session_writes(calls)) == 2 and _lock_writes(calls) == []
     assert lock.status == DynamoDBLock.LOCKED
+
+
+def test_extend_renews_the_session(local_engine: Any, local_clients: LockClients) -> None:
+    clock = local_clients.clock
+    holder = _session_client(local_clients, owner_name='extending')
+    locks = [holder.acquire_lock(f'extend-{index}') for index in range(3)]
+    session_key = local_engine.read_item('extend-0')['lock_session']
+    step(clock, PERIOD - 1, holder)
+    before = local_engine.read_item(session_key)['record_version_number']
+    with CallRecorder(local_engine.resource, clock) as calls:
+        locks[0].extend()
+    assert [_key_of(call) for call in calls.writes()] == [session_key]         # one write, the session's
+    assert local_engine.read_item(session_key)['record_version_number'] != before
+    assert all(lock.lease_remaining() == LEASE for lock in locks)               # every lock under it
+    local_engine.client.delete_item(TableName=local_engine.table_name,
+                                    Key={'lock_key': {'S': session_key}, 'sort_key': {'S': '-'}})
+    with pytest.raises(DynamoDBLockError) as lost:
+        locks[1].extend()
+    assert lost.value.code == DynamoDBLockError.LOCK_STOLEN and lost.value.reason == Reason.SESSION_LOST
+    assert all(lock.status == DynamoDBLock.INVALID for lock in locks)

@@ -25,6 +25,7 @@ __all__ = [
     'check_round',
     'extend',
     'heartbeat_round',
+    'not_extended',
     'renew_batch',
     'renew_one',
     'send_renewal',
@@ -123,22 +124,28 @@ def extend(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[None]
     verdict = result.verdict if result is not None else RenewalVerdict.NOT_HELD
     if verdict in (RenewalVerdict.RENEWED, RenewalVerdict.LANDED_UNANSWERED, RenewalVerdict.ADOPTED_EARLIER):
         return
+    failed = verdict is RenewalVerdict.FAILED and result is not None
+    raise not_extended(settings.schema, lock, result.failure if failed and result is not None else None)
+
+
+def not_extended(schema: Schema, lock: Any, failure: Optional[Failed]) -> DynamoDBLockError:
+    """The error of an ``extend()`` that did not renew ``lock``: ``failure`` (DynamoDB failed),
+    or the lock was lost, or it is not held."""
     state: LockState = lock._state
-    if verdict is RenewalVerdict.FAILED and result is not None and result.failure is not None:
-        failure = result.failure
+    if failure is not None:
         error = DynamoDBLockError(
             DynamoDBLockError.UNKNOWN,
-            f'Could not renew {lock.unique_identifier}: {explain(settings.schema, failure.error)}; the lock may '
+            f'Could not renew {lock.unique_identifier}: {explain(schema, failure.error)}; the lock may '
             'still be held until its lease runs out', reason=failure.reason)
         error.__cause__ = failure.error
-        raise error
+        return error
     if state.status == Status.INVALID:
         loss = state.loss or loss_from_row(None)
-        raise DynamoDBLockError(DynamoDBLockError.LOCK_STOLEN,
-                                f'{lock.unique_identifier} was lost ({loss.reason}): held by '
-                                f'{Schema.owner_of(loss.row)} now', reason=loss.reason, holder=loss.row)
-    raise DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED,
-                            f'{lock.unique_identifier} is not held ({state.status}): nothing to renew')
+        return DynamoDBLockError(DynamoDBLockError.LOCK_STOLEN,
+                                 f'{lock.unique_identifier} was lost ({loss.reason}): held by '
+                                 f'{Schema.owner_of(loss.row)} now', reason=loss.reason, holder=loss.row)
+    return DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED,
+                             f'{lock.unique_identifier} is not held ({state.status}): nothing to renew')
 
 
 def settle(settings: HeartbeatSettings, lock: Any, renewal: Renewal, answer: Answer, attempt_started: float,

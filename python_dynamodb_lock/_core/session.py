@@ -22,12 +22,12 @@ from .._schema import COL_RECORD_VERSION_NUMBER, NO_SORT_KEY, SESSION_PREFIX, It
 from .answers import Applied, Failed, Refused
 from .effects import Call, Emit, Protocol, Unregister
 from .events import Event, Kind
-from .heartbeat import send_renewal
+from .heartbeat import not_extended, send_renewal
 from .messages import explain
 from .state import Loss, Status
 
 __all__ = ['SESSION_REFRESHES', 'Session', 'SessionSettings', 'SessionWatch', 'due_for_refresh', 'end_session',
-           'ensure_session', 'session_id_for', 'session_round', 'watch_session']
+           'ensure_session', 'extend_session', 'session_id_for', 'session_round', 'watch_session']
 
 #: A lock row under a session is refreshed this many times per row lease (its stored lease).
 SESSION_REFRESHES = 3
@@ -135,15 +135,16 @@ def ensure_session(settings: SessionSettings, session: Session, clock: Any) -> P
     return session_id
 
 
-def session_round(settings: SessionSettings, session: Session, locks: Sequence[Any], clock: Any) -> Protocol[None]:
+def session_round(settings: SessionSettings, session: Session, locks: Sequence[Any],
+                  clock: Any) -> Protocol[Optional[Failed]]:
     """Renew the session (one write). Confirmed: every lock held under it is confirmed too.
     Refused (the row ended, deleted, or written by a waiter): every lock under it is lost at
-    once (``LOCK_STOLEN``, reason ``SESSION_LOST``). Failed: nothing changes; the checker flags
-    the locks IN_DANGER once no renewal was confirmed for the safe period."""
+    once (``LOCK_STOLEN``, reason ``SESSION_LOST``). Failed (returned): nothing changes; the
+    checker flags the locks IN_DANGER once no renewal was confirmed for the safe period."""
     session_id = session.id
     expected = session.expected()
     if not expected:
-        return      # no session row yet (no lock acquired since the last session was lost)
+        return None     # no session row yet (no lock acquired since the last session was lost)
     new_version = str(uuid.uuid4())
     schema = settings.schema
     sent_at = clock.monotonic()
@@ -156,17 +157,27 @@ def session_round(settings: SessionSettings, session: Session, locks: Sequence[A
         for lock in under:
             if lock._state.session_confirmed(sent_at):
                 yield Emit(Event(Kind.RECOVERED, lock.unique_identifier, lock))
-        return
+        return None
     if isinstance(answer, Failed):
         if answer.maybe_applied:
             session.remember(new_version)
         yield Emit(Event(Kind.SESSION_RENEWAL_FAILED, fields={'session': session_id,
                                                              'error': explain(schema, answer.error)}))
-        return
+        return answer
     assert isinstance(answer, Refused)
-    if session.adopt(session_id, str(Schema.version_of(answer.item))):
-        return      # an earlier renewal of ours landed unanswered; renewed next period
-    yield from _lose(session, session_id, under, answer.item)
+    if not session.adopt(session_id, str(Schema.version_of(answer.item))):
+        yield from _lose(session, session_id, under, answer.item)
+    return None     # lost; or an earlier renewal of ours landed unanswered (renewed next period)
+
+
+def extend_session(settings: SessionSettings, session: Session, locks: Sequence[Any], lock: Any,
+                   clock: Any) -> Protocol[None]:
+    """``lock.extend()`` of a lock held under the session: renew the session now (every lock
+    under it with it), and raise as ``extend`` does when ``lock`` was not renewed."""
+    failure = yield from session_round(settings, session, locks, clock)
+    if lock._state.held and failure is None:
+        return
+    raise not_extended(settings.schema, lock, failure)
 
 
 def _lose(session: Session, session_id: str, locks: Sequence[Any], row: Optional[Item]) -> Protocol[None]:
