@@ -33,13 +33,16 @@ from ._core.multi import MAX_KEYS, NotAll, acquire_all, free_all, set_name
 from ._core.scan import force_release, next_page
 from ._core.release import (ReleaseSettings, ReleaseVerdict, free_handed, precheck_release, release, release_again,
                             release_verdict)
+from ._core.session import (Session, SessionSettings, due_for_refresh, end_session, ensure_session, extend_session,
+                            session_round)
 from ._core.shared import holders_of
 from ._core.state import Status, lock_safe_period
 from ._errors import DynamoDBLockError, Reason
 from ._observe import Observer, logger
 from ._registry import Registry, WaiterState
 from ._requests import Request, query, scan
-from ._schema import NO_SORT_KEY, Item, PartitionKey, Schema, TableLayout, binary_bytes
+from ._schema import (COL_LEASE_DURATION, COL_LOCK_SESSION, NO_SORT_KEY, Item, PartitionKey, Schema, TableLayout,
+                      binary_bytes)
 
 __all__ = ['ClientCore', 'Done', 'Steps', 'cancelled_error', 'is_cancellation', 'unique_identifier_of']
 
@@ -122,6 +125,8 @@ class ClientCore(Generic[L]):
             raise TypeError(f'metrics must be a callable (it gets a LockEvent), not {type(metrics).__name__}')
         if not isinstance(background_heartbeats, bool):
             raise TypeError(f'background_heartbeats must be a bool, not {type(background_heartbeats).__name__}')
+        if settings.session and not background_heartbeats:
+            raise ValueError('session=True needs background_heartbeats=True: the session is renewed in the background')
         self._init_core(settings, clock if clock is not None else SystemClock(),
                         Observer(self._dispatch_callback, metrics, clock, settings.keep_released_rows))
         for warning in settings.warnings:
@@ -164,6 +169,9 @@ class ClientCore(Generic[L]):
         # Keys whose last shared acquisition here joined other holders: the next one guesses the
         # same with its first write (one write instead of two on a key that stays shared).
         self._joined_beside: Dict[str, bool] = {}
+        self._session = Session(settings.owner_name) if settings.session else None
+        self._session_settings = SessionSettings(settings.schema, settings.owner_name, settings.lease_duration,
+                                                 settings.expiry_period, settings.expiry_period)
 
     # -- read-only views (public on both clients) ---------------------------------------
 
@@ -266,12 +274,16 @@ class ClientCore(Generic[L]):
 
     def _attempt(self, partition_key: PartitionKey, sort_key: str, arguments: AcquireArguments) -> AcquireAttempt:
         unique_identifier = unique_identifier_of(partition_key, sort_key)
-        return AcquireAttempt(self._schema, partition_key, sort_key, unique_identifier, arguments.item_template,
+        template = arguments.item_template
+        if self._session is not None:   # a lock row under a session: names it, with the long row lease
+            template = {**template, COL_LOCK_SESSION: self._session.id,
+                        COL_LEASE_DURATION: Decimal(repr(self._session_settings.row_lease))}
+        return AcquireAttempt(self._schema, partition_key, sort_key, unique_identifier, template,
                               arguments.retry_period, arguments.retry_timeout, self._settings.expiry_period,
                               self._settings.lease_duration, arguments.keep_row, self._settings.max_clock_skew,
                               arguments.shared, join_beside=self._joined_beside.get(unique_identifier, False),
                               lock_existing_item=arguments.lock_existing_item,
-                              only_if_exists=arguments.only_if_exists)
+                              only_if_exists=arguments.only_if_exists, sessions=self._session is not None)
 
     def _shared_arguments(self, arguments: AcquireArguments, shared: Any) -> AcquireArguments:
         """``arguments`` of an acquisition with ``shared=`` checked (before anything is written)."""
@@ -332,6 +344,10 @@ class ClientCore(Generic[L]):
         lock = make_lock(**fields, app_callback=app_callback, raise_context_exception=raise_context_exception)
         state = lock._state  # type: ignore[attr-defined]
         state.acquired(written.attempt_started, token, Schema.acquisition_of(written.item))
+        session, named = self._session, Schema.session_of(written.item)
+        if session is not None and named is not None:   # a session lost meanwhile: in danger at once
+            confirmed = session.confirmed_at if named == session.id and session.confirmed_at is not None else -1e18
+            state.bind_session(named, self._settings.lease_duration, confirmed)
         state.safe_period = lock_safe_period(self._settings.safe_period, self._settings.lease_duration,
                                              state.lease_duration)
         lock.took_over_from = self._describe_row(written.replaced)  # type: ignore[attr-defined]
@@ -374,6 +390,8 @@ class ClientCore(Generic[L]):
 
     def _extend_protocol(self, lock: Any) -> Protocol[None]:
         self._check_renewable(lock)
+        if self._session is not None and lock._state.session_id == self._session.id:   # renew the session
+            return extend_session(self._session_settings, self._session, self._registry.held(), lock, self._clock)
         return extend(self._heartbeat_settings, lock, self._clock)
 
     def _check_renewable(self, lock: Any) -> None:
@@ -592,8 +610,25 @@ class ClientCore(Generic[L]):
         return False
 
     def _heartbeat_round(self) -> Protocol[None]:
-        return heartbeat_round(self._heartbeat_settings, self._registry.held(), self._batching, self._clock,
-                               self._shutdown.is_set)
+        locks = self._registry.held()
+        if self._session is not None:   # one session write; lock rows only when their slow refresh is due
+            yield from session_round(self._session_settings, self._session, locks, self._clock)
+            locks = due_for_refresh(self._session_settings, self._registry.held(), self._clock.monotonic())
+        yield from heartbeat_round(self._heartbeat_settings, locks, self._batching, self._clock, self._shutdown.is_set)
+
+    def _starting_session(self, attempts: Sequence[AcquireAttempt]) -> Protocol[List[AcquireAttempt]]:
+        """Before an acquisition of a client with ``session=True`` writes: its session row; the
+        attempts, naming that session (a session lost since they were made is replaced)."""
+        if self._session is None:
+            return list(attempts)
+        session_id = yield from ensure_session(self._session_settings, self._session, self._clock)
+        return [attempt if attempt.item_template.get(COL_LOCK_SESSION) == session_id else dataclasses.replace(
+            attempt, item_template={**attempt.item_template, COL_LOCK_SESSION: session_id}) for attempt in attempts]
+
+    def _ending_session(self) -> Protocol[None]:
+        """At ``close()``, after the locks it releases: end the session if no lock is left under it."""
+        if self._session is not None and not self._forked():
+            yield from end_session(self._session_settings, self._session, self._registry.held())
 
     def _renewing(self, locks: Sequence[Any]) -> Protocol[None]:
         """Renew a group of locks: in one batch when batching, else one by one.
@@ -686,6 +721,7 @@ class ClientCore(Generic[L]):
         attempt = waiter.attempt
         unique_identifier = attempt.unique_identifier
         try:
+            attempt = waiter.attempt = (yield from self._starting_session([attempt]))[0]
             outcome = yield from acquire(attempt, self._clock, self._shutdown.is_set, self._observations)
         except BaseException:
             handed = self._registry.leave(unique_identifier, waiter)
@@ -843,6 +879,7 @@ class ClientCore(Generic[L]):
                            raise_context_exception: bool, make_lock: Callable[..., L]) -> Protocol[L]:
         """``acquire_first_lock``: the lock of the first key written, adopted and installed as
         ``acquire_lock``'s is (interrupted, what was written is settled the same way)."""
+        attempts = yield from self._starting_session(attempts)
         outcome = yield from acquire_first(attempts, self._clock, self._shutdown.is_set, self._observations)
         if isinstance(outcome, NoneFree):
             first = attempts[0]

@@ -17,7 +17,7 @@ from boto3.dynamodb.types import Binary
 from . import _validation as validation
 from ._observe import logger
 from ._requests import MAX_BATCH_STATEMENTS
-from ._schema import NO_SORT_KEY, Item, Schema, binary_bytes
+from ._schema import NO_SORT_KEY, SESSION_PREFIX, Item, Schema, binary_bytes
 
 __all__ = ['MIN_HEARTBEAT_PERIOD', 'AcquireArguments', 'Settings', 'acquire_arguments', 'check_attribute_update',
            'check_release_attributes', 'client_timeout_warning', 'lock_lease', 'make_settings']
@@ -47,6 +47,7 @@ class Settings:
     max_clock_skew: Optional[float] = None
     #: Per-lock leases already checked by :func:`lock_lease` (its warning is given once per value).
     warned_leases: Set[float] = dataclasses.field(default_factory=set, compare=False, repr=False)
+    session: bool = False
 
 
 def make_settings(
@@ -67,6 +68,7 @@ def make_settings(
     keep_released_rows: Any = True,
     max_clock_skew: Any = None,
     partition_key_type: Any = 'S',
+    session: Any = False,
 ) -> Settings:
     """Check the constructor's arguments; raise for impossible ones, collect warnings for risky ones."""
     validation.require_text('table_name', table_name)
@@ -121,6 +123,7 @@ def make_settings(
                                                                             allow_zero=True)
     if not isinstance(keep_released_rows, bool):
         raise TypeError(f'keep_released_rows must be a bool, not {type(keep_released_rows).__name__}')
+    _check_session(session, partition_key_type, owner_name)
     warnings = _period_warnings(heartbeat, safe, lease, expiry)
     timeout_note = client_timeout_warning(low_level_client, safe)
     if timeout_note:   # said once per client, after every check passed
@@ -128,7 +131,23 @@ def make_settings(
     schema = Schema(table_name, attribute_names['partition_key_name'], attribute_names.get('sort_key_name'),
                     attribute_names['ttl_attribute_name'], partition_key_type)
     return Settings(schema, owner_name, heartbeat, safe, lease, expiry, float(heartbeat_tps), heartbeat_workers,
-                    heartbeat_batch_size, tuple(warnings), keep_released_rows, skew)
+                    heartbeat_batch_size, tuple(warnings), keep_released_rows, skew, session=session)
+
+
+def _check_session(session: Any, partition_key_type: Any, owner_name: str) -> None:
+    """``session=True`` needs a string partition key (session rows live under a string prefix)
+    and an owner name short enough to fit in a partition key after that prefix."""
+    require_bool('session', session)
+    if not session:
+        return
+    if partition_key_type != 'S':
+        raise ValueError(f'session=True needs a table with a string partition key (its session row is keyed '
+                         f"{SESSION_PREFIX!r} + owner name); this table's partition key type is "
+                         f'{partition_key_type!r}')
+    if len((SESSION_PREFIX + owner_name + '/' + 32 * '0').encode()) > validation.MAX_PARTITION_KEY_BYTES:
+        raise ValueError('session=True needs an owner_name short enough for the session row key '
+                         f'({SESSION_PREFIX!r} + owner_name + a 33-character suffix, at most '
+                         f'{validation.MAX_PARTITION_KEY_BYTES} bytes)')
 
 
 def _period_warnings(heartbeat: float, safe: float, lease: float, expiry: float) -> List[str]:

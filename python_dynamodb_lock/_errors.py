@@ -23,6 +23,8 @@ class Reason:
     * ``UNREACHABLE`` -- DynamoDB could not be reached or did not answer (timeouts, refused
       connections, 5xx after retries).
     * ``THROTTLED`` -- DynamoDB refused for throughput (provisioned capacity, request limits).
+    * ``SESSION_LOST`` -- the client session the lock was held under was found ended (taken
+      over by a waiter after it went unrenewed for its lease, or deleted): see docs/sessions.rst.
 
     Set-up and request problems (kept under the published code ``UNKNOWN``):
 
@@ -35,6 +37,7 @@ class Reason:
     ROW_GONE = 'ROW_GONE'
     UNREACHABLE = 'UNREACHABLE'
     THROTTLED = 'THROTTLED'
+    SESSION_LOST = 'SESSION_LOST'
     TABLE_NOT_FOUND = 'TABLE_NOT_FOUND'
     WRONG_KEY_SCHEMA = 'WRONG_KEY_SCHEMA'
     TABLE_EXISTS = 'TABLE_EXISTS'

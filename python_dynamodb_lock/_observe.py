@@ -123,6 +123,16 @@ _LINES: Dict[Kind, Tuple[int, str, Tuple[str, ...]]] = {
         ('batch_size', 'table', 'error')),
     Kind.HEARTBEAT_TASK_FAILED: (ERROR, 'Heartbeats of %s failed unexpectedly',
         ('keys',)),
+    Kind.SESSION_STARTED: (INFO, 'Lock client %s started session %s',
+        ('owner', 'session')),
+    Kind.SESSION_RENEWED: (DEBUG, 'Session %s renewed: version %s',
+        ('session', 'version')),
+    Kind.SESSION_RENEWAL_FAILED: (WARNING, 'Could not renew session %s: %s',
+        ('session', 'error')),
+    Kind.SESSION_LOST: (WARNING, 'Session %s was lost (%s): its %s locks are lost',
+        ('session', 'owner', 'count')),
+    Kind.SESSION_ENDED: (INFO, 'Session %s ended',
+        ('session',)),
     Kind.LOOP_STARTED: (INFO, 'Lock client %s: %s started',
         ('owner', 'name')),
     Kind.LOOP_STOPPED: (INFO, 'Lock client %s: %s stopped',
@@ -147,6 +157,7 @@ _SUPPRESSED = ' (%s more like this in the last %.1fs not logged)'
 # bounded by the application's acquisitions, not by time, so they cannot flood the log.
 _NOT_RATE_LIMITED = frozenset({
     Kind.STOLEN, Kind.REPLACED_LOST, Kind.RELEASE_STOLEN, Kind.RELEASE_FAILED_FORGOTTEN, Kind.FORCE_RELEASED,
+    Kind.SESSION_LOST,
 })
 
 # Events that the application hears through its app_callback, with the published codes.

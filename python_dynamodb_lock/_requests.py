@@ -18,6 +18,7 @@ from ._schema import (
     COL_LEASE_DURATION,
     COL_LEASE_EXPIRY,
     COL_OWNER_NAME,
+    COL_LOCK_SESSION,
     COL_RECORD_VERSION_NUMBER,
     COL_RELEASED_AT,
     COL_SHARED_HOLDERS,
@@ -45,6 +46,10 @@ __all__ = [
     'renew_many',
     'scan',
     'transact',
+    'session_end',
+    'session_renew',
+    'session_start',
+    'take_over_in_session',
 ]
 
 #: The most statements DynamoDB takes in one BatchExecuteStatement call.
@@ -145,7 +150,8 @@ def _lock_update(schema: Schema, item: Item, token_floor: int, remove: Iterable[
     """
     keys = schema.key_names
     written = tuple(sorted(name for name in item if name not in keys))
-    removed = tuple(sorted(set(remove) - set(item) - keys - {COL_RELEASED_AT})) if remove else ()
+    # A lock row held under a session names it; a write that does not name one removes the name.
+    removed = tuple(sorted((set(remove) | {COL_LOCK_SESSION}) - set(item) - keys - {COL_RELEASED_AT}))
     shape = _lock_update_shape(schema, written, removed, condition_names)
     values: Dict[str, Any] = {':token_floor': token_floor, ':one': 1}
     for placeholder, name in zip(shape.placeholders, written):
@@ -202,10 +208,11 @@ def _release_shape(schema: Schema, removed: Tuple[str, ...],
     names = {'#version': COL_RECORD_VERSION_NUMBER, '#lease': COL_LEASE_DURATION,
              '#expiry_time': schema.ttl_attribute_name, '#released_at': COL_RELEASED_AT,
              '#acquisition': COL_ACQUISITION_ID, '#lease_expiry': COL_LEASE_EXPIRY,
-             '#shared_holders': COL_SHARED_HOLDERS}
+             '#shared_holders': COL_SHARED_HOLDERS, '#lock_session': COL_LOCK_SESSION}
     assignments = ['#version = :new_version', '#lease = :zero', '#expiry_time = :expiry_time',
                    '#released_at = :released_at', *_data_assignments(names, written)]
-    removals = ['#acquisition', '#lease_expiry', '#shared_holders']   # a force-released shared row too
+    # a force-released shared row too; a row written under a session
+    removals = ['#acquisition', '#lease_expiry', '#shared_holders', '#lock_session']
     for index, name in enumerate(removed):
         names[f'#r{index}'] = name
         removals.append(f'#r{index}')
@@ -264,7 +271,7 @@ def _update_if_version(schema: Schema, partition_key: Any, sort_key: str, expect
 #: The attributes a lock on an existing item removes from it at release (with its additional
 #: attributes; the fencing token too unless the row is kept): never the item's own.
 _ITEM_LOCK_NAMES = (COL_OWNER_NAME, COL_LEASE_DURATION, COL_RECORD_VERSION_NUMBER, COL_ACQUISITION_ID,
-                    COL_LEASE_EXPIRY, COL_RELEASED_AT)
+                    COL_LEASE_EXPIRY, COL_RELEASED_AT, COL_LOCK_SESSION)
 
 
 @functools.lru_cache(maxsize=_SHAPES)
@@ -457,3 +464,55 @@ def following_page(request: Request, last_evaluated_key: Optional[Item]) -> Opti
     if not last_evaluated_key:
         return None
     return Request(request.operation, {**request.params, 'ExclusiveStartKey': last_evaluated_key})
+
+
+# -- client sessions (docs/sessions.rst) -------------------------------------------------------
+
+def session_start(schema: Schema, session_id: str, owner_name: str, lease_duration: Any, version: str,
+                  expiry_time: int) -> Request:
+    """Write a new session row; refused when a row with that key exists."""
+    item = schema.lock_item(session_id, '-', owner_name, lease_duration, version, expiry_time)
+    return _conditional(schema, 'put_item', Item=item, ConditionExpression='attribute_not_exists(#partition_key)',
+                        ExpressionAttributeNames={'#partition_key': schema.partition_key_name})
+
+
+def session_renew(schema: Schema, session_id: str, expected_versions: Sequence[str], new_version: str,
+                  expiry_time: int) -> Request:
+    """Renew a session row: a new version and TTL; refused unless it carries an expected version
+    (a session marked ended by a waiter that took one of its locks carries another)."""
+    condition, values = _version_condition(expected_versions)
+    values[':new_version'] = new_version
+    values[':new_expiry_time'] = expiry_time
+    return _conditional(
+        schema, 'update_item',
+        Key=schema.key(session_id, '-'),
+        UpdateExpression='SET #version = :new_version, #expiry_time = :new_expiry_time',
+        ConditionExpression=condition,
+        ExpressionAttributeNames={'#version': COL_RECORD_VERSION_NUMBER, '#expiry_time': schema.ttl_attribute_name},
+        ExpressionAttributeValues=values,
+    )
+
+
+def session_end(schema: Schema, session_id: str, expected_versions: Sequence[str]) -> Request:
+    """Delete a session row (the client closed, holding no lock under it)."""
+    return delete_if_version(schema, session_id, '-', expected_versions)
+
+
+def take_over_in_session(schema: Schema, lock_write: Request, session_id: str, session_version: str,
+                         new_session_version: str, ended_at: int) -> Request:
+    """One ``TransactWriteItems``: ``lock_write`` (an :func:`acquire_over`, conditioned as it
+    is), and the session row marked ended (``released_at``, a new version, a lease of 0),
+    conditioned on the version the waiter watched. Nothing is written unless both hold."""
+    lock_update = {name: value for name, value in lock_write.params.items() if name != 'ReturnValues'}
+    session_update = {
+        'TableName': schema.table_name,
+        'Key': schema.key(session_id, '-'),
+        'UpdateExpression': 'SET #version = :new_version, #released_at = :ended_at, #lease = :zero',
+        'ConditionExpression': '#version = :watched',
+        'ExpressionAttributeNames': {'#version': COL_RECORD_VERSION_NUMBER, '#released_at': COL_RELEASED_AT,
+                                     '#lease': COL_LEASE_DURATION},
+        'ExpressionAttributeValues': {':new_version': new_session_version, ':ended_at': ended_at, ':zero': 0,
+                                      ':watched': session_version},
+        'ReturnValuesOnConditionCheckFailure': 'ALL_OLD',
+    }
+    return Request('transact_write_items', {'TransactItems': [{'Update': lock_update}, {'Update': session_update}]})

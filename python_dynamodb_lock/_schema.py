@@ -18,6 +18,7 @@ __all__ = [
     'COL_FENCING_TOKEN',
     'COL_LEASE_DURATION',
     'COL_LEASE_EXPIRY',
+    'COL_LOCK_SESSION',
     'COL_OWNER_NAME',
     'COL_RECORD_VERSION_NUMBER',
     'COL_RELEASED_AT',
@@ -26,6 +27,7 @@ __all__ = [
     'Item',
     'NO_SORT_KEY',
     'PartitionKey',
+    'SESSION_PREFIX',
     'Schema',
 ]
 
@@ -54,6 +56,11 @@ COL_LEASE_EXPIRY = 'lease_expiry'
 #: Set (epoch seconds) on a released row that is kept so that the fencing token survives the
 #: release; such a row is free. Its lease is 0, so published clients take it over too.
 COL_RELEASED_AT = 'released_at'
+#: On a lock row held under a client session (``session=True``): the partition key of that
+#: session's row, whose renewals keep the lock alive (see docs/sessions.rst).
+COL_LOCK_SESSION = 'lock_session'
+#: The partition keys of session rows start with this (then the owner name, '/', a uuid).
+SESSION_PREFIX = 'python_dynamodb_lock/session/'
 
 # Shared (read) locks (docs/shared_locks.rst). A row with shared holders keeps the published
 # attributes of a held lock: ``owner_name`` (the holder that wrote last), ``record_version_number``
@@ -73,7 +80,7 @@ SHARED_OWNER, SHARED_VERSION, SHARED_LEASE, WRITER_ID = 'owner', 'version', 'lea
 # Every name this package writes for itself; additional attributes may not use them.
 _OWN_ATTRIBUTES = frozenset({COL_OWNER_NAME, COL_LEASE_DURATION, COL_RECORD_VERSION_NUMBER, COL_FENCING_TOKEN,
                              COL_ACQUISITION_ID, COL_RELEASED_AT, COL_LEASE_EXPIRY, COL_SHARED_HOLDERS,
-                             COL_WRITER_WAITING})
+                             COL_WRITER_WAITING, COL_LOCK_SESSION})
 
 
 def binary_bytes(value: Any) -> bytes:
@@ -166,7 +173,19 @@ class Schema:
         """Whether a row of the table is a held lock: not a released row, and not a row that
         other programs keep in the table."""
         return (COL_RECORD_VERSION_NUMBER in item and self.partition_key_name in item
-                and (self.sort_key_name is None or self.sort_key_name in item) and not self.is_released(item))
+                and (self.sort_key_name is None or self.sort_key_name in item) and not self.is_released(item)
+                and not self.is_session_row(item))
+
+    def is_session_row(self, item: Mapping[str, Any]) -> bool:
+        """Whether a row is a client session's row (its partition key is under ``SESSION_PREFIX``)."""
+        key = item.get(self.partition_key_name)
+        return isinstance(key, str) and key.startswith(SESSION_PREFIX)
+
+    @staticmethod
+    def session_of(item: Optional[Mapping[str, Any]]) -> Optional[str]:
+        """The session a lock row is held under (its session row's partition key), or None."""
+        value = item.get(COL_LOCK_SESSION) if item else None
+        return value if isinstance(value, str) and value else None
 
     @staticmethod
     def is_released(item: Optional[Mapping[str, Any]]) -> bool:

@@ -205,6 +205,7 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         metrics: Optional[MetricsHook] = None,
         max_clock_skew: Optional[datetime.timedelta] = None,
         partition_key_type: str = 'S',
+        session: bool = False,
     ) -> None:
         if not _is_async_dynamodb_client(dynamodb_client):
             raise TypeError(
@@ -224,7 +225,7 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
             safe_period=safe_period, lease_duration=lease_duration, expiry_period=expiry_period,
             heartbeat_tps=heartbeat_tps, heartbeat_workers=heartbeat_workers,
             heartbeat_batch_size=heartbeat_batch_size, keep_released_rows=keep_released_rows,
-            max_clock_skew=max_clock_skew, partition_key_type=partition_key_type)
+            max_clock_skew=max_clock_skew, partition_key_type=partition_key_type, session=session)
         self._dynamodb_client = dynamodb_client
         self._start_tasks(dynamodb_client, settings, background_heartbeats)
         self._log_started('asyncio lock client', background_heartbeats)
@@ -327,6 +328,7 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         for lock in self._locks_to_release_at_close(release_locks):
             await self.release_lock(lock, best_effort=True)
         await self.wait_settled()    # the undo work ends at once now (one last look at each row)
+        await self._run(self._ending_session())
         self._end_close()
 
     async def get_lock(self, partition_key: PartitionKey,

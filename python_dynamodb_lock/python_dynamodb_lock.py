@@ -218,6 +218,7 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         metrics: Optional[MetricsHook] = None,
         max_clock_skew: Optional[datetime.timedelta] = None,
         partition_key_type: str = 'S',
+        session: bool = False,
     ) -> None:
         low_level_client = low_level_client_of(dynamodb_resource)
         settings = self._configure(
@@ -227,7 +228,7 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
             safe_period=safe_period, lease_duration=lease_duration, expiry_period=expiry_period,
             heartbeat_tps=heartbeat_tps, heartbeat_workers=heartbeat_workers,
             heartbeat_batch_size=heartbeat_batch_size, keep_released_rows=keep_released_rows,
-            max_clock_skew=max_clock_skew, partition_key_type=partition_key_type)
+            max_clock_skew=max_clock_skew, partition_key_type=partition_key_type, session=session)
 
         self._dynamodb_resource = dynamodb_resource   # published private attributes, as all below
         self._keep_published_attributes(heartbeat_period, safe_period, lease_duration, expiry_period, heartbeat_tps)
@@ -378,6 +379,7 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         self._stop_threads()
         for lock in self._locks_to_release_at_close(release_locks):
             self.release_lock(lock, best_effort=True)
+        self._run(self._ending_session())
         self._end_close()
 
     def get_lock(self, partition_key: PartitionKey,

@@ -1,14 +1,17 @@
 """A lock holder in its own process, for tests that pause it with SIGSTOP (tests/test_pause.py).
 
-argv[1] is a JSON config: endpoint, table, data_table, key, mode. It acquires the lock (lease
-2 s, safe period 1 s, heartbeats every 0.25 s), prints ``{"event": "acquired", ...}`` and then:
+argv[1] is a JSON config: endpoint, table, data_table, key, mode, and optionally ``session``
+(a client session, docs/sessions.rst), ``expiry`` (seconds) and ``more_keys`` (more locks to hold).
+It acquires the lock (lease 2 s, safe period 1 s, heartbeats every 0.25 s), prints
+``{"event": "acquired", ...}`` and then:
 
 * mode ``status``: watches the monotonic clock; on the first tick after a gap longer than
   ``pause_gap`` (it was paused), reads ``lock.status`` and ``lock.lease_remaining()`` at once
   and prints them (``resumed``), then exits;
 * mode ``guarded``: appends its fencing token to the data item through guarded writes, one
   every 50 ms, printing each outcome (``committed`` / ``refused`` with the error's code) until
-  a write is refused after a pause, then exits.
+  a write is refused after a pause, then exits;
+* mode ``hold``: holds its locks until it is killed.
 """
 from __future__ import annotations
 
@@ -31,9 +34,12 @@ def main() -> None:
                                               config=default_client_config())
     client = DynamoDBLockClient(resource, table_name=config['table'], owner_name='paused-holder',
                                 heartbeat_period=timedelta(seconds=0.25), safe_period=timedelta(seconds=1),
-                                lease_duration=timedelta(seconds=2))
+                                lease_duration=timedelta(seconds=2),
+                                expiry_period=timedelta(seconds=config.get('expiry', 3600)),
+                                session=config.get('session', False))
     lock = client.acquire_lock(config['key'])
-    emit('acquired', token=lock.fencing_token, version=lock.record_version_number)
+    others = [client.acquire_lock(key) for key in config.get('more_keys', ())]
+    emit('acquired', token=lock.fencing_token, version=lock.record_version_number, more=len(others))
     last = time.monotonic()
     paused = False
     while True:

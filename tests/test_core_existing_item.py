@@ -71,7 +71,7 @@ def test_the_release_of_a_lock_on_an_item_removes_only_lock_attributes(keep_toke
     assert 'SET' not in params['UpdateExpression']
     removed = {params['ExpressionAttributeNames'][name] for name in names_in(params['UpdateExpression'])}
     lock_names = {'owner_name', 'lease_duration', 'record_version_number', 'acquisition_id', 'lease_expiry',
-                  'released_at'}
+                  'released_at', 'lock_session'}
     # The lock's additional attribute ('status' here) goes; the TTL attribute is never touched.
     assert removed == lock_names | {'status'} | (set() if keep_token else {'fencing_token'})
     assert params['ExpressionAttributeValues'] == {':expected_version_0': 'v1', ':expected_version_1': 'v2'}
@@ -126,9 +126,10 @@ def test_a_released_row_is_taken_over_with_its_ttl_removed() -> None:
     takeover = run.calls[-1].params
     assert takeover['ConditionExpression'] == '#version = :expected_version_0'
     removed = takeover['UpdateExpression'].split(' REMOVE ')[1]
-    # (and the shared-lock attributes every exclusive write removes: reserved names, never the item's)
+    # (and the shared-lock and session attributes every exclusive write without them removes:
+    # reserved names, never the item's)
     assert {takeover['ExpressionAttributeNames'][name] for name in names_in(removed)} == {
-        'released_at', 'expiry_time', 'shared_holders', 'writer_waiting'}
+        'released_at', 'expiry_time', 'shared_holders', 'writer_waiting', 'lock_session'}
     assert 'status' not in takeover['ExpressionAttributeNames'].values()   # the item's own stay
 
 

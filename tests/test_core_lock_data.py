@@ -60,7 +60,7 @@ def test_a_release_with_attributes_writes_them_and_removes_the_other_attributes(
                          remove={'progress', 'scratch'}, attributes={'progress': 100, 'result': 'ok'}).params
     expression = expression_of(params)
     assert 'progress = :d0' in expression and 'result = :d1' in expression
-    assert expression.endswith('REMOVE acquisition_id, lease_expiry, shared_holders, scratch')  # progress is set
+    assert expression.endswith('REMOVE acquisition_id, lease_expiry, shared_holders, lock_session, scratch')
     assert params['ExpressionAttributeValues'][':d0'] == 100
     assert params['ExpressionAttributeValues'][':d1'] == 'ok'
 
@@ -87,7 +87,7 @@ def test_a_handed_over_row_nobody_took_is_freed_keeping_what_the_release_left() 
                 scripted(Applied()))
     expression = expression_of(run.calls[0].params)
     assert 'result = :d0' in expression
-    assert expression.endswith('REMOVE acquisition_id, lease_expiry, shared_holders, mine')
+    assert expression.endswith('REMOVE acquisition_id, lease_expiry, shared_holders, lock_session, mine')
 
 
 # -- checks -----------------------------------------------------------------------------------

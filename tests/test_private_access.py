@@ -291,6 +291,16 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._core.state'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._requests'): (1, WHY_CORE),
     },
+    'test_core_sessions.py': {
+        ('import', 'python_dynamodb_lock._core.acquire'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core.events'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core.session'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core.state'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._errors'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._requests'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._schema'): (1, WHY_CORE),
+    },
     'test_core_validation.py': {
         ('attr', '_lease_duration_s'): (1, WHY_SETTINGS),
     },

@@ -17,10 +17,10 @@ import collections
 import dataclasses
 import threading
 import uuid
-from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Mapping, Optional, Tuple, Union
 
 from .._errors import DynamoDBLockError, Reason
-from .._requests import Request, acquire_free, acquire_over, free_row, get
+from .._requests import Request, acquire_free, acquire_over, free_row, get, take_over_in_session
 from .._schema import (
     COL_ACQUISITION_ID,
     COL_FENCING_TOKEN,
@@ -35,6 +35,9 @@ from .answers import Applied, Failed, Refused
 from .effects import Call, Emit, Pending, Protocol, Settle, Sleep
 from .events import Event, Kind
 from .messages import describe_key, explain
+
+if TYPE_CHECKING:   # (session.py builds on heartbeat.py, which builds on this module)
+    from .session import SessionWatch
 
 __all__ = ['MAX_OBSERVED_KEYS', 'AcquireAttempt', 'Observations', 'TimedOut', 'Watch', 'Written', 'acquire',
            'free_if_landed', 'free_landed', 'is_abandoned', 'is_free', 'new_lock_item', 'raise_if_closed',
@@ -64,6 +67,7 @@ class AcquireAttempt:
     join_beside: bool = False    # a shared acquisition's first write guesses that other holders are there
     lock_existing_item: bool = False   # add the lock to the item at the key; its other attributes stay
     only_if_exists: bool = False       # ... and only if that item exists (else ITEM_NOT_FOUND)
+    sessions: bool = False       # watch the session a row names instead of the row (docs/sessions.rst)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,7 +233,7 @@ def _acquire_loop(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], b
         elif blocking is not None and writer.in_the_way(blocking):
             outcome = yield from writer_step(attempt, clock, blocking, writer)
         elif (yield from watch.may_write(clock)):
-            outcome = yield from _write(attempt, clock, blocking)
+            outcome = yield from _write(attempt, clock, blocking, watch.session)
         if isinstance(outcome, Written):
             seen.forget(key)
             return dataclasses.replace(outcome, waited=clock.monotonic() - started)
@@ -267,11 +271,18 @@ class Watch:
     Written once for every acquisition: ``acquire`` keeps one, ``acquire_all`` one per key.
     """
 
-    __slots__ = ('attempt', 'blocking', '_seen', '_warned_unfenced')
+    __slots__ = ('attempt', 'blocking', 'session', '_seen', '_warned_unfenced', '_sessions')
 
-    def __init__(self, attempt: AcquireAttempt, observations: Optional[Observations] = None) -> None:
+    def __init__(self, attempt: AcquireAttempt, observations: Optional[Observations] = None,
+                 sessions: bool = True) -> None:
         self.attempt = attempt
         self.blocking: Optional[Item] = None
+        # The session of the row in the way, when its lock is taken because that session died
+        # (the write then also ends the session: see _write); None otherwise.
+        self.session: Optional['SessionWatch'] = None
+        # Whether this acquisition may watch the session a row names (``attempt.sessions``; not
+        # for a multi-key transaction, which has no room for the session's update).
+        self._sessions = sessions and attempt.sessions
         # The client's memory of what it saw at this key, across its calls (try_acquire_lock
         # once a minute still sees a dead holder's version stay the same); a private one if none.
         self._seen = observations if observations is not None else Observations()
@@ -287,6 +298,7 @@ class Watch:
         is presumed dead (its version unchanged for its lease: ``TAKING_OVER`` is emitted, and
         the write goes over ``blocking``)."""
         attempt, blocking = self.attempt, self.blocking
+        self.session = None
         if blocking is None:
             return True
         version = Schema.version_of(blocking)
@@ -301,19 +313,36 @@ class Watch:
             return False
         unchanged_for = now - since
         # A released row in the way (only a lock on an item finds one there) is taken over at once.
-        if not (Schema.is_released(blocking) or is_abandoned(
+        if Schema.is_released(blocking) or is_abandoned(
                 attempt.schema, blocking, unchanged_for, clock.time(), attempt.default_lease,
-                attempt.max_clock_skew, not attempt.lock_existing_item)):
+                attempt.max_clock_skew, not attempt.lock_existing_item):
+            yield Emit(Event(Kind.TAKING_OVER, attempt.unique_identifier, fields={
+                'owner': Schema.owner_of(blocking), 'version': version, 'unchanged_for': unchanged_for,
+                'duration': unchanged_for}))
+            return True
+        session_id = Schema.session_of(blocking)
+        if not self._sessions or session_id is None:
+            return False
+        # A lock held under a client session: the session's row is watched instead of the
+        # lock's (whose long lease keeps session-unaware clients away).
+        from .session import watch_session
+        session = yield from watch_session(attempt.schema, str(session_id), self._seen, clock, attempt.default_lease)
+        if not (session.over or session.expired_version is not None):
             return False
         yield Emit(Event(Kind.TAKING_OVER, attempt.unique_identifier, fields={
             'owner': Schema.owner_of(blocking), 'version': version, 'unchanged_for': unchanged_for,
-            'duration': unchanged_for}))
+            'duration': unchanged_for, 'session': session.session_id}))
+        self.session = session
         return True
 
 
-def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Protocol[Union[Written, _Blocked]]:
+def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item],
+           watch: Optional['SessionWatch'] = None) -> Protocol[Union[Written, _Blocked]]:
     """One conditional write of a new version of the lock: where the key is free (``blocking``
-    None), or over the abandoned row ``blocking``. Written, or blocked by a row."""
+    None), or over the abandoned row ``blocking``. Written, or blocked by a row.
+
+    Over a row whose session stayed unchanged for its lease (``watch``), the write is one
+    transaction that also ends that session, conditioned on the version watched."""
     schema = attempt.schema
     # Others time our lease from when they first see the row, which can be long before the
     # answer arrives (a lost answer, a retry after backoff): time our own side from here,
@@ -321,6 +350,9 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Pro
     attempt_started = clock.monotonic()
     item, write = write_request(attempt, clock, blocking)
     new_version = item[COL_RECORD_VERSION_NUMBER]
+    if watch is not None and watch.expired_version is not None and blocking is not None:
+        write = take_over_in_session(schema, write, watch.session_id, watch.expired_version, str(uuid.uuid4()),
+                                     int(clock.time()))
     try:
         answer = yield Call(write)
     except GeneratorExit:
@@ -333,6 +365,15 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Pro
     yield Emit(Event(Kind.ACQUIRE_ATTEMPT, attempt.unique_identifier, fields={
         'outcome': type(answer).__name__.lower(), 'takeover': blocking is not None,
         'duration': clock.monotonic() - attempt_started}))
+    if write.operation == 'transact_write_items' and not isinstance(answer, Refused):
+        if isinstance(answer, Applied) or answer.code == 'TransactionCanceledException':
+            # A transaction returns no values: the fencing token (when it applied), or the row
+            # in the way (when it was cancelled: a condition failed, or a conflict), is read.
+            row = yield from read_row(schema, attempt.partition_key, attempt.sort_key, 'read')
+            if Schema.version_of(row) == new_version or isinstance(answer, Applied):
+                return Written(with_token(item, row if Schema.version_of(row) == new_version else None,
+                                          not attempt.lock_existing_item), attempt_started, blocking)
+            return _Blocked(row, attempt.lock_existing_item)
     if isinstance(answer, Applied):
         return Written(with_token(item, answer.response.get('Attributes'), not attempt.lock_existing_item),
                        attempt_started, blocking)

@@ -54,6 +54,12 @@ class Kind(enum.Enum):
     LOOP_STARTED = 'loop_started'
     LOOP_STOPPED = 'loop_stopped'
     LOOP_ROUND_FAILED = 'loop_round_failed'
+    # client sessions
+    SESSION_STARTED = 'session_started'
+    SESSION_RENEWED = 'session_renewed'
+    SESSION_RENEWAL_FAILED = 'session_renewal_failed'
+    SESSION_LOST = 'session_lost'
+    SESSION_ENDED = 'session_ended'
     # guarded writes
     GUARD_RETRY = 'guard_retry'
     # operator

@@ -7,7 +7,7 @@ import dataclasses
 import uuid
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
-from .._requests import MAX_BATCH_STATEMENTS, Renewal, renew, renew_many
+from .._requests import MAX_BATCH_STATEMENTS, Renewal, Request, renew, renew_many
 from .._errors import DynamoDBLockError
 from .._schema import Schema, lease_expiry
 from .answers import Answer, Failed, statement_retryable
@@ -26,8 +26,10 @@ __all__ = [
     'check_round',
     'extend',
     'heartbeat_round',
+    'not_extended',
     'renew_batch',
     'renew_one',
+    'send_renewal',
     'settle_events',
     'update_attributes',
 ]
@@ -71,8 +73,9 @@ def _next_renewal(settings: HeartbeatSettings, lock: Any, clock: Any,
     state: LockState = lock._state
     now = clock.time()
     expiry = None if getattr(lock, '_existing_item', False) else int(now + settings.expiry_period)  # no TTL there
+    # The lease the row stores (under a client session, the long row lease: see bind_session).
     renewal = state.next_renewal(str(uuid.uuid4()), expiry,
-                                 lock.partition_key, lock.sort_key, lease_expiry(now, state.lease_duration))
+                                 lock.partition_key, lock.sort_key, lease_expiry(now, state.row_lease))
     if renewal is None or update is None:
         return renewal
     return renewal._replace(set_attributes=update[0], remove_attributes=update[1])
@@ -95,23 +98,34 @@ def renew_one(settings: HeartbeatSettings, lock: Any, clock: Any,
         return None
     shared = getattr(lock, 'shared', False)   # a shared holder renews its own entry
     request = renewal_request(settings.schema, lock, renewal) if shared else renew(settings.schema, renewal)
+    answer, attempt_started = yield from send_renewal(
+        request, clock, lambda: lock._state.remember_unconfirmed(renewal.new_version))
+    answer = entry_answer(lock, answer)
+    return (yield from settle(settings, lock, renewal, answer, attempt_started, clock, prepared))
+
+
+def send_renewal(request: Request, clock: Any, interrupted: Callable[[], None]) -> Protocol[Tuple[Answer, float]]:
+    """Send one renewal (a lock's, or a client session's), again after 50 and 100 ms when a
+    transaction on its row (a guarded write, a takeover) made DynamoDB refuse it untouched.
+
+    :returns: the answer, and when its attempt was started. ``interrupted()`` is called when an
+        exception (Ctrl-C, a cancellation) cuts a call short: the renewal may land.
+    """
     for attempt in range(CONFLICT_ATTEMPTS):
         attempt_started = clock.monotonic()
         try:
-            answer = entry_answer(lock, (yield Call(request)))
+            answer = yield Call(request)
         except GeneratorExit:
             raise
         except BaseException:
-            lock._state.remember_unconfirmed(renewal.new_version)   # interrupted in flight: it may land
+            interrupted()
             raise
-        # A guarded write of this lock was in progress: DynamoDB refused the renewal untouched.
-        conflict = (isinstance(answer, Failed) and answer.code == 'TransactionConflictException'
-                    and not answer.maybe_applied)
-        if not conflict or attempt + 1 == CONFLICT_ATTEMPTS:
+        conflict = isinstance(answer, Failed) and answer.code == 'TransactionConflictException'
+        if not conflict or answer.maybe_applied or attempt + 1 == CONFLICT_ATTEMPTS:
             break
         if (yield Sleep(BATCH_RETRY_BASE_DELAY * 2 ** attempt)):
             break
-    return (yield from settle(settings, lock, renewal, answer, attempt_started, clock, prepared))
+    return answer, attempt_started
 
 
 def extend(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[None]:
@@ -158,26 +172,33 @@ def _raise_unless_renewed(settings: HeartbeatSettings, lock: Any, result: Option
     verdict = result.verdict if result is not None else RenewalVerdict.NOT_HELD
     if verdict in (RenewalVerdict.RENEWED, RenewalVerdict.LANDED_UNANSWERED, *also_fine):
         return
-    state: LockState = lock._state
-    if verdict is RenewalVerdict.FAILED and result is not None and result.failure is not None:
-        failure = result.failure
-        error = DynamoDBLockError(
-            DynamoDBLockError.UNKNOWN,
-            f'Could not {verb} {lock.unique_identifier}: {explain(settings.schema, failure.error)}; the lock may '
-            'still be held until its lease runs out', reason=failure.reason)
-        error.__cause__ = failure.error
-        raise error
     if verdict is RenewalVerdict.ADOPTED_EARLIER:
         raise DynamoDBLockError(DynamoDBLockError.UNKNOWN,
                                 f'Could not {verb} {lock.unique_identifier}: earlier renewals of it kept landing '
                                 'unanswered; the lock is still held: try again')
+    failed = verdict is RenewalVerdict.FAILED and result is not None
+    raise not_extended(settings.schema, lock, result.failure if failed and result is not None else None, verb)
+
+
+def not_extended(schema: Schema, lock: Any, failure: Optional[Failed], verb: str = 'renew') -> DynamoDBLockError:
+    """The error of a renewal asked for by the application (``extend()``, ``update_attributes``)
+    that did not renew ``lock``: ``failure`` (DynamoDB failed), or the lock was lost, or it is
+    not held."""
+    state: LockState = lock._state
+    if failure is not None:
+        error = DynamoDBLockError(
+            DynamoDBLockError.UNKNOWN,
+            f'Could not {verb} {lock.unique_identifier}: {explain(schema, failure.error)}; the lock may '
+            'still be held until its lease runs out', reason=failure.reason)
+        error.__cause__ = failure.error
+        return error
     if state.status == Status.INVALID:
         loss = state.loss or loss_from_row(None)
-        raise DynamoDBLockError(DynamoDBLockError.LOCK_STOLEN,
-                                f'{lock.unique_identifier} was lost ({loss.reason}): held by '
-                                f'{Schema.owner_of(loss.row)} now', reason=loss.reason, holder=loss.row)
-    raise DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED,
-                            f'{lock.unique_identifier} is not held ({state.status}): nothing to renew')
+        return DynamoDBLockError(DynamoDBLockError.LOCK_STOLEN,
+                                 f'{lock.unique_identifier} was lost ({loss.reason}): held by '
+                                 f'{Schema.owner_of(loss.row)} now', reason=loss.reason, holder=loss.row)
+    return DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED,
+                             f'{lock.unique_identifier} is not held ({state.status}): nothing to renew')
 
 
 def settle(settings: HeartbeatSettings, lock: Any, renewal: Renewal, answer: Answer, attempt_started: float,

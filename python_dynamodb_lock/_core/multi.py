@@ -85,7 +85,7 @@ def acquire_all(attempts: Sequence[AcquireAttempt], clock: Any, is_closed: Calla
     started = clock.monotonic()
     deadline = started + first.retry_timeout
     seen = observations if observations is not None else Observations()
-    watches = [Watch(attempt, seen) for attempt in attempts]
+    watches = [Watch(attempt, seen, sessions=False) for attempt in attempts]
     immediate_retries = conflicts = 0
     while True:
         raise_if_closed(is_closed)

@@ -94,6 +94,12 @@ class LockState:
         self.acquisition_id: Optional[str] = None
         # This lock's safe period (see lock_safe_period); None: the client's.
         self.safe_period: Optional[float] = None
+        # The lease stored in the row (what renewals of the row write into lease_expiry). Under a
+        # client session (see bind_session) it is the long row lease, while ``lease_duration``
+        # and ``last_confirmed`` follow the session's renewals; ``row_confirmed`` those of the row.
+        self.row_lease = self.lease_duration
+        self.session_id: Optional[str] = None
+        self.row_confirmed = last_confirmed
 
     # -- reading -------------------------------------------------------------------------
 
@@ -150,6 +156,27 @@ class LockState:
             self.last_confirmed = at
             self.fencing_token = fencing_token
             self.acquisition_id = acquisition_id
+
+    def bind_session(self, session_id: str, session_lease: float, session_confirmed: float) -> None:
+        """The lock was acquired under a client session: it is safe as long as the session is
+        renewed (a waiter may take it over once the session's version has stayed unchanged for
+        ``session_lease``, which it may have watched since ``session_confirmed``)."""
+        with self._guard:
+            self.session_id = session_id
+            self.row_confirmed = self.last_confirmed
+            self.last_confirmed = min(self.last_confirmed, session_confirmed)
+            self.lease_duration = float(session_lease)
+
+    def session_confirmed(self, at: float) -> bool:
+        """A renewal of the lock's session, sent at ``at``, was confirmed. True when that took
+        the lock out of IN_DANGER."""
+        with self._guard:
+            if self.status not in Status.HELD:
+                return False
+            recovered = self.status == Status.IN_DANGER
+            self.last_confirmed = max(self.last_confirmed, at)
+            self.status = Status.LOCKED
+            return recovered
 
     def remember_unconfirmed(self, version: str) -> None:
         """A write that may have landed unanswered: later conditions accept its version too."""
@@ -213,12 +240,17 @@ class LockState:
         with self._guard:
             if self.status not in Status.HELD:
                 return RenewalResult(RenewalVerdict.NOT_HELD)
-            recovered = self.status == Status.IN_DANGER
             self.version = renewal.new_version
             if renewal.new_expiry_time is not None:
                 self.expiry_time = renewal.new_expiry_time
-            self.last_confirmed = attempt_started
             self.unconfirmed.clear()
+            self.row_confirmed = attempt_started
+            if self.session_id is not None:
+                # The row's slow refresh: it keeps the row alive for others, but only the
+                # session's renewals keep the lock safe from session-aware waiters.
+                return RenewalResult(verdict)
+            recovered = self.status == Status.IN_DANGER
+            self.last_confirmed = attempt_started
             self.status = Status.LOCKED
         return RenewalResult(verdict, recovered)
 

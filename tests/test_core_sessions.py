@@ -1,0 +1,152 @@
+"""The rules of client sessions (``_core/session.py``), with scripted answers and no engine:
+what a session renewal's answer does to the locks under it, what a waiter concludes from the
+session row, and what the requests write. docs/sessions.rst describes them; the behaviour on
+DynamoDB Local is in test_sessions.py.
+"""
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+from test_core_protocol import LOST_ANSWER, SERVER_ERROR, FakeClock, client_error, drive, scripted
+
+from python_dynamodb_lock._core.acquire import Observations
+from python_dynamodb_lock._core.answers import Applied, Refused, judge_error
+from python_dynamodb_lock._core.events import Kind
+from python_dynamodb_lock._core.session import (Session, SessionSettings, due_for_refresh, ensure_session,
+                                                session_round, watch_session)
+from python_dynamodb_lock._core.state import LockState, Status
+from python_dynamodb_lock._errors import Reason
+from python_dynamodb_lock._requests import acquire_free, release_row
+from python_dynamodb_lock._schema import Schema
+
+SCHEMA = Schema('locks', 'lock_key', 'sort_key', 'expiry_time')
+SETTINGS = SessionSettings(SCHEMA, 'me', lease=30.0, row_lease=3600.0, expiry_period=3600.0)
+
+
+class FakeLock:
+    def __init__(self, name: str, session: Optional[Session], clock: FakeClock) -> None:
+        self.unique_identifier = f'{name}|-'
+        self._state = LockState('v-' + name, 0, clock.monotonic(), 3600.0)
+        self._state.acquired(clock.monotonic(), 1, 'a-' + name)
+        if session is not None:
+            assert session.confirmed_at is not None
+            self._state.bind_session(session.id, 30.0, session.confirmed_at)
+
+
+def started_session(clock: FakeClock) -> Session:
+    session = Session('me')
+    run = drive(ensure_session(SETTINGS, session, clock), scripted(Applied({})))
+    assert run.error is None and session.expected() and Kind.SESSION_STARTED in run.events
+    return session
+
+
+def session_row(session_id: str, version: str, released: bool = False) -> Any:
+    row = {'lock_key': session_id, 'sort_key': '-', 'owner_name': 'me', 'record_version_number': version,
+           'lease_duration': '30.0'}
+    if released:
+        row['released_at'] = '1'
+    return row
+
+
+def test_a_confirmed_session_renewal_confirms_every_lock_under_it() -> None:
+    clock = FakeClock()
+    session = started_session(clock)
+    locks = [FakeLock(f'k{index}', session, clock) for index in range(3)]
+    clock.now += 20
+    for lock in locks:
+        assert lock._state.mark_in_danger(clock.now, 15.0) is not None
+    run = drive(session_round(SETTINGS, session, locks, clock), scripted(Applied({})))
+    assert len(run.calls) == 1 and run.calls[0].operation == 'update_item'      # one write for all
+    assert all(lock._state.status == Status.LOCKED for lock in locks)
+    assert all(lock._state.lease_remaining(clock.now) == 30.0 for lock in locks)
+    assert run.events.count(Kind.RECOVERED) == 3
+
+
+def test_a_refused_session_renewal_loses_every_lock_under_it_and_starts_afresh() -> None:
+    clock = FakeClock()
+    session = started_session(clock)
+    old_id = session.id
+    locks = [FakeLock(f'k{index}', session, clock) for index in range(3)]
+    unrelated = FakeLock('plain', None, clock)
+    ended = session_row(old_id, 'taken', released=True)
+    refused = judge_error(client_error('ConditionalCheckFailedException', 400, item=ended))
+    run = drive(session_round(SETTINGS, session, [*locks, unrelated], clock), scripted(refused))
+    assert all(lock._state.status == Status.INVALID for lock in locks)
+    assert {lock._state.loss.reason for lock in locks if lock._state.loss} == {Reason.SESSION_LOST}
+    assert run.unregistered == locks and run.events.count(Kind.STOLEN) == 3 and Kind.SESSION_LOST in run.events
+    assert unrelated._state.status == Status.LOCKED
+    assert session.id != old_id and not session.expected()     # the next acquisition writes a new row
+
+
+def test_a_refused_renewal_that_meets_our_own_lost_renewal_keeps_the_locks() -> None:
+    clock = FakeClock()
+    session = started_session(clock)
+    lock = FakeLock('k', session, clock)
+    first = drive(session_round(SETTINGS, session, [lock], clock), scripted(LOST_ANSWER))
+    assert Kind.SESSION_RENEWAL_FAILED in first.events
+    landed = first.calls[0].params['ExpressionAttributeValues'][':new_version']
+    refused = Refused(session_row(session.id, landed))
+    run = drive(session_round(SETTINGS, session, [lock], clock), scripted(refused))
+    assert lock._state.status == Status.LOCKED and run.unregistered == []
+    assert session.expected()[0] == landed
+
+
+def test_a_failed_session_renewal_changes_nothing() -> None:
+    clock = FakeClock()
+    session = started_session(clock)
+    lock = FakeLock('k', session, clock)
+    run = drive(session_round(SETTINGS, session, [lock], clock), scripted(SERVER_ERROR))
+    assert lock._state.status == Status.LOCKED and run.unregistered == []
+    assert Kind.SESSION_RENEWAL_FAILED in run.events
+
+
+def test_a_session_row_already_there_is_adopted_unless_ended() -> None:
+    clock = FakeClock()
+    session = Session('me')
+    ours = Refused(session_row(session.id, 'landed-earlier'))
+    assert drive(ensure_session(SETTINGS, session, clock), scripted(ours)).error is None
+    assert session.expected() == ['landed-earlier']
+    again = Session('me')
+    run = drive(ensure_session(SETTINGS, again, clock), scripted(Refused(session_row(again.id, 'x', released=True))))
+    assert run.error is not None and not again.expected()
+
+
+def test_a_waiter_takes_over_once_the_session_version_stayed_for_its_lease() -> None:
+    clock = FakeClock()
+    seen = Observations()
+    session_id = 'python_dynamodb_lock/session/holder/1'
+    alive = scripted(*[Applied({'Item': session_row(session_id, 'v1')})] * 3)
+    assert drive(watch_session(SCHEMA, session_id, seen, clock, 30.0), alive).result.expired_version is None
+    clock.now += 29.9
+    assert drive(watch_session(SCHEMA, session_id, seen, clock, 30.0), alive).result.expired_version is None
+    clock.now += 0.1
+    assert drive(watch_session(SCHEMA, session_id, seen, clock, 30.0), alive).result.expired_version == 'v1'
+    renewed = scripted(Applied({'Item': session_row(session_id, 'v2')}))
+    assert drive(watch_session(SCHEMA, session_id, seen, clock, 30.0), renewed).result.expired_version is None
+
+
+def test_a_session_gone_or_ended_frees_its_locks_at_once() -> None:
+    clock = FakeClock()
+    for answer in (Applied({}), Applied({'Item': session_row('s', 'v', released=True)})):
+        watch = drive(watch_session(SCHEMA, 's', Observations(), clock, 30.0), scripted(answer)).result
+        assert watch.over
+
+
+def test_lock_rows_get_their_slow_refresh_every_third_of_the_row_lease() -> None:
+    clock = FakeClock()
+    session = started_session(clock)
+    under, plain = FakeLock('under', session, clock), FakeLock('plain', None, clock)
+    assert due_for_refresh(SETTINGS, [under, plain], clock.now + 1199) == [plain]
+    assert due_for_refresh(SETTINGS, [under, plain], clock.now + 1200) == [under, plain]
+
+
+def test_writes_that_name_no_session_remove_the_name() -> None:
+    item = SCHEMA.lock_item('k', '-', 'me', 30.0, 'v', 0)
+    acquiring = acquire_free(SCHEMA, item, 1).params
+    assert 'lock_session' in acquiring['ExpressionAttributeNames'].values()
+    assert 'REMOVE' in acquiring['UpdateExpression']
+    releasing = release_row(SCHEMA, 'k', '-', ['v'], 'w', 0, 0).params
+    assert 'lock_session' in releasing['ExpressionAttributeNames'].values()
+    named: List[str] = list(acquire_free(SCHEMA, {**item, 'lock_session': 's'}, 1).params['ExpressionAttributeNames']
+                            .values())
+    assert named.count('lock_session') == 1       # written, not removed
