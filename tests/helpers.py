@@ -51,6 +51,7 @@ from python_dynamodb_lock.testing import (
 
 __all__ = [
     'ASYNCIO',
+    'HoldBack',
     'REAL_TIMEOUT',
     'THREADED',
     'BackgroundCall',
@@ -360,6 +361,22 @@ def rewrite_batch_answers(client: Any, monkeypatch: Any,
         return answer
 
     monkeypatch.setattr(dynamodb, 'batch_execute_statement', async_call)
+
+
+class HoldBack:
+    """A before-call action (``FaultInjector.before_call``) that holds each matching call back,
+    unsent, until :meth:`let_go`; ``sending`` is set once one is held."""
+
+    def __init__(self) -> None:
+        self.sending = threading.Event()
+        self._go = threading.Event()
+
+    def __call__(self, params: Dict[str, Any]) -> None:
+        self.sending.set()
+        self._go.wait(REAL_TIMEOUT)
+
+    def let_go(self) -> None:
+        self._go.set()
 
 
 class BackgroundCall:

@@ -24,7 +24,7 @@ from typing import Any, Dict, List
 import pytest
 
 from chaos_proxy import ChaosProxy
-from helpers import ASYNCIO, CallbackRecorder, FaultInjector, ManualClock
+from helpers import ASYNCIO, CallbackRecorder, FaultInjector, HoldBack, ManualClock
 from test_aio import REAL_TIMEOUT, eventually, run
 from python_dynamodb_lock.aio import AsyncDynamoDBLockClient
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockError
@@ -276,12 +276,8 @@ def test_cancelling_an_acquiring_write_in_flight_frees_it_once_it_lands(local_en
     answer, frees the row."""
     client = local_engine.lock_client(background_heartbeats=False)
     cancel = threading.Event()
-    release_write = threading.Event()
-    sending = threading.Event()
 
-    def hold_back(params: Dict[str, Any]) -> None:
-        sending.set()
-        release_write.wait(REAL_TIMEOUT)
+    hold_back = HoldBack()
 
     with FaultInjector(local_engine.resource) as faults:
         faults.before_call('UpdateItem', hold_back, when=is_acquire)
@@ -295,12 +291,12 @@ def test_cancelling_an_acquiring_write_in_flight_frees_it_once_it_lands(local_en
 
         thread = threading.Thread(target=acquire)
         thread.start()
-        assert sending.wait(REAL_TIMEOUT)
+        assert hold_back.sending.wait(REAL_TIMEOUT)
         cancel.set()
         thread.join(REAL_TIMEOUT)
         assert not thread.is_alive()                   # it returned while the write was still held back
         assert local_engine.read_item('in-flight') is None
-        release_write.set()
+        hold_back.let_go()
         assert client.wait_settled(REAL_TIMEOUT)
     assert isinstance(outcome[0], DynamoDBLockError) and outcome[0].code == DynamoDBLockError.ACQUIRE_CANCELLED
     landed = local_engine.read_item('in-flight')
@@ -339,12 +335,8 @@ def test_first_lock_cancel_set_while_its_write_is_held_back_frees_it_once_it_lan
     is freed."""
     client = local_engine.lock_client(background_heartbeats=False)
     cancel = threading.Event()
-    release_write = threading.Event()
-    sending = threading.Event()
 
-    def hold_back(params: Dict[str, Any]) -> None:
-        sending.set()
-        release_write.wait(REAL_TIMEOUT)
+    hold_back = HoldBack()
 
     outcome: List[BaseException] = []
 
@@ -358,11 +350,11 @@ def test_first_lock_cancel_set_while_its_write_is_held_back_frees_it_once_it_lan
         faults.before_call('UpdateItem', hold_back, when=is_acquire)
         thread = threading.Thread(target=acquire)
         thread.start()
-        assert sending.wait(REAL_TIMEOUT)
+        assert hold_back.sending.wait(REAL_TIMEOUT)
         cancel.set()
         thread.join(REAL_TIMEOUT)
         assert not thread.is_alive()
-        release_write.set()
+        hold_back.let_go()
         assert client.wait_settled(REAL_TIMEOUT)
     assert isinstance(outcome[0], DynamoDBLockError) and outcome[0].code == DynamoDBLockError.ACQUIRE_CANCELLED
     landed = local_engine.read_item('pool', 'slot-0')

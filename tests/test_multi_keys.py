@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import pytest
 
-from helpers import BackgroundCall, CallbackRecorder, FaultInjector, is_asyncio
+from helpers import BackgroundCall, CallbackRecorder, FaultInjector, HoldBack, is_asyncio
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockError
 from python_dynamodb_lock.testing import REAL_TIMEOUT, CallRecorder, LockTable, SystemClock
 from test_aio import eventually, run
@@ -326,19 +326,17 @@ def test_a_lost_answer_is_asked_again_with_the_same_token(local_engine: LockTabl
 @pytest.mark.threaded_only
 def test_cancel_while_the_transaction_is_held_back_frees_every_key_once_it_lands(local_engine: LockTable) -> None:
     client = local_engine.lock_client(background_heartbeats=False)
-    cancel, release_write, sending = threading.Event(), threading.Event(), threading.Event()
+    cancel = threading.Event()
 
-    def hold_back(params: Dict[str, Any]) -> None:
-        sending.set()
-        release_write.wait(REAL_TIMEOUT)
+    hold_back = HoldBack()
 
     with FaultInjector(local_engine.resource) as faults:
         faults.before_call('TransactWriteItems', hold_back)
         call = BackgroundCall(client.acquire_locks, ['i1', 'i2', 'i3'], cancel=cancel)
-        assert sending.wait(REAL_TIMEOUT)
+        assert hold_back.sending.wait(REAL_TIMEOUT)
         cancel.set()
         error = call.error()            # the caller returns while the transaction is still held back
-        release_write.set()
+        hold_back.let_go()
         assert client.wait_settled(REAL_TIMEOUT)
     assert isinstance(error, DynamoDBLockError) and error.code == DynamoDBLockError.ACQUIRE_CANCELLED
     for key in ('i1', 'i2', 'i3'):

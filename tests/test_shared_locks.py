@@ -13,7 +13,8 @@ from typing import Any, Dict
 
 import pytest
 
-from helpers import BackgroundCall, CallRecorder, FaultInjector, LockClients, ManualClock, step, wait_until
+from helpers import (BackgroundCall, CallRecorder, FaultInjector, HoldBack, LockClients, ManualClock, step,
+                     wait_until)
 from test_aio import REAL_TIMEOUT, eventually, run
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockError
 from python_dynamodb_lock.testing import LockTable, is_acquire
@@ -225,19 +226,17 @@ def test_a_shared_acquire_cancel_set_while_its_write_is_held_back_takes_the_entr
     kept = other.acquire_lock('key', shared=True, retry_timeout=seconds(0))
     before = local_engine.read_item('key')['record_version_number']
     client = local_engine.lock_client(background_heartbeats=False)
-    cancel, release_write, sending = threading.Event(), threading.Event(), threading.Event()
+    cancel = threading.Event()
 
-    def hold_back(params: Dict[str, Any]) -> None:
-        sending.set()
-        release_write.wait(REAL_TIMEOUT)
+    hold_back = HoldBack()
 
     with FaultInjector(local_engine.resource) as faults:
         faults.before_call('UpdateItem', hold_back, when=joins_beside_others)
         acquiring = BackgroundCall(client.acquire_lock, 'key', shared=True, cancel=cancel)
-        assert sending.wait(REAL_TIMEOUT)
+        assert hold_back.sending.wait(REAL_TIMEOUT)
         cancel.set()
         error = acquiring.error()
-        release_write.set()
+        hold_back.let_go()
         # the join lands (the row's version moves), then the undo takes the entry out
         wait_until(lambda: local_engine.read_item('key')['record_version_number'] != before)
         assert client.wait_settled(REAL_TIMEOUT)
