@@ -293,6 +293,9 @@ class ClientCore(Generic[L]):
             raise ValueError('a shared lock takes no additional_attributes (the row belongs to all its holders)')
         if arguments.lock_existing_item:
             raise ValueError('a shared lock cannot be on an existing item (lock_existing_item=True)')
+        if self._session is not None:
+            raise ValueError('a shared lock is not held under a client session (session=True): use a client '
+                             'without one for shared locks')
         return dataclasses.replace(arguments, shared=True)
 
     def _woken(self, wake: Any, woken: bool) -> Any:

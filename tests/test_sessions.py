@@ -218,6 +218,18 @@ def test_impossible_session_settings_are_refused(arguments: Any, message: str) -
         DynamoDBLockClient(resource, session=True, **arguments)
 
 
+def test_a_session_client_refuses_shared_locks_before_any_write(local_engine: Any,
+                                                                 local_clients: LockClients) -> None:
+    client = _session_client(local_clients)
+    with CallRecorder(local_engine.resource, local_clients.clock) as calls:
+        with pytest.raises(ValueError, match='not held under a client session'):
+            client.acquire_lock('reader', shared=True)
+        with pytest.raises(ValueError, match='not held under a client session'):
+            client.try_acquire_lock('reader', shared=True)
+    assert calls.writes() == []
+    assert local_engine.read_item('reader') is None
+
+
 # --- a mixed fleet: published 0.9.1 clients in the same table (real clock, short periods) -------
 
 def test_a_published_client_never_takes_a_lock_whose_session_lives(local_engine: Any,
