@@ -285,6 +285,20 @@ class ClientCore(Generic[L]):
                               lock_existing_item=arguments.lock_existing_item,
                               only_if_exists=arguments.only_if_exists, sessions=self._session is not None)
 
+    def _acquire_arguments(self, partition_key: Any, sort_key: Any, retry_period: Any, retry_timeout: Any,
+                           additional_attributes: Any, app_callback: Any, reentrant: Any,
+                           options: Mapping[str, Any]) -> AcquireArguments:
+        """Every argument of ``acquire_lock`` / ``try_acquire_lock`` checked, before anything is
+        written; ``options``: ``shared``, ``lease_duration``, ``lock_existing_item``,
+        ``only_if_exists``, ``keep_row``."""
+        self._check_process()
+        shared = options.get('shared', False)
+        arguments = acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
+                                      additional_attributes, app_callback,
+                                      **{name: value for name, value in options.items() if name != 'shared'})
+        require_bool('reentrant', reentrant)
+        return self._shared_arguments(arguments, shared)
+
     def _shared_arguments(self, arguments: AcquireArguments, shared: Any) -> AcquireArguments:
         """``arguments`` of an acquisition with ``shared=`` checked (before anything is written)."""
         if not require_bool('shared', shared):

@@ -264,13 +264,10 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         before the cancellation goes on, and a write that may still be on the wire is watched for
         one lease and freed if it lands late (:meth:`wait_settled` waits for that).
         """
-        self._check_process()
-        arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
-                                              additional_attributes, app_callback, lease_duration=lease_duration,
-                                              lock_existing_item=lock_existing_item, only_if_exists=only_if_exists,
-                                              keep_row=keep_row)
-        _config.require_bool('reentrant', reentrant)
-        arguments = self._shared_arguments(arguments, shared)
+        arguments = self._acquire_arguments(partition_key, sort_key, retry_period, retry_timeout, additional_attributes,
+                                            app_callback, reentrant, dict(
+                                                shared=shared, lease_duration=lease_duration, keep_row=keep_row,
+                                                lock_existing_item=lock_existing_item, only_if_exists=only_if_exists))
         acquiring = self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True,
                                   reentrant)
         return _Acquisition(cast(Coroutine[Any, Any, AsyncDynamoDBLock], acquiring))
@@ -293,13 +290,10 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         """Acquire the lock if it can be had right now; None when someone else holds it. With
         ``reentrant``, the lock this very task already holds is returned with one more hold;
         ``shared`` as :meth:`acquire_lock`'s."""
-        self._check_process()
-        arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, None, datetime.timedelta(0),
-                                              additional_attributes, app_callback, lease_duration=lease_duration,
-                                              lock_existing_item=lock_existing_item, only_if_exists=only_if_exists,
-                                              keep_row=keep_row)
-        _config.require_bool('reentrant', reentrant)
-        arguments = self._shared_arguments(arguments, shared)
+        arguments = self._acquire_arguments(partition_key, sort_key, None, datetime.timedelta(0), additional_attributes,
+                                            app_callback, reentrant, dict(
+                                                shared=shared, lease_duration=lease_duration, keep_row=keep_row,
+                                                lock_existing_item=lock_existing_item, only_if_exists=only_if_exists))
         return await self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
                                    reentrant)
 

@@ -288,13 +288,10 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
             :meth:`close`, ``UNKNOWN`` for any other failure (the cause is chained), including a
             missing table.
         """
-        self._check_process()
-        arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, retry_period, retry_timeout,
-                                              additional_attributes, app_callback, lease_duration=lease_duration,
-                                              lock_existing_item=lock_existing_item, only_if_exists=only_if_exists,
-                                              keep_row=keep_row)
-        _config.require_bool('reentrant', reentrant)
-        arguments = self._shared_arguments(arguments, shared)
+        arguments = self._acquire_arguments(partition_key, sort_key, retry_period, retry_timeout, additional_attributes,
+                                            app_callback, reentrant, dict(
+                                                shared=shared, lease_duration=lease_duration, keep_row=keep_row,
+                                                lock_existing_item=lock_existing_item, only_if_exists=only_if_exists))
         self._check_cancel(cancel)
         lock = self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True,
                              reentrant, cancel)
@@ -323,13 +320,10 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         :returns: the held :class:`DynamoDBLock`, or None when someone else holds the lock.
         :raises: as :meth:`acquire_lock`, except that a held lock is not an error.
         """
-        self._check_process()
-        arguments = _config.acquire_arguments(self._settings, partition_key, sort_key, None, datetime.timedelta(0),
-                                              additional_attributes, app_callback, lease_duration=lease_duration,
-                                              lock_existing_item=lock_existing_item, only_if_exists=only_if_exists,
-                                              keep_row=keep_row)
-        _config.require_bool('reentrant', reentrant)
-        arguments = self._shared_arguments(arguments, shared)
+        arguments = self._acquire_arguments(partition_key, sort_key, None, datetime.timedelta(0), additional_attributes,
+                                            app_callback, reentrant, dict(
+                                                shared=shared, lease_duration=lease_duration, keep_row=keep_row,
+                                                lock_existing_item=lock_existing_item, only_if_exists=only_if_exists))
         return self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
                              reentrant)
 
