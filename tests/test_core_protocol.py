@@ -381,7 +381,8 @@ def test_a_foreign_row_after_a_lost_release_answer_past_the_lease_is_a_theft() -
 @pytest.mark.parametrize('outcome, best_effort, final_status, code, released', [
     (ReleaseOutcome.RELEASED, True, Status.RELEASED, None, True),
     (ReleaseOutcome.RELEASED, False, Status.RELEASED, None, True),
-    (ReleaseOutcome.ROW_GONE, False, Status.RELEASED, None, False),       # expired or force-released
+    (ReleaseOutcome.ROW_GONE, True, Status.RELEASED, None, False),        # expired or force-released
+    (ReleaseOutcome.ROW_GONE, False, Status.INVALID, DynamoDBLockError.LOCK_STOLEN, False),  # strict: said
     (ReleaseOutcome.MET_NEXT_HOLDER, False, Status.RELEASED, None, True),  # an earlier attempt of ours freed it
     (ReleaseOutcome.STOLEN, True, Status.INVALID, None, False),
     (ReleaseOutcome.STOLEN, False, Status.INVALID, DynamoDBLockError.LOCK_STOLEN, False),
@@ -396,8 +397,10 @@ def test_what_a_release_tells_the_caller(outcome: ReleaseOutcome, best_effort: b
     assert verdict.final_status == final_status
     assert (verdict.error.code if verdict.error else None) == code
     assert verdict.released is released
-    if code == DynamoDBLockError.LOCK_STOLEN:
+    if code == DynamoDBLockError.LOCK_STOLEN and outcome is ReleaseOutcome.STOLEN:
         assert 'thief' in verdict.error.message and verdict.error.reason == Reason.TAKEN_OVER
+    if code == DynamoDBLockError.LOCK_STOLEN and outcome is ReleaseOutcome.ROW_GONE:
+        assert 'row was gone' in verdict.error.message and verdict.error.reason == Reason.ROW_GONE
 
 
 @pytest.mark.parametrize('status, owned, best_effort, goes_ahead, code', [

@@ -208,10 +208,13 @@ def force_released_lock_on_item(engine: Any, local_clients: LockClients, key: st
 
 def test_release_after_the_lock_attributes_were_removed_counts_as_gone(engine: Any,
                                                                        local_clients: LockClients) -> None:
-    """Someone removed the lock from the item (a force release): the release is no theft."""
+    """Someone removed the lock from the item (a force release): the row is gone, not taken by
+    another holder; a strict release says the lock was lost (ROW_GONE) and touches nothing."""
     _, lock, before = force_released_lock_on_item(engine, local_clients, 'removed')
-    lock.release(best_effort=False)                      # no LOCK_STOLEN: nobody holds it
-    assert lock.status == DynamoDBLock.RELEASED
+    with pytest.raises(DynamoDBLockError) as lost:
+        lock.release(best_effort=False)
+    assert lost.value.code == DynamoDBLockError.LOCK_STOLEN and lost.value.reason == 'ROW_GONE'
+    assert lock.status == DynamoDBLock.INVALID and lock.lost_to is None
     assert own_part(engine.read_typed_item('removed')) == before
 
 

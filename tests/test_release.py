@@ -128,8 +128,11 @@ def test_best_effort_release_of_a_stolen_lock_is_silent(engine: Any, clients: Lo
 
 @pytest.mark.parametrize('gone', ['deleted', 'force-released'])
 @pytest.mark.parametrize('best_effort', [True, False])
-def test_release_of_a_lock_whose_row_is_gone_counts_as_released(engine: Any, clients: LockClients,
-                                                                 best_effort: bool, gone: str) -> None:
+def test_release_of_a_lock_whose_row_is_gone_frees_nothing_and_a_strict_one_says_it_was_lost(
+        engine: Any, clients: LockClients, best_effort: bool, gone: str) -> None:
+    """Nobody freed the row for this release (it expired, was force-released, or was taken over
+    and released meanwhile): a best-effort release returns False; a strict one raises
+    ``LOCK_STOLEN`` (reason ``ROW_GONE``), as the published package's failed condition does."""
     client = clients.make()
     lock = client.acquire_lock('vanished')
     if gone == 'deleted':
@@ -139,8 +142,14 @@ def test_release_of_a_lock_whose_row_is_gone_counts_as_released(engine: Any, cli
         assert operator.force_release_lock(operator.get_lock('vanished'))
         assert engine.read_held_row('vanished') is None
         kept = engine.read_item('vanished')
-    assert client.release_lock(lock, best_effort=best_effort) is False     # gone already: not freed by this call
-    assert lock.status == DynamoDBLock.RELEASED
+    if best_effort:
+        assert client.release_lock(lock, best_effort=True) is False     # gone already: not freed by this call
+        assert lock.status == DynamoDBLock.RELEASED
+    else:
+        with pytest.raises(DynamoDBLockError) as lost:
+            client.release_lock(lock, best_effort=False)
+        assert lost.value.code == DynamoDBLockError.LOCK_STOLEN and lost.value.reason == 'ROW_GONE'
+        assert lock.status == DynamoDBLock.INVALID and lock.loss_reason == 'ROW_GONE'
     assert not is_registered(client, lock)
     if gone == 'deleted':
         assert engine.read_item('vanished') is None

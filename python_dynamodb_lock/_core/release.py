@@ -259,7 +259,14 @@ def release_verdict(result: ReleaseResult, best_effort: bool, schema: Schema, un
     if outcome is ReleaseOutcome.RELEASED:
         return ReleaseVerdict(Status.RELEASED, Kind.RELEASED, released=True)
     if outcome is ReleaseOutcome.ROW_GONE:
-        return ReleaseVerdict(Status.RELEASED, Kind.RELEASE_ROW_GONE, released=result.earlier_attempt)
+        if result.earlier_attempt or best_effort:
+            return ReleaseVerdict(Status.RELEASED, Kind.RELEASE_ROW_GONE, released=result.earlier_attempt)
+        # Nobody freed it for us: its lease ran out and it was taken over and released, or its row
+        # expired, or it was force-released. A strict release says so, as the published package's
+        # failed condition does (LOCK_STOLEN).
+        loss = Loss(Reason.ROW_GONE, None)
+        return ReleaseVerdict(Status.INVALID, Kind.RELEASE_ROW_GONE,
+                              _stolen_error(unique_identifier, loss, 'before it was'), loss)
     if outcome is ReleaseOutcome.MET_NEXT_HOLDER:
         return ReleaseVerdict(Status.RELEASED, Kind.RELEASE_MET_NEXT_HOLDER, released=True)
     if outcome is ReleaseOutcome.STOLEN:
