@@ -16,7 +16,6 @@ Size: ``PDL_TORTURE_SESSIONS_ACQUISITIONS`` (default 150 pockets times ``PDL_STR
 """
 from __future__ import annotations
 
-import json
 import pathlib
 import signal
 from typing import Any
@@ -59,15 +58,12 @@ def test_sessions_holding_many_locks_with_a_killed_and_a_paused_process_and_publ
         seed=env_int('PDL_TORTURE_SEED', 21),
     )
     result = run_torture(dynamodb_local, tmp_path, config)
-    summary = json.dumps(result.mixed_summary(), sort_keys=True)
-    print(f'\nsessions torture: {summary}')
-    assert result.mixed_problems() == [], summary
-    assert set(result.signals) == {'killed', 'paused'}, summary
+    summary = result.check_mixed_run('sessions torture')
     # Many locks at once under one session.
     assert max(len([h for h in result.holds if h.hold_id == hold.hold_id]) for hold in result.holds) >= 5, summary
     # The paused process lost locks to takeovers, and its writes under them were refused.
     paused = f'torture-w{config.pause_worker}-'
-    lost = [hold for hold in result.lost_holds() if hold.owner.startswith(paused)]
-    assert lost and not any(hold.committed for hold in lost if hold.write_error), summary
+    assert any(hold.write_error == 'LOCK_STOLEN' for hold in result.lost_holds() if hold.owner.startswith(paused)), \
+        summary
     # The published clients ran in the same table.
     assert any(worker.get('published') for worker in result.workers), summary

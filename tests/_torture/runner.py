@@ -115,7 +115,7 @@ class TortureConfig:
     # SIGSTOPped then (for pause_seconds) and SIGCONTinued
     kill_worker: Optional[int] = None
     pause_worker: Optional[int] = None
-    signal_after_holds: int = 30           # holds of the worker before it announces one
+    signal_after_holds: int = 30           # holds of a victim before it is asked to announce one
     pause_seconds: float = 8.0
     # published clients (versions, e.g. '0.9.1') contending in the same table, one process each
     published: Tuple[str, ...] = ()
@@ -255,11 +255,14 @@ class TortureResult:
                 counts['applied' if applied else 'not_applied'] += 1
         return counts
 
-    def tokens_out_of_order(self) -> List[Tuple[Hold, Hold]]:
-        """Successive holds of a key (by start) whose fencing tokens do not grow."""
+    def tokens_out_of_order(self, excuse_lost: bool = False) -> List[Tuple[Hold, Hold]]:
+        """Successive holds of a key (by start) whose fencing tokens do not grow (shared and
+        published holds have no token of their own; with ``excuse_lost``, holds that lost their
+        lock are left out: a paused holder's recorded start may follow its taker's)."""
         found = []
         for all_holds in self.holds_by_key():
-            holds = [hold for hold in all_holds if hold.mode not in ('shared', 'published')]
+            holds = [hold for hold in all_holds
+                     if hold.mode not in ('shared', 'published') and not (excuse_lost and hold.lost)]
             for earlier, later in zip(holds, holds[1:]):
                 if earlier.fencing_token is None or later.fencing_token is None \
                         or later.fencing_token <= earlier.fencing_token:
@@ -367,10 +370,15 @@ class TortureResult:
         if false_stolen_releases:
             problems.append(f'{len(false_stolen_releases)} strict releases raised a false LOCK_STOLEN, '
                             f'e.g. {false_stolen_releases[:3]}')
-        problems.extend(self.dead_heartbeat_threads())
+        return problems + self.process_problems(('library_errors', 'thread_failures', 'errors'))
+
+    def process_problems(self, fields: Tuple[str, ...]) -> List[str]:
+        """Heartbeat threads dead too early or alive too late, what the workers reported in
+        ``fields``, and rows left that nobody could take over."""
+        problems = self.dead_heartbeat_threads()
         for worker in self.workers:
-            for field in ('library_errors', 'thread_failures', 'errors'):
-                if worker[field]:
+            for field in fields:
+                if worker.get(field):
                     problems.append(f'worker {worker["worker_id"]} {field}: {worker[field][:3]}')
         unreclaimed = {key: outcome for key, outcome in self.reclaimed.items() if outcome != 'reclaimed'}
         if unreclaimed:
@@ -394,24 +402,40 @@ class TortureResult:
         problems = []
         overlaps = self.overlaps(excuse_lost=True)
         if overlaps:
-            problems.append(f'{len(overlaps)} overlapping holds, e.g. {overlaps[:2]}')
+            problems.append(f'{len(overlaps)} overlapping holds, e.g. {overlaps[:6]}')
         paused = f'torture-{self.worker_prefix(self.config.pause_worker)}'
         strangers = [hold for hold in self.lost_holds() if not hold.owner.startswith(paused)]
         if strangers:
             problems.append(f'{len(strangers)} holds of running workers lost their lock, e.g. {strangers[:2]}')
         problems.extend(self.guarded_problems(self.worker_prefix(self.config.kill_worker)))
-        out_of_order = self.tokens_out_of_order()
+        out_of_order = self.tokens_out_of_order(excuse_lost=True)
         if out_of_order:
             problems.append(f'{len(out_of_order)} holds whose fencing token did not grow, e.g. {out_of_order[:2]}')
-        problems.extend(self.dead_heartbeat_threads())
-        for worker in self.workers:
-            for field in ('library_errors', 'thread_failures', 'errors', 'partial_sets'):
-                if worker.get(field):
-                    problems.append(f'worker {worker["worker_id"]} {field}: {worker[field][:3]}')
-        unreclaimed = {key: outcome for key, outcome in self.reclaimed.items() if outcome != 'reclaimed'}
-        if unreclaimed:
-            problems.append(f'rows left behind that could not be taken over: {unreclaimed}')
-        return problems
+        return problems + self.process_problems(('library_errors', 'thread_failures', 'errors', 'partial_sets'))
+
+    def check_mixed_run(self, name: str) -> str:
+        """Print the figures of a run of mixed holds (``pytest -s``) and return them as JSON, after
+        asserting what every such run requires: no :meth:`mixed_problems`, both signals sent while
+        their workers held locks, every key the killed worker held taken over, and holds of the
+        paused worker lost to takeovers."""
+        summary = json.dumps(self.mixed_summary(), sort_keys=True)
+        print(f'\n{name}: {summary}')
+        assert self.mixed_problems() == [], summary
+        assert set(self.signals) == {'killed', 'paused'}, summary
+        assert self.killed_keys_not_taken_over() == [], summary
+        paused = f'torture-{self.worker_prefix(self.config.pause_worker)}'
+        assert any(hold.owner.startswith(paused) for hold in self.lost_holds()), summary
+        return summary
+
+    def killed_keys_not_taken_over(self) -> List[str]:
+        """Keys the killed worker was holding when it died that no other worker held after its death
+        and that the reclaimer at the end did not take over either."""
+        killed = self.signals.get('killed')
+        if not killed:
+            return []
+        prefix = f'torture-{self.worker_prefix(killed["worker"])}'
+        taken = {hold.key for hold in self.holds if hold.start > killed['at'] and not hold.owner.startswith(prefix)}
+        return [key for key in killed['holding'] if key not in taken and self.reclaimed.get(key) != 'reclaimed']
 
     def mixed_summary(self) -> Dict[str, Any]:
         """The figures of a run of mixed holds."""
@@ -613,8 +637,6 @@ def run_torture(engine: Any, workdir: pathlib.Path, config: TortureConfig) -> To
                 'session': config.session,
                 'expiry_period': config.expiry_period,
                 'holds_path': str(workdir / f'worker-{worker_id}.holds'),
-                'announce_after_holds': (config.signal_after_holds
-                                         if worker_id in (config.kill_worker, config.pause_worker) else None),
                 'seed': config.seed * 100 + worker_id,
                 'time_limit': config.time_limit(),
                 'result_path': str(result_path),
@@ -626,7 +648,7 @@ def run_torture(engine: Any, workdir: pathlib.Path, config: TortureConfig) -> To
             worker.wait_for('ready', timeout=120)
         for worker, _ in workers_started:
             worker.send('go')
-        signals = Signals(config, [worker for worker, _ in workers_started])
+        signals = Signals(config, [worker for worker, _ in workers_started], workdir)
         published = PublishedFleet(config, engine.endpoint_url, lock_table)
         try:
             for worker_id, (worker, _) in enumerate(workers_started):
@@ -685,11 +707,11 @@ def killed_worker(worker_id: int, workdir: pathlib.Path) -> Dict[str, Any]:
 
 class Signals:
     """SIGKILL ``config.kill_worker``, then SIGSTOP ``config.pause_worker`` (for ``pause_seconds``,
-    then SIGCONT), each at once when it announces (event ``holding``) that it is inside a hold,
-    after ``signal_after_holds`` holds of its own; ``sent`` records what was done when."""
+    then SIGCONT), each at once when it announces (event ``holding``, asked for once it recorded
+    ``signal_after_holds`` holds) that it is inside a hold; ``sent`` records what was done when."""
 
-    def __init__(self, config: TortureConfig, workers: List[WorkerProcess]) -> None:
-        self.config, self.workers = config, workers
+    def __init__(self, config: TortureConfig, workers: List[WorkerProcess], workdir: pathlib.Path) -> None:
+        self.config, self.workers, self.workdir = config, workers, workdir
         self.sent: Dict[str, Any] = {}
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.run, name='torture-signals', daemon=True)
@@ -697,14 +719,24 @@ class Signals:
             self.thread.start()
 
     def wait_for_holding(self, worker_id: int) -> Optional[Dict[str, Any]]:
-        """The worker's ``holding`` event; None if it said ``done`` first (put back for the runner)."""
+        """Once the worker recorded ``signal_after_holds`` holds, ask it to announce its next exclusive
+        or set hold; its ``holding`` event, or None if it said ``done`` first (put back for the runner)."""
         worker = self.workers[worker_id]
+        while len(streamed_holds(self.workdir, worker_id)) < self.config.signal_after_holds:
+            if worker.process.poll() is not None:
+                return None
+            time.sleep(0.2)
+        try:
+            worker.send('announce')
+        except OSError:
+            return None
         while not self.stopping.is_set():
-            try:
-                event = worker.next_event(timeout=1.0)
-            except TimeoutError:
+            try:   # not next_event(): its timeout asks the worker for stack traces
+                event = worker.events.get(timeout=1.0)
+            except queue.Empty:
                 continue
-            except RuntimeError:
+            if event is None:
+                worker.events.put(None)
                 return None
             if event['event'] == 'holding':
                 return event

@@ -40,7 +40,6 @@ import collections
 import faulthandler
 import inspect
 import json
-import math
 import logging
 import os
 import pathlib
@@ -276,7 +275,7 @@ class Contender:
         holds_path = params.get('holds_path')
         self.stream = open(holds_path, 'a', encoding='utf-8') if holds_path else None   # noqa: SIM115
         self.partial_sets: List[str] = []
-        self.announced = False
+        self.announce_requested = False   # the parent's 'announce': tell it of the next exclusive or set hold
 
     def _count_call(self, event_name: str = '', **_: Any) -> None:
         with self.calls_guard:
@@ -491,9 +490,8 @@ class Contender:
         hold_seconds = self.hold_seconds(rng)
         hold_id = self.new_hold_id()
         with self.outcomes_guard:
-            announce = (not self.announced and mode != 'shared'
-                        and self.hold_count >= (params.get('announce_after_holds') or math.inf))
-            self.announced = self.announced or announce
+            announce = self.announce_requested and mode != 'shared'
+            self.announce_requested = self.announce_requested and not announce
         if announce:   # the parent signals this process now, while it holds these keys
             hold_seconds = max(hold_seconds, 1.0)
             emit('holding', keys=keys, hold_id=hold_id)
@@ -776,15 +774,25 @@ def guarded_counter_key(key: str) -> Dict[str, Any]:
     return {'counter_key': {'S': f'guarded#{key}'}}
 
 
+def next_step(steps: Steps, reply: Any, failure: Optional[BaseException]) -> Tuple[bool, Any]:
+    """(False, the next step) or (True, the steps' result), sending a reply or throwing a failure."""
+    try:
+        return False, steps.throw(failure) if failure is not None else steps.send(reply)
+    except StopIteration as stop:
+        return True, stop.value
+
+
+def counter_read(params: Dict[str, Any], key: str) -> Dict[str, Any]:
+    return {'TableName': params['counter_table'], 'Key': guarded_counter_key(key), 'ConsistentRead': True}
+
+
 def drive_sync(steps: Steps, counter: Any, params: Dict[str, Any]) -> Any:
     """Carry out the steps of :meth:`Contender.mixed_hold` with blocking calls."""
-    reply: Any = None
-    failure: Optional[BaseException] = None
+    reply, failure = None, None
     while True:
-        try:
-            step = steps.throw(failure) if failure is not None else steps.send(reply)
-        except StopIteration as stop:
-            return stop.value
+        finished, step = next_step(steps, reply, failure)
+        if finished:
+            return step
         reply, failure = None, None
         try:
             if step[0] == 'call':
@@ -792,32 +800,27 @@ def drive_sync(steps: Steps, counter: Any, params: Dict[str, Any]) -> Any:
             elif step[0] == 'sleep':
                 time.sleep(step[1])
             else:
-                reply = counter_value(counter.get_item(TableName=params['counter_table'],
-                                                       Key=guarded_counter_key(step[1]), ConsistentRead=True))
+                reply = counter_value(counter.get_item(**counter_read(params, step[1])))
         except Exception as error:   # handed to the steps, which decide
             failure = error
 
 
 async def drive_async(steps: Steps, counter: Any, params: Dict[str, Any]) -> Any:
     """:func:`drive_sync` on the event loop (an asyncio lock client, the aiobotocore counter client)."""
-    reply: Any = None
-    failure: Optional[BaseException] = None
+    reply, failure = None, None
     while True:
-        try:
-            step = steps.throw(failure) if failure is not None else steps.send(reply)
-        except StopIteration as stop:
-            return stop.value
+        finished, step = next_step(steps, reply, failure)
+        if finished:
+            return step
         reply, failure = None, None
         try:
             if step[0] == 'call':
                 reply = step[1](*step[2], **step[3])
-                if inspect.isawaitable(reply):
-                    reply = await reply
+                reply = await reply if inspect.isawaitable(reply) else reply
             elif step[0] == 'sleep':
                 await asyncio.sleep(step[1])
             else:
-                reply = counter_value(await counter.get_item(TableName=params['counter_table'],
-                                                             Key=guarded_counter_key(step[1]), ConsistentRead=True))
+                reply = counter_value(await counter.get_item(**counter_read(params, step[1])))
         except Exception as error:   # handed to the steps, which decide
             failure = error
 
@@ -829,6 +832,14 @@ def run_contend(params: Dict[str, Any]) -> None:
     if line.strip() != 'go':
         emit('aborted', reason=f'expected "go", got {line!r}')
         return
+
+    def read_commands() -> None:
+        for command in sys.stdin:
+            if command.strip() == 'announce':
+                with contender.outcomes_guard:
+                    contender.announce_requested = True
+
+    threading.Thread(target=read_commands, name='commands', daemon=True).start()
     result = contender.run()
     pathlib.Path(params['result_path']).write_text(json.dumps(result), encoding='utf-8')
     emit('done', holds=len(result['holds']), elapsed=result['elapsed'])
