@@ -540,10 +540,12 @@ class Contender:
         return [(lock.transact_write_items, update) for lock, update in zip(locks, updates)]
 
     def check_set(self, keys: List[str], multi: Any) -> None:
-        """A returned set holds every key asked for, each locked by this acquisition, with a token."""
-        locks = multi.locks
-        if [lock.partition_key for lock in locks] != keys or multi.status != DynamoDBLock.LOCKED \
-                or any(lock.status != DynamoDBLock.LOCKED or lock.fencing_token is None for lock in locks):
+        """A returned set holds every key asked for, each held by this acquisition (``LOCKED``, or
+        ``IN_DANGER`` when a loaded machine made the acquisition slower than ``safe_period``), with
+        a token."""
+        locks, held = multi.locks, (DynamoDBLock.LOCKED, DynamoDBLock.IN_DANGER)
+        if [lock.partition_key for lock in locks] != keys or multi.status not in held \
+                or any(lock.status not in held or lock.fencing_token is None for lock in locks):
             self.partial_sets.append(f'asked {keys}, got {[(lock.partition_key, lock.status) for lock in locks]}')
 
     def release_steps(self, target: Any) -> Steps:
