@@ -42,9 +42,9 @@ def test_sessions_holding_many_locks_with_a_killed_and_a_paused_process_and_publ
         hold_mix={'ordered': 1.0},
         set_size_range=(5, 12),
         session=True,
-        lease=3.0,
-        safe_period=1.5,
-        expiry_period=18.0,            # a lock row's lease, refreshed every 6 s
+        lease=5.0,
+        safe_period=2.5,
+        expiry_period=30.0,            # a lock row's lease, refreshed every 10 s
         try_probability=0.0,
         acquire_timeout=15.0,
         short_hold_range=(0.2, 0.6),
@@ -53,7 +53,7 @@ def test_sessions_holding_many_locks_with_a_killed_and_a_paused_process_and_publ
         kill_worker=1,
         pause_worker=2,
         signal_after_holds=8,
-        pause_seconds=6.0,
+        pause_seconds=9.0,
         published=('0.9.1',),
         seed=env_int('PDL_TORTURE_SEED', 21),
     )

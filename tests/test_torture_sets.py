@@ -51,13 +51,13 @@ def test_sets_shared_and_single_locks_with_a_killed_and_a_paused_process(dynamod
         set_size_range=(1, 10),
         try_probability=0.0,
         acquire_timeout=15.0,
-        lease=3.0,
-        safe_period=1.5,
+        lease=5.0,
+        safe_period=2.5,
         long_hold_probability=0.05,
         kill_worker=1,
         pause_worker=2,
         signal_after_holds=15,
-        pause_seconds=6.0,
+        pause_seconds=9.0,
         seed=env_int('PDL_TORTURE_SEED', 20),
     )
     result = run_torture(dynamodb_local, tmp_path, config)
