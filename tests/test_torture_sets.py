@@ -14,9 +14,10 @@ overlap (a set hold is an exclusive hold of each of its keys), no exclusive hold
 shared one, the guarded counters are exact (every write reported committed is there once, none
 twice, the read-modify-written value equals the number of writes), no caller got a partial set
 (every returned multi-lock holds each key it asked for, locked, with a token), tokens grow, the
-rows the killed process left are taken over. Holds that lost their lock while paused are left out
-of the overlap check, only the paused process may have them, and their writes must have been
-refused. Progress: every worker that was not killed finishes its share (an acquire that times
+keys the killed process held are taken over. Holds that lost their lock to a takeover (the paused
+process's, or those of a worker a loaded machine starved past its lease, counted) are left out of
+the overlap check; their writes must have been refused (the counters say so), and the paused
+process must have lost some. Progress: every worker that was not killed finishes its share (an acquire that times
 out is counted and tried again); the run's throughput and timeouts are printed (``pytest -s``).
 
 Size: ``PDL_TORTURE_SETS_ACQUISITIONS`` (default 400 times ``PDL_STRESS_SCALE``),
