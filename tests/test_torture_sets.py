@@ -70,3 +70,31 @@ def test_sets_shared_and_single_locks_with_a_killed_and_a_paused_process(dynamod
                for hold in result.holds if hold.mode == 'set'), summary
     assert all(hold.committed for hold in result.holds if hold.mode in ('set', 'exclusive') and not hold.lost
                and hold.write_error == ''), summary
+
+
+def test_the_mixed_checks_catch_overlaps_of_sets_and_shared_holds() -> None:
+    """Guards the test above: the overlap checks are not vacuous (synthetic results, no engine)."""
+    from _torture.runner import Hold, TortureResult
+
+    config = TortureConfig(acquisitions=4, keys=('k',), pause_worker=2)
+
+    def hold(owner: str, start: float, end: float, mode: str, release_outcome: str = 'released') -> Hold:
+        return Hold('k', f'torture-{owner}-c0-1', start, end, 'v', 'v', 'LOCKED', release_outcome, 'RELEASED', True,
+                    0.0, 'threaded', int(start) + 1, mode != 'shared', f'{owner}-{start}', '', mode)
+
+    def overlaps(*holds: Hold) -> int:
+        result = TortureResult(config, [], list(holds), {}, [], 0.0, signals={'paused': {'worker': 2, 'from': 10.0,
+                                                                                        'to': 20.0}})
+        return len(result.overlaps(excuse_lost=True))
+
+    assert overlaps(hold('w0', 0, 2, 'shared'), hold('w1', 1, 3, 'shared')) == 0      # readers share
+    assert overlaps(hold('w0', 0, 2, 'shared'), hold('w1', 1, 3, 'set')) == 1         # a set overlaps a reader
+    assert overlaps(hold('w0', 0, 2, 'exclusive'), hold('w1', 1, 3, 'set')) == 1      # two writers
+    assert overlaps(hold('w0', 0, 5, 'set'), hold('w1', 1, 2, 'shared'), hold('w3', 3, 4, 'shared')) == 2
+    assert overlaps(hold('w0', 0, 2, 'set'), hold('w1', 2.5, 3, 'exclusive')) == 0
+    # A hold that lost its lock (reported), or of the paused worker across the pause, is excused;
+    # a hold of a running worker, or of the paused one outside the pause, is not.
+    assert overlaps(hold('w0', 0, 2, 'set', 'LOCK_STOLEN'), hold('w1', 1, 3, 'set')) == 0
+    assert overlaps(hold('w2', 9, 21, 'shared'), hold('w1', 15, 16, 'set')) == 0
+    assert overlaps(hold('w2', 21, 23, 'shared'), hold('w1', 22, 24, 'set')) == 1
+    assert overlaps(hold('w3', 9, 21, 'shared'), hold('w1', 15, 16, 'set')) == 1
