@@ -19,12 +19,14 @@ Sizes come from the environment so that CI runs a few minutes and a soak runs fo
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import datetime
 import json
 import os
 import pathlib
 import queue
+import random
 import signal
 import subprocess
 import threading
@@ -103,6 +105,20 @@ class TortureConfig:
     # lock.transact_write_items) to the key's guarded counter item, instead of a plain put
     guarded_probability: float = 0.0
     seed: int = 1
+    # mixed holds (see Contender.mixed_hold): weights of 'exclusive', 'shared', 'set', 'ordered';
+    # None: the plain torture's single acquisitions
+    hold_mix: Optional[Dict[str, float]] = None
+    set_size_range: Tuple[int, int] = (1, 10)
+    session: bool = False                  # lock clients with session=True
+    expiry_period: Optional[float] = None  # of the lock clients (a session lock row's lease)
+    # signals: the worker SIGKILLed once it recorded signal_after_holds holds, the worker
+    # SIGSTOPped then (for pause_seconds) and SIGCONTinued
+    kill_worker: Optional[int] = None
+    pause_worker: Optional[int] = None
+    signal_after_holds: int = 30           # holds of a victim before it is asked to announce one
+    pause_seconds: float = 8.0
+    # published clients (versions, e.g. '0.9.1') contending in the same table, one process each
+    published: Tuple[str, ...] = ()
 
     def time_limit(self) -> float:
         """A safety net against a hang, far above any expected run time (never a pass criterion)."""
@@ -127,6 +143,14 @@ class Hold:
     guarded: bool = False         # its write went through the lock, to the key's guarded counter
     hold_id: str = ''             # a guarded hold's id, added to the guarded counter's set
     write_error: str = ''         # why a guarded write raised (a DynamoDBLockError code, ...)
+    mode: str = 'exclusive'       # exclusive, shared, set (acquire_locks), ordered, published
+
+    @property
+    def lost(self) -> bool:
+        """The lock was taken from this holder during the hold (it was paused past its lease):
+        its recorded interval outlasts its tenure, and its write must have been refused."""
+        return 'LOCK_STOLEN' in (self.release_outcome, self.write_error) or 'INVALID' in (
+            self.status_before_release, self.final_status)
 
 
 @dataclasses.dataclass
@@ -150,6 +174,7 @@ class TortureResult:
     reclaimed: Dict[str, str] = dataclasses.field(default_factory=dict)
     released_rows: List[Dict[str, Any]] = dataclasses.field(default_factory=list)   # kept, marked released
     guarded_counters: Dict[str, GuardedCounter] = dataclasses.field(default_factory=dict)
+    signals: Dict[str, Any] = dataclasses.field(default_factory=dict)    # what Signals did
 
     # -- the checks -------------------------------------------------------------------------
 
@@ -160,10 +185,23 @@ class TortureResult:
             by_key.setdefault(hold.key, []).append(hold)
         return [sorted(holds, key=lambda hold: hold.start) for holds in by_key.values()]
 
-    def overlaps(self) -> List[Tuple[Hold, Hold]]:
-        """Pairs of holds of one key whose recorded intervals intersect: exclusion violations."""
+    def overlaps(self, excuse_lost: bool = False) -> List[Tuple[Hold, Hold]]:
+        """Pairs of holds of one key whose recorded intervals intersect: exclusion violations.
+
+        Shared holds may overlap each other, never an exclusive one. With ``excuse_lost``, holds
+        that lost their lock during the hold are left out (see :meth:`lost_holds`)."""
         found = []
-        for holds in self.holds_by_key():
+        for all_holds in self.holds_by_key():
+            kept = [hold for hold in all_holds if not (excuse_lost and self.excused(hold))]
+            holds = [hold for hold in kept if hold.mode != 'shared']
+            starts = [hold.start for hold in holds]
+            for reader in (hold for hold in kept if hold.mode == 'shared'):
+                for writer in holds[max(0, bisect.bisect_left(starts, reader.start) - 1):
+                                    bisect.bisect_left(starts, reader.end)]:
+                    if writer.start < reader.end and reader.start < writer.end:
+                        found.append((writer, reader))
+            if not holds:
+                continue
             latest = holds[0]
             for hold in holds[1:]:
                 if hold.start < latest.end:
@@ -176,19 +214,21 @@ class TortureResult:
         """Committed plain (unguarded) holds per key: what each plain counter must read."""
         counts: Dict[str, int] = {key: 0 for key in self.config.keys}
         for hold in self.holds:
-            if hold.committed and not hold.guarded:
+            if hold.committed and not hold.guarded and hold.mode != 'published':
                 counts[hold.key] += 1
         return counts
 
-    def guarded_problems(self) -> List[str]:
+    def guarded_problems(self, unknown_prefix: str = '\0') -> List[str]:
         """Lost, double, phantom or overlapping guarded writes; a write refused as LOCK_STOLEN
-        that was applied anyway."""
+        that was applied anyway. Ids starting with ``unknown_prefix`` (a worker killed while its
+        write was in flight) may be applied without a recorded hold."""
         problems = []
         for key in self.config.keys:
             counter = self.guarded_counters.get(key, GuardedCounter())
             holds = {hold.hold_id: hold for hold in self.holds if hold.guarded and hold.key == key}
             lost = sorted(hold_id for hold_id, hold in holds.items() if hold.committed and hold_id not in counter.holds)
-            phantom = sorted(counter.holds - set(holds))
+            phantom = sorted(hold_id for hold_id in counter.holds - set(holds)
+                             if not hold_id.startswith(unknown_prefix))
             refused_but_applied = sorted(hold_id for hold_id, hold in holds.items()
                                          if hold.write_error == 'LOCK_STOLEN' and hold_id in counter.holds)
             if lost:
@@ -215,10 +255,14 @@ class TortureResult:
                 counts['applied' if applied else 'not_applied'] += 1
         return counts
 
-    def tokens_out_of_order(self) -> List[Tuple[Hold, Hold]]:
-        """Successive holds of a key (by start) whose fencing tokens do not grow."""
+    def tokens_out_of_order(self, excuse_lost: bool = False) -> List[Tuple[Hold, Hold]]:
+        """Successive holds of a key (by start) whose fencing tokens do not grow (shared and
+        published holds have no token of their own; with ``excuse_lost``, holds that lost their
+        lock are left out: a paused holder's recorded start may follow its taker's)."""
         found = []
-        for holds in self.holds_by_key():
+        for all_holds in self.holds_by_key():
+            holds = [hold for hold in all_holds
+                     if hold.mode not in ('shared', 'published') and not (excuse_lost and self.excused(hold))]
             for earlier, later in zip(holds, holds[1:]):
                 if earlier.fencing_token is None or later.fencing_token is None \
                         or later.fencing_token <= earlier.fencing_token:
@@ -326,15 +370,112 @@ class TortureResult:
         if false_stolen_releases:
             problems.append(f'{len(false_stolen_releases)} strict releases raised a false LOCK_STOLEN, '
                             f'e.g. {false_stolen_releases[:3]}')
-        problems.extend(self.dead_heartbeat_threads())
+        return problems + self.process_problems(('library_errors', 'thread_failures', 'errors'))
+
+    def process_problems(self, fields: Tuple[str, ...]) -> List[str]:
+        """Heartbeat threads dead too early or alive too late, what the workers reported in
+        ``fields``, and rows left that nobody could take over."""
+        problems = self.dead_heartbeat_threads()
         for worker in self.workers:
-            for field in ('library_errors', 'thread_failures', 'errors'):
-                if worker[field]:
+            for field in fields:
+                if worker.get(field):
                     problems.append(f'worker {worker["worker_id"]} {field}: {worker[field][:3]}')
         unreclaimed = {key: outcome for key, outcome in self.reclaimed.items() if outcome != 'reclaimed'}
         if unreclaimed:
             problems.append(f'rows left behind that could not be taken over: {unreclaimed}')
         return problems
+
+    def excused(self, hold: Hold) -> bool:
+        """Whether a hold may outlast its tenure: it lost its lock to a takeover (as the library
+        reported), or it is a hold of the paused worker that spans the pause. A paused holder whose
+        lock was taken over and already released again by the taker finds the row free when it
+        resumes: its release returns without an error, so only the pause window tells. Its
+        writes are still checked: refused, or applied before the takeover (exact counters)."""
+        paused = self.signals.get('paused')
+        if hold.lost or not paused:
+            return hold.lost
+        prefix = f'torture-{self.worker_prefix(paused["worker"])}'
+        return hold.owner.startswith(prefix) and hold.start < paused['to'] and hold.end > paused['from']
+
+    def lost_holds(self) -> List[Hold]:
+        return [hold for hold in self.holds if hold.lost]
+
+    def worker_prefix(self, worker_id: Optional[int]) -> str:
+        """The start of the owner names and hold ids of a worker (none matches for None)."""
+        return '\0' if worker_id is None else f'w{worker_id}-'
+
+    def mixed_problems(self) -> List[str]:
+        """What breaks the guarantees in a run of mixed holds with a killed and a paused worker:
+        overlapping exclusive holds of a key, an exclusive hold overlapping a shared one (holds
+        that lost their lock to a takeover are left out: the paused worker's, and any of a
+        worker starved past its lease by a loaded machine, counted in :meth:`mixed_summary`;
+        their refused writes must not have been applied), guarded counters that are not exact,
+        a partial set, tokens that do not grow, a library ERROR, a dead thread, a row left that
+        nobody could take over."""
+        problems = []
+        overlaps = self.overlaps(excuse_lost=True)
+        if overlaps:
+            problems.append(f'{len(overlaps)} overlapping holds, e.g. {overlaps[:6]}')
+        problems.extend(self.guarded_problems(self.worker_prefix(self.config.kill_worker)))
+        out_of_order = self.tokens_out_of_order(excuse_lost=True)
+        if out_of_order:
+            problems.append(f'{len(out_of_order)} holds whose fencing token did not grow, e.g. {out_of_order[:2]}')
+        return problems + self.process_problems(('library_errors', 'thread_failures', 'errors', 'partial_sets'))
+
+    def check_mixed_run(self, name: str) -> str:
+        """Print the figures of a run of mixed holds (``pytest -s``) and return them as JSON, after
+        asserting what every such run requires: no :meth:`mixed_problems`, both signals sent while
+        their workers held locks, every key the killed worker held taken over, and holds of the
+        paused worker lost to takeovers."""
+        summary = json.dumps(self.mixed_summary(), sort_keys=True)
+        print(f'\n{name}: {summary}')
+        assert self.mixed_problems() == [], summary
+        assert set(self.signals) == {'killed', 'paused'}, summary
+        assert self.killed_keys_not_taken_over() == [], summary
+        paused = f'torture-{self.worker_prefix(self.config.pause_worker)}'
+        assert any(hold.owner.startswith(paused) for hold in self.lost_holds()), summary
+        return summary
+
+    def killed_keys_not_taken_over(self) -> List[str]:
+        """Keys the killed worker was holding when it died that no other worker held after its death
+        and that the reclaimer at the end did not take over either."""
+        killed = self.signals.get('killed')
+        if not killed:
+            return []
+        prefix = f'torture-{self.worker_prefix(killed["worker"])}'
+        taken = {hold.key for hold in self.holds if hold.start > killed['at'] and not hold.owner.startswith(prefix)}
+        return [key for key in killed['holding'] if key not in taken and self.reclaimed.get(key) != 'reclaimed']
+
+    def mixed_summary(self) -> Dict[str, Any]:
+        """The figures of a run of mixed holds."""
+        paused = f'torture-{self.worker_prefix(self.config.pause_worker)}'
+        modes: Dict[str, int] = {}
+        for hold in self.holds:
+            modes[hold.mode] = modes.get(hold.mode, 0) + 1
+        outcomes = self.outcome_counts()
+        return {
+            'key_holds_by_mode': modes,
+            'key_holds_per_s': round(self.acquisitions_per_second(), 1),
+            'elapsed_s': round(max(worker['elapsed'] for worker in self.workers), 1),
+            'processes': self.config.processes, 'threads_per_process': self.config.threads,
+            'keys': len(self.config.keys), 'session': self.config.session,
+            'overlaps': len(self.overlaps(excuse_lost=True)),
+            'holds_excused_from_overlaps': sum(1 for hold in self.holds if self.excused(hold)),
+            'lost_holds_of_paused_worker': len([hold for hold in self.lost_holds() if hold.owner.startswith(paused)]),
+            'lost_holds_of_running_workers': len([hold for hold in self.lost_holds()
+                                                  if not hold.owner.startswith(paused)]),
+            'acquire_timeouts': outcomes.get('acquire_ACQUIRE_TIMEOUT', 0),
+            'guarded_refused': {code: count for code, count in outcomes.items() if code.startswith('guarded_')},
+            'guarded_committed': sum(1 for hold in self.holds if hold.guarded and hold.committed),
+            'guarded_counters_total': sum(counter.applied for counter in self.guarded_counters.values()),
+            'takeovers': self.total('takeovers'),
+            'stolen_callbacks': len(self.stolen_callbacks()),
+            'signals': {name: {field: round(value, 1) if isinstance(value, float) else value
+                               for field, value in event.items()} for name, event in self.signals.items()},
+            'published': {worker['published']: worker['outcomes']
+                          for worker in self.workers if worker.get('published')},
+            'rows_reclaimed': sum(1 for outcome in self.reclaimed.values() if outcome == 'reclaimed'),
+        }
 
     def summary(self) -> Dict[str, Any]:
         """The figures worth printing (and quoting in docs/guarantees.rst)."""
@@ -504,6 +645,11 @@ def run_torture(engine: Any, workdir: pathlib.Path, config: TortureConfig) -> To
                 'heartbeat_batch_sizes': list(config.heartbeat_batch_sizes),
                 'client_kinds': list(config.client_kinds),
                 'guarded_probability': config.guarded_probability,
+                'hold_mix': config.hold_mix,
+                'set_size_range': list(config.set_size_range),
+                'session': config.session,
+                'expiry_period': config.expiry_period,
+                'holds_path': str(workdir / f'worker-{worker_id}.holds'),
                 'seed': config.seed * 100 + worker_id,
                 'time_limit': config.time_limit(),
                 'result_path': str(result_path),
@@ -515,14 +661,25 @@ def run_torture(engine: Any, workdir: pathlib.Path, config: TortureConfig) -> To
             worker.wait_for('ready', timeout=120)
         for worker, _ in workers_started:
             worker.send('go')
-        for worker, _ in workers_started:
-            worker.wait_for('done', timeout=config.time_limit() + 120)
-            worker.process.wait(timeout=60)
+        signals = Signals(config, [worker for worker, _ in workers_started], workdir)
+        published = PublishedFleet(config, engine.endpoint_url, lock_table)
+        try:
+            for worker_id, (worker, _) in enumerate(workers_started):
+                if worker_id in (config.kill_worker, config.pause_worker):
+                    signals.finish()    # the signals thread reads these workers' events until then
+                if worker_id != config.kill_worker:
+                    worker.wait_for('done', timeout=config.time_limit() + 120)
+                    worker.process.wait(timeout=60)
+        finally:
+            signals.finish()
+            published.stop()
     finally:
         for worker, _ in workers_started:
             worker.close()
     wall_seconds = time.monotonic() - started
-    workers = [json.loads(path.read_text(encoding='utf-8')) for _, path in workers_started]
+    workers = [json.loads(path.read_text(encoding='utf-8')) if worker_id != config.kill_worker
+               else killed_worker(worker_id, workdir) for worker_id, (_, path) in enumerate(workers_started)]
+    workers.extend(published.workers())
     holds = [Hold(*raw) for worker in workers for raw in worker['holds']]
     counters = {key: 0 for key in config.keys}
     guarded: Dict[str, GuardedCounter] = {}
@@ -533,14 +690,147 @@ def run_torture(engine: Any, workdir: pathlib.Path, config: TortureConfig) -> To
         else:
             counters[item['counter_key']] = int(item['value'])
     rows = scan_table(client, lock_table)
-    rows_left = [row for row in rows if 'released_at' not in row]
+    rows_left = [row for row in rows if 'released_at' not in row and not str(row['lock_key']).startswith(SESSION_ROWS)]
     released_rows = [row for row in rows if 'released_at' in row]
     reclaimed = reclaim(engine, lock_table, rows_left, config) if rows_left else {}
     for table in (lock_table, counter_table):
         client.delete_table(TableName=table)
     client.close()
     return TortureResult(config, workers, holds, counters, rows_left, wall_seconds, reclaimed, released_rows,
-                         guarded)
+                         guarded, signals.sent)
+
+
+SESSION_ROWS = 'python_dynamodb_lock/session/'
+
+
+def streamed_holds(workdir: pathlib.Path, worker_id: int) -> List[List[Any]]:
+    path = workdir / f'worker-{worker_id}.holds'
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding='utf-8').splitlines() if line.endswith(']')]
+
+
+def killed_worker(worker_id: int, workdir: pathlib.Path) -> Dict[str, Any]:
+    """What is known of a worker SIGKILLed mid-run: the holds it recorded before it died."""
+    return {'worker_id': worker_id, 'killed': True, 'elapsed': 0.0, 'holds': streamed_holds(workdir, worker_id),
+            'callbacks': [], 'outcomes': {}, 'errors': [], 'library_errors': [], 'thread_failures': [],
+            'heartbeat_threads_before_close': {}, 'heartbeat_threads_after_close': {}, 'clients': 0, 'faults': {},
+            'calls': {}, 'partial_sets': []}
+
+
+class Signals:
+    """SIGKILL ``config.kill_worker``, then SIGSTOP ``config.pause_worker`` (for ``pause_seconds``,
+    then SIGCONT), each at once when it announces (event ``holding``, asked for once it recorded
+    ``signal_after_holds`` holds) that it is inside a hold; ``sent`` records what was done when."""
+
+    def __init__(self, config: TortureConfig, workers: List[WorkerProcess], workdir: pathlib.Path) -> None:
+        self.config, self.workers, self.workdir = config, workers, workdir
+        self.sent: Dict[str, Any] = {}
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.run, name='torture-signals', daemon=True)
+        if config.kill_worker is not None or config.pause_worker is not None:
+            self.thread.start()
+
+    def wait_for_holding(self, worker_id: int) -> Optional[Dict[str, Any]]:
+        """Once the worker recorded ``signal_after_holds`` holds, ask it to announce its next exclusive
+        or set hold; its ``holding`` event, or None if it said ``done`` first (put back for the runner)."""
+        worker = self.workers[worker_id]
+        while len(streamed_holds(self.workdir, worker_id)) < self.config.signal_after_holds:
+            if worker.process.poll() is not None:
+                return None
+            time.sleep(0.2)
+        try:
+            worker.send('announce')
+        except OSError:
+            return None
+        while not self.stopping.is_set():
+            try:   # not next_event(): its timeout asks the worker for stack traces
+                event = worker.events.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            if event is None:
+                worker.events.put(None)
+                return None
+            if event['event'] == 'holding':
+                return event
+            if event['event'] == 'done':
+                worker.events.put(event)
+                return None
+        return None
+
+    def run(self) -> None:
+        config = self.config
+        if config.kill_worker is not None:
+            holding = self.wait_for_holding(config.kill_worker)
+            if holding is not None:
+                self.workers[config.kill_worker].process.kill()
+                self.sent['killed'] = {'worker': config.kill_worker, 'at': time.monotonic(), 'holding': holding['keys']}
+        if config.pause_worker is not None:
+            holding = self.wait_for_holding(config.pause_worker)
+            if holding is not None:
+                pid = self.workers[config.pause_worker].pid
+                os.kill(pid, signal.SIGSTOP)
+                stopped = time.monotonic()
+                time.sleep(config.pause_seconds)
+                os.kill(pid, signal.SIGCONT)
+                self.sent['paused'] = {'worker': config.pause_worker, 'from': stopped, 'to': time.monotonic(),
+                                       'holding': holding['keys']}
+
+    def finish(self) -> None:
+        """Wait until the signals were sent (a paused worker is always continued)."""
+        while self.thread.is_alive():
+            self.thread.join(1.0)
+
+
+class PublishedFleet:
+    """Published clients (``tests/_published_worker.py``, one process per version) contending for
+    random keys of the torture until stopped; each hold is recorded as an exclusive ``published``
+    hold, from the answer ``acquired`` to just before ``release`` is sent (inside its real tenure)."""
+
+    def __init__(self, config: TortureConfig, endpoint: str, table: str) -> None:
+        from test_interop import Published
+
+        self.config = config
+        self.stopping = threading.Event()
+        self.clients = [Published(version, endpoint, table, heartbeat=config.heartbeat, safe=config.safe_period,
+                                  lease=config.lease, expiry=config.expiry_period or 3600.0)
+                        for version in config.published]
+        self.holds: List[List[List[Any]]] = [[] for _ in self.clients]
+        self.outcomes: List[Dict[str, int]] = [{} for _ in self.clients]
+        self.threads = [threading.Thread(target=self.contend, args=(index,), name=f'published-{index}', daemon=True)
+                        for index in range(len(self.clients))]
+        for thread in self.threads:
+            thread.start()
+
+    def contend(self, index: int) -> None:
+        client, rng = self.clients[index], random.Random(self.config.seed * 31 + index)
+        owner = f'published-{self.config.published[index]}'
+        while not self.stopping.is_set():
+            key = rng.choice(self.config.keys)
+            answer = client.acquire(key, timeout=1.0, period=0.2)
+            outcome = answer.get('code', answer['event'])
+            self.outcomes[index][outcome] = self.outcomes[index].get(outcome, 0) + 1
+            if answer['event'] != 'acquired':
+                continue
+            start = time.monotonic()
+            self.stopping.wait(rng.uniform(0.0, 0.05))
+            end = time.monotonic()
+            client.send(cmd='release')
+            self.holds[index].append([key, owner, start, end, answer['version'], answer['version'], 'LOCKED',
+                                      'released', 'RELEASED', False, 0.0, 'published', None, False, '', '',
+                                      'published'])
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(30)
+        for client in self.clients:
+            client.close()
+
+    def workers(self) -> List[Dict[str, Any]]:
+        return [{**killed_worker(-1 - index, pathlib.Path('/nonexistent')), 'killed': False, 'published': version,
+                 'holds': self.holds[index], 'outcomes': self.outcomes[index]}
+                for index, version in enumerate(self.config.published)]
 
 
 def reclaim(engine: Any, lock_table: str, rows: List[Dict[str, Any]], config: TortureConfig) -> Dict[str, str]:
@@ -555,7 +845,8 @@ def reclaim(engine: Any, lock_table: str, rows: List[Dict[str, Any]], config: To
         engine.resource(), table_name=lock_table, owner_name='torture-reclaimer',
         heartbeat_period=datetime.timedelta(seconds=config.heartbeat),
         safe_period=datetime.timedelta(seconds=config.safe_period),
-        lease_duration=datetime.timedelta(seconds=config.lease),
+        lease_duration=datetime.timedelta(seconds=config.lease), session=config.session,
+        **({'expiry_period': datetime.timedelta(seconds=config.expiry_period)} if config.expiry_period else {}),
     )
     outcome: Dict[str, str] = {}
 
@@ -563,7 +854,7 @@ def reclaim(engine: Any, lock_table: str, rows: List[Dict[str, Any]], config: To
         try:
             lock = lock_client.acquire_lock(
                 key, sort_key, retry_period=datetime.timedelta(seconds=retry_period),
-                retry_timeout=datetime.timedelta(seconds=config.lease + 2 * retry_period + 1.0),
+                retry_timeout=datetime.timedelta(seconds=2 * config.lease + 2 * retry_period + 5.0),
             )
             lock.release(best_effort=False)
             outcome[key] = 'reclaimed'

@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import faulthandler
+import inspect
 import json
 import logging
 import os
@@ -48,7 +49,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Generator, List, Optional, Tuple
 
 TESTS_DIR = pathlib.Path(__file__).resolve().parent.parent
 REPO_ROOT = TESTS_DIR.parent
@@ -234,6 +235,10 @@ class Contender:
                 lease_duration=seconds(params['lease']),
                 heartbeat_batch_size=batch_sizes[index % len(batch_sizes)],
             )
+            if params.get('session'):
+                settings['session'] = True
+            if params.get('expiry_period'):
+                settings['expiry_period'] = seconds(params['expiry_period'])
             if self.kinds[index] == THREADED:
                 dynamodb: Any = make_resource(session, endpoint_url, total_attempts)
             else:
@@ -267,6 +272,10 @@ class Contender:
         self.hold_count = 0
         self.errors: List[str] = []
         self.deadline = time.monotonic() + params['time_limit']
+        holds_path = params.get('holds_path')
+        self.stream = open(holds_path, 'a', encoding='utf-8') if holds_path else None   # noqa: SIM115
+        self.partial_sets: List[str] = []
+        self.announce_requested = False   # the parent's 'announce': tell it of the next exclusive or set hold
 
     def _count_call(self, event_name: str = '', **_: Any) -> None:
         with self.calls_guard:
@@ -287,9 +296,11 @@ class Contender:
         with self.outcomes_guard:
             self.outcomes[outcome] += 1
 
-    def on_callback(self, code: str, lock: DynamoDBLock) -> None:
-        self.callbacks.append([code, lock.partition_key, lock.owner_name, lock.record_version_number,
-                               time.monotonic(), lock.status])
+    def on_callback(self, code: str, lock: Any) -> None:
+        """Records a callback of a lock, or of each lock of a multi-lock (called once for the set)."""
+        for each in getattr(lock, 'locks', (lock,)):
+            self.callbacks.append([code, each.partition_key, each.owner_name, each.record_version_number,
+                                   time.monotonic(), each.status])
 
     def run_thread(self, index: int) -> None:
         params = self.params
@@ -297,6 +308,9 @@ class Contender:
         client = self.lock_clients[index % len(self.lock_clients)]
         owner = self.owner_names[index % len(self.lock_clients)]
         while time.monotonic() < self.deadline and self.take_ticket():
+            if params.get('hold_mix'):
+                drive_sync(self.mixed_hold(client, owner, rng, THREADED), self.counter_client, self.params)
+                continue
             key = rng.choice(params['keys'])
             method, arguments = self.next_acquisition(rng)
             try:
@@ -369,12 +383,18 @@ class Contender:
 
     def record_hold(self, lock: Any, key: str, owner: str, start: float, end: float, version_at_acquire: str,
                     before_release: Tuple[str, str], outcome: str, committed: bool, hold_seconds: float,
-                    kind: str, *guarded: Any) -> None:
-        """One row of ``holds`` (the runner's checks read it by position)."""
+                    kind: str, *guarded: Any, mode: str = 'exclusive') -> None:
+        """One row of ``holds`` (the runner's checks read it by position); with ``holds_path``, also
+        appended to that file at once, so that the holds of a worker killed later are known."""
         status_before_release, version_before_release = before_release
-        self.holds.append([key, owner, start, end, version_at_acquire, version_before_release,
-                           status_before_release, outcome, lock.status, committed, round(hold_seconds, 4), kind,
-                           lock.fencing_token, *guarded])
+        row = [key, owner, start, end, version_at_acquire, version_before_release, status_before_release, outcome,
+               lock.status, committed, round(hold_seconds, 4), kind, lock.fencing_token,
+               *(guarded or (False, '', '')), mode]
+        self.holds.append(row)
+        if self.stream is not None:
+            with self.outcomes_guard:
+                self.stream.write(json.dumps(row) + '\n')
+                self.stream.flush()
 
     def hold(self, lock: DynamoDBLock, key: str, owner: str, rng: random.Random) -> None:
         params = self.params
@@ -425,6 +445,123 @@ class Contender:
         self.record_hold(lock, key, owner, start, end, version_at_acquire, before_release, outcome, committed,
                          hold_seconds, THREADED, True, hold_id, write_error)
 
+    # -- mixed holds (hold_mix): sets of keys, shared locks, ordered single acquires --------
+
+    def mixed_hold(self, client: Any, owner: str, rng: random.Random, kind: str) -> Steps:
+        """One hold of a kind drawn from ``hold_mix``, as steps that :func:`drive_sync` (threaded
+        client) or :func:`drive_async` (asyncio client) carry out: ``exclusive`` (one key),
+        ``shared`` (one key, ``shared=True``: reads its guarded counter, writes nothing), ``set``
+        (``acquire_locks`` of 1-10 keys in random order, one guarded transaction over all of
+        them) or ``ordered`` (single acquires of a sorted sample, each written through its lock).
+        Exclusive writes always go through the locks, so a holder paused past its lease is refused."""
+        params = self.params
+        mix = params['hold_mix']
+        mode = rng.choices(list(mix), weights=list(mix.values()))[0]
+        size = rng.randint(*params['set_size_range'])
+        arguments = {'retry_period': seconds(rng.uniform(*params['retry_period_range'])),
+                     'retry_timeout': seconds(params['acquire_timeout']), 'app_callback': self.on_callback}
+        keys = [rng.choice(params['keys'])] if mode in ('exclusive', 'shared') else rng.sample(params['keys'], size)
+        if mode == 'ordered':
+            keys.sort()
+        locks: List[Any] = []
+        multi: Any = None
+        for key in keys if mode != 'set' else []:
+            try:
+                locks.append((yield 'call', client.acquire_lock, (key,), {**arguments, 'shared': mode == 'shared'}))
+            except DynamoDBLockError as error:
+                self.acquire_failed(key, error)
+                for lock in locks:   # an ordered pocket given up: its holds are recorded, unwritten
+                    start = time.monotonic()
+                    outcome = yield from self.release_steps(lock)
+                    self.record_hold(lock, lock.partition_key, owner, start, time.monotonic(),
+                                     lock.record_version_number, (lock.status, lock.record_version_number),
+                                     outcome, False, 0.0, kind, True, self.new_hold_id(), 'given_up', mode=mode)
+                return
+        if mode == 'set':
+            try:
+                multi = yield 'call', client.acquire_locks, (keys,), arguments
+            except DynamoDBLockError as error:
+                self.acquire_failed(' '.join(keys), error)
+                return
+            locks = list(multi.locks)
+            self.check_set(keys, multi)
+        start = time.monotonic()
+        versions = [lock.record_version_number for lock in locks]
+        hold_seconds = self.hold_seconds(rng)
+        hold_id = self.new_hold_id()
+        with self.outcomes_guard:
+            announce = self.announce_requested and mode != 'shared'
+            self.announce_requested = self.announce_requested and not announce
+        if announce:   # the parent signals this process now, while it holds these keys
+            hold_seconds = max(hold_seconds, 1.0)
+            emit('holding', keys=keys, hold_id=hold_id)
+        committed, errors = [False] * len(locks), [''] * len(locks)
+        try:
+            values = []
+            for key in keys:
+                values.append((yield 'get', key))
+            yield 'sleep', hold_seconds
+        except Exception as error:   # the engine itself failed: recorded, not counted
+            self.errors.append(f'critical section on {keys}: {error!r}')
+            mode_writes: List[Tuple[Any, Dict[str, Any]]] = []
+        else:
+            mode_writes = self.mixed_writes(mode, multi, locks, values, hold_id, owner, versions)
+        for index, (target, write) in enumerate(mode_writes):
+            try:
+                yield 'call', target, (), write
+                committed[index:len(locks) if mode == 'set' else index + 1] = \
+                    [True] * (len(locks) - index if mode == 'set' else 1)
+            except Exception as error:   # LOCK_STOLEN, UNKNOWN: recorded, checked by the runner
+                code = self.record_guarded_error(error)
+                errors[index:len(locks) if mode == 'set' else index + 1] = \
+                    [code] * (len(locks) - index if mode == 'set' else 1)
+        end = time.monotonic()
+        before_release = [(lock.status, lock.record_version_number) for lock in locks]
+        outcomes = []
+        for target in [multi] if mode == 'set' else locks:
+            outcomes.append((yield from self.release_steps(target)))
+        for index, lock in enumerate(locks):
+            guarded = () if mode == 'shared' else (True, hold_id, errors[index])
+            self.record_hold(lock, lock.partition_key, owner, start, end, versions[index], before_release[index],
+                             outcomes[0 if mode == 'set' else index], committed[index], hold_seconds, kind,
+                             *guarded, mode=mode)
+
+    def mixed_writes(self, mode: str, multi: Any, locks: List[Any], values: List[int], hold_id: str, owner: str,
+                     versions: List[str]) -> List[Tuple[Any, Dict[str, Any]]]:
+        """The guarded writes of a mixed hold: (the bound method, its arguments); none for a reader,
+        one transaction over every key for a set, one write per lock otherwise."""
+        if mode == 'shared':
+            return []
+        updates = [self.guarded_update(lock.partition_key, value, hold_id, owner, version, as_transaction=True)[1]
+                   for lock, value, version in zip(locks, values, versions)]
+        if mode == 'set':
+            return [(multi.transact_write_items,
+                     {'TransactItems': [item for update in updates for item in update['TransactItems']]})]
+        return [(lock.transact_write_items, update) for lock, update in zip(locks, updates)]
+
+    def check_set(self, keys: List[str], multi: Any) -> None:
+        """A returned set holds every key asked for, each held by this acquisition (``LOCKED``, or
+        ``IN_DANGER`` when a loaded machine made the acquisition slower than ``safe_period``), with
+        a token."""
+        locks, held = multi.locks, (DynamoDBLock.LOCKED, DynamoDBLock.IN_DANGER)
+        if [lock.partition_key for lock in locks] != keys or multi.status not in held \
+                or any(lock.status not in held or lock.fencing_token is None for lock in locks):
+            self.partial_sets.append(f'asked {keys}, got {[(lock.partition_key, lock.status) for lock in locks]}')
+
+    def release_steps(self, target: Any) -> Steps:
+        """:meth:`release` as steps, for a lock or a multi-lock of either kind of client."""
+        for _ in range(3):
+            try:
+                yield 'call', target.release, (), {'best_effort': False}
+                return self.released(target)
+            except DynamoDBLockError as error:
+                final = self.release_failed(target, error)
+                if final is not None:
+                    return final
+                yield 'sleep', 0.05
+        yield 'call', target.release, (), {'best_effort': True}
+        return 'abandoned'
+
     def release(self, lock: DynamoDBLock) -> str:
         """Strict release, retried on UNKNOWN; falls back to best effort (the row then expires)."""
         for _ in range(3):
@@ -461,6 +598,10 @@ class Contender:
         client = self.lock_clients[index % len(self.lock_clients)]
         owner = self.owner_names[index % len(self.lock_clients)]
         while time.monotonic() < self.deadline and self.take_ticket():
+            if params.get('hold_mix'):
+                await drive_async(self.mixed_hold(client, owner, rng, ASYNCIO), self.async_counter_client,
+                                  self.params)
+                continue
             key = rng.choice(params['keys'])
             method, arguments = self.next_acquisition(rng)
             try:
@@ -574,6 +715,8 @@ class Contender:
             tasks.result()
         elapsed = time.monotonic() - started
         alive_before_close = self.background_alive()
+        if self.stream is not None:
+            self.stream.close()
         for injector in self.injectors:
             injector.pause_random()
         for client, kind in zip(self.lock_clients, self.kinds):
@@ -618,7 +761,70 @@ class Contender:
             'faults_by_client_kind': faults_by_client_kind,
             'calls': dict(self.calls),
             'remaining': self.remaining,
+            'partial_sets': self.partial_sets,
         }
+
+
+Steps = Generator[Any, Any, Any]
+
+
+def counter_value(response: Dict[str, Any]) -> int:
+    return int(response['Item']['value']['N']) if 'Item' in response else 0
+
+
+def guarded_counter_key(key: str) -> Dict[str, Any]:
+    return {'counter_key': {'S': f'guarded#{key}'}}
+
+
+def next_step(steps: Steps, reply: Any, failure: Optional[BaseException]) -> Tuple[bool, Any]:
+    """(False, the next step) or (True, the steps' result), sending a reply or throwing a failure."""
+    try:
+        return False, steps.throw(failure) if failure is not None else steps.send(reply)
+    except StopIteration as stop:
+        return True, stop.value
+
+
+def counter_read(params: Dict[str, Any], key: str) -> Dict[str, Any]:
+    return {'TableName': params['counter_table'], 'Key': guarded_counter_key(key), 'ConsistentRead': True}
+
+
+def drive_sync(steps: Steps, counter: Any, params: Dict[str, Any]) -> Any:
+    """Carry out the steps of :meth:`Contender.mixed_hold` with blocking calls."""
+    reply, failure = None, None
+    while True:
+        finished, step = next_step(steps, reply, failure)
+        if finished:
+            return step
+        reply, failure = None, None
+        try:
+            if step[0] == 'call':
+                reply = step[1](*step[2], **step[3])
+            elif step[0] == 'sleep':
+                time.sleep(step[1])
+            else:
+                reply = counter_value(counter.get_item(**counter_read(params, step[1])))
+        except Exception as error:   # handed to the steps, which decide
+            failure = error
+
+
+async def drive_async(steps: Steps, counter: Any, params: Dict[str, Any]) -> Any:
+    """:func:`drive_sync` on the event loop (an asyncio lock client, the aiobotocore counter client)."""
+    reply, failure = None, None
+    while True:
+        finished, step = next_step(steps, reply, failure)
+        if finished:
+            return step
+        reply, failure = None, None
+        try:
+            if step[0] == 'call':
+                reply = step[1](*step[2], **step[3])
+                reply = await reply if inspect.isawaitable(reply) else reply
+            elif step[0] == 'sleep':
+                await asyncio.sleep(step[1])
+            else:
+                reply = counter_value(await counter.get_item(**counter_read(params, step[1])))
+        except Exception as error:   # handed to the steps, which decide
+            failure = error
 
 
 def run_contend(params: Dict[str, Any]) -> None:
@@ -628,6 +834,14 @@ def run_contend(params: Dict[str, Any]) -> None:
     if line.strip() != 'go':
         emit('aborted', reason=f'expected "go", got {line!r}')
         return
+
+    def read_commands() -> None:
+        for command in sys.stdin:
+            if command.strip() == 'announce':
+                with contender.outcomes_guard:
+                    contender.announce_requested = True
+
+    threading.Thread(target=read_commands, name='commands', daemon=True).start()
     result = contender.run()
     pathlib.Path(params['result_path']).write_text(json.dumps(result), encoding='utf-8')
     emit('done', holds=len(result['holds']), elapsed=result['elapsed'])
