@@ -92,9 +92,10 @@ def test_the_mixed_checks_catch_overlaps_of_sets_and_shared_holds() -> None:
     assert overlaps(hold('w0', 0, 2, 'exclusive'), hold('w1', 1, 3, 'set')) == 1      # two writers
     assert overlaps(hold('w0', 0, 5, 'set'), hold('w1', 1, 2, 'shared'), hold('w3', 3, 4, 'shared')) == 2
     assert overlaps(hold('w0', 0, 2, 'set'), hold('w1', 2.5, 3, 'exclusive')) == 0
-    # A hold that lost its lock (reported), or of the paused worker across the pause, is excused;
-    # a hold of a running worker, or of the paused one outside the pause, is not.
+    # Only a hold that lost its lock as the library reported (LOCK_STOLEN) is excused: the paused
+    # worker's holds across the pause too must have been told (their strict release raises).
     assert overlaps(hold('w0', 0, 2, 'set', 'LOCK_STOLEN'), hold('w1', 1, 3, 'set')) == 0
-    assert overlaps(hold('w2', 9, 21, 'shared'), hold('w1', 15, 16, 'set')) == 0
+    assert overlaps(hold('w2', 9, 21, 'shared', 'LOCK_STOLEN'), hold('w1', 15, 16, 'set')) == 0
+    assert overlaps(hold('w2', 9, 21, 'shared'), hold('w1', 15, 16, 'set')) == 1
     assert overlaps(hold('w2', 21, 23, 'shared'), hold('w1', 22, 24, 'set')) == 1
     assert overlaps(hold('w3', 9, 21, 'shared'), hold('w1', 15, 16, 'set')) == 1

@@ -386,16 +386,12 @@ class TortureResult:
         return problems
 
     def excused(self, hold: Hold) -> bool:
-        """Whether a hold may outlast its tenure: it lost its lock to a takeover (as the library
-        reported), or it is a hold of the paused worker that spans the pause. A paused holder whose
-        lock was taken over and already released again by the taker finds the row free when it
-        resumes: its release returns without an error, so only the pause window tells. Its
-        writes are still checked: refused, or applied before the takeover (exact counters)."""
-        paused = self.signals.get('paused')
-        if hold.lost or not paused:
-            return hold.lost
-        prefix = f'torture-{self.worker_prefix(paused["worker"])}'
-        return hold.owner.startswith(prefix) and hold.start < paused['to'] and hold.end > paused['from']
+        """Whether a hold may outlast its tenure: it lost its lock to a takeover, as the library
+        reported (a heartbeat's LOCK_STOLEN, or the strict release's: a paused holder whose lock
+        was taken over, and released again by the taker, finds the row gone when it resumes, and
+        its release raises LOCK_STOLEN with reason ROW_GONE). Its writes are still checked:
+        refused, or applied before the takeover (exact counters)."""
+        return hold.lost
 
     def lost_holds(self) -> List[Hold]:
         return [hold for hold in self.holds if hold.lost]
