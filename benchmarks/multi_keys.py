@@ -1,5 +1,7 @@
 """Acquiring k keys: ``acquire_locks`` (one transaction) against k single ``acquire_lock`` calls
-in a fixed order, on DynamoDB Local, for k = 1, 5, 25, 100.
+in a fixed order, on DynamoDB Local, for k = 1, 5, 25, 100; and, side by side in the same run,
+the published 0.9.1 package's k single ``acquire_lock`` calls (it has no way to take several
+keys at once), in a process of its own.
 
 Usage (from the repository root)::
 
@@ -20,6 +22,7 @@ import argparse
 import datetime
 import json
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,8 +31,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
+if '--published-worker' in sys.argv:    # this process measures the published package found there
+    sys.path.insert(0, sys.argv[sys.argv.index('--published-worker') + 1])
 
-from run_benchmarks import TABLE_NAME, Engine, create_lock_table, log, warm_up_engine  # noqa: E402
+from run_benchmarks import (IMPLEMENTATIONS, TABLE_NAME, Engine, create_lock_table, install_published, log,  # noqa: E402
+                            warm_up_engine)
 
 SIZES = (1, 5, 25, 100)
 
@@ -41,6 +47,8 @@ def parse_arguments(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser.add_argument('--endpoint', help='a running DynamoDB endpoint (default: start DynamoDB Local)')
     parser.add_argument('--warm-up', type=float, default=5.0, help='seconds of engine warm-up (default 5)')
     parser.add_argument('--output', type=Path, help='write the figures as JSON here')
+    parser.add_argument('--no-published', action='store_true', help='leave the published 0.9.1 package out')
+    parser.add_argument('--published-worker', help=argparse.SUPPRESS)   # internal: measure the package there
     return parser.parse_args(argv)
 
 
@@ -60,8 +68,9 @@ class CallCounter:
         self.count += 1
 
 
-def measure(way: str, k: int, cycles: int, client: Any, counter: CallCounter) -> Dict[str, Any]:
-    keys = [f'bench-{k}-{index}' for index in range(k)]
+def measure(way: str, k: int, cycles: int, client: Any, counter: CallCounter,
+            prefix: str = 'bench') -> Dict[str, Any]:
+    keys = [f'{prefix}-{k}-{index}' for index in range(k)]
 
     def acquire_each() -> Callable[[], None]:
         locks = [client.acquire_lock(key, retry_timeout=datetime.timedelta(0)) for key in keys]
@@ -93,10 +102,48 @@ def measure(way: str, k: int, cycles: int, client: Any, counter: CallCounter) ->
             'p99_ms': percentile(latencies, 0.99)}
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    arguments = parse_arguments(argv)
+def make_resource(endpoint_url: str) -> Any:
     import boto3
 
+    return boto3.resource('dynamodb', endpoint_url=endpoint_url, region_name='us-east-1',
+                          aws_access_key_id='benchmark', aws_secret_access_key='benchmark')
+
+
+def published_worker(arguments: argparse.Namespace) -> int:
+    """In a process of its own: the published package's k single acquires, as JSON rows."""
+    from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient as PublishedClient
+
+    resource = make_resource(str(arguments.endpoint))
+    counter = CallCounter(resource.meta.client)
+    client = PublishedClient(resource, table_name=TABLE_NAME, owner_name='multi-keys-benchmark-0.9.1')
+    rows = []
+    try:
+        for k in (int(size) for size in arguments.sizes.split(',')):
+            # Keys of its own: the published client takes a kept released row for a held lock.
+            row = measure('acquire_lock x k', k, arguments.cycles, client, counter, prefix='published')
+            row['way'] = '0.9.1 acquire_lock x k'
+            rows.append(row)
+    finally:
+        client.close()
+    print(json.dumps(rows))
+    return 0
+
+
+def measure_published(arguments: argparse.Namespace, endpoint_url: str) -> List[Dict[str, Any]]:
+    implementation = IMPLEMENTATIONS['0.9.1']
+    install_published(implementation)
+    log(f'published 0.9.1: acquire_lock x k, {arguments.cycles} cycles per k')
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), '--published-worker',
+                           str(implementation.path), '--endpoint', endpoint_url, '--cycles', str(arguments.cycles),
+                           '--sizes', arguments.sizes], check=True, capture_output=True, text=True)
+    rows: List[Dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return rows
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    arguments = parse_arguments(argv)
+    if arguments.published_worker:
+        return published_worker(arguments)
     from python_dynamodb_lock import DynamoDBLockClient
 
     engine = Engine(arguments.endpoint)
@@ -106,8 +153,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         create_lock_table(low_level, TABLE_NAME)
         log(f'warming the engine up for {arguments.warm_up}s')
         warm_up_engine(low_level, TABLE_NAME, arguments.warm_up)
-        resource = boto3.resource('dynamodb', endpoint_url=engine.endpoint_url, region_name='us-east-1',
-                                  aws_access_key_id='benchmark', aws_secret_access_key='benchmark')
+        resource = make_resource(engine.endpoint_url)
         counter = CallCounter(resource.meta.client)
         client = DynamoDBLockClient(resource, table_name=TABLE_NAME, owner_name='multi-keys-benchmark',
                                     background_heartbeats=False)
@@ -118,11 +164,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     rows.append(measure(way, k, arguments.cycles, client, counter))
         finally:
             client.close()
+        if not arguments.no_published:
+            rows.extend(measure_published(arguments, engine.endpoint_url))
     finally:
         engine.stop()
-    print(f'\n{"way":<18} {"k":>4} {"calls/acquire":>14} {"calls/release":>14} {"p50 ms":>9} {"p99 ms":>9}')
+    print(f'\n{"way":<24} {"k":>4} {"calls/acquire":>14} {"calls/release":>14} {"p50 ms":>9} {"p99 ms":>9}')
     for row in rows:
-        print(f'{row["way"]:<18} {row["k"]:>4} {row["calls_per_acquire"]:>14.1f} {row["calls_per_release"]:>14.1f} '
+        print(f'{row["way"]:<24} {row["k"]:>4} {row["calls_per_acquire"]:>14.1f} {row["calls_per_release"]:>14.1f} '
               f'{row["p50_ms"]:>9.2f} {row["p99_ms"]:>9.2f}')
     if arguments.output is not None:
         arguments.output.write_text(json.dumps({'engine': engine.name, 'rows': rows}, indent=2))
