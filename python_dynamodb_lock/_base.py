@@ -488,9 +488,12 @@ class ClientCore(Generic[L]):
         if wake:
             self._registry.wake_longest_waiting(lock.unique_identifier)
 
-    def _release_attributes(self, attributes: Any) -> Optional[Mapping[str, Any]]:
-        """``release_lock(attributes=...)`` checked before anything is written (None: none)."""
-        checked = check_release_attributes(self._schema, attributes, True)   # whether the row is kept: at release
+    def _release_attributes(self, lock: Any, attributes: Any, keep_row: Any) -> Optional[Mapping[str, Any]]:
+        """``release_lock(attributes=..., keep_row=...)`` checked before anything is written: the
+        attributes to write (None: none), which only a release that keeps the row can write."""
+        if keep_row is not None:
+            require_bool('keep_row', keep_row)
+        checked = check_release_attributes(self._schema, attributes, lock.keep_row if keep_row is None else keep_row)
         return checked or None
 
     def _releasing(self, lock: Any, best_effort: bool, attributes: Optional[Mapping[str, Any]] = None,
@@ -498,9 +501,7 @@ class ClientCore(Generic[L]):
         """``release_lock``: one hold of a reentrant lock, or the release itself under the
         lock's mutex (a heartbeat of it under way finishes first). True when this call
         released the lock (see :attr:`ReleaseVerdict.released`), or one of its holds.
-        ``keep_row`` None: the lock's."""
-        if keep_row is not None:
-            require_bool('keep_row', keep_row)
+        ``attributes`` and ``keep_row`` (None: the lock's) as :meth:`_release_attributes` checked them."""
         yield Hold(lock)
         try:
             if attributes and lock.shared:
@@ -512,7 +513,6 @@ class ClientCore(Generic[L]):
                 raise ValueError(f'attributes are written when the last hold of {lock.unique_identifier} is released; '
                                  f'{lock._holds} holds remain (it was acquired reentrantly)')
             keep = lock.keep_row if keep_row is None else keep_row
-            check_release_attributes(self._schema, attributes, keep)
             nested = self._release_nested(lock, best_effort)
             if nested is not None:
                 return nested

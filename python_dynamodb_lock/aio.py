@@ -311,7 +311,8 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         self._check_process()
         if not isinstance(lock, AsyncDynamoDBLock):
             raise TypeError(f'release_lock takes an AsyncDynamoDBLock, not {type(lock).__name__}')
-        return asyncio.shield(self._start_release(lock, best_effort, self._release_attributes(attributes), keep_row))
+        attributes = self._release_attributes(lock, attributes, keep_row)
+        return asyncio.shield(self._start_release(lock, best_effort, attributes, keep_row))
 
     async def close(self, release_locks: bool = False) -> None:
         """Stop the background tasks, promptly; a second call is a no-op. Held locks are released

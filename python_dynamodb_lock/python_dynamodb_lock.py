@@ -357,7 +357,8 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         self._check_process()
         if not isinstance(lock, DynamoDBLock):
             raise TypeError(f'release_lock takes a DynamoDBLock, not {type(lock).__name__}')
-        return self._run(self._releasing(lock, best_effort, self._release_attributes(attributes), keep_row))
+        attributes = self._release_attributes(lock, attributes, keep_row)
+        return self._run(self._releasing(lock, best_effort, attributes, keep_row))
 
     def close(self, release_locks: bool = False) -> None:
         """Stop the background threads, promptly; safe to call twice and from any thread.

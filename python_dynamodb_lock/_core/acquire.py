@@ -350,6 +350,10 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item],
     attempt_started = clock.monotonic()
     item, write = write_request(attempt, clock, blocking)
     new_version = item[COL_RECORD_VERSION_NUMBER]
+
+    def written(row: Optional[Mapping[str, Any]]) -> Written:
+        # What the row holds besides the lock comes along, unless the row is the application's item.
+        return Written(with_token(item, row, not attempt.lock_existing_item), attempt_started, blocking)
     if watch is not None and watch.expired_version is not None and blocking is not None:
         write = take_over_in_session(schema, write, watch.session_id, watch.expired_version, str(uuid.uuid4()),
                                      int(clock.time()))
@@ -371,16 +375,14 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item],
             # in the way (when it was cancelled: a condition failed, or a conflict), is read.
             row = yield from read_row(schema, attempt.partition_key, attempt.sort_key, 'read')
             if Schema.version_of(row) == new_version or isinstance(answer, Applied):
-                return Written(with_token(item, row if Schema.version_of(row) == new_version else None,
-                                          not attempt.lock_existing_item), attempt_started, blocking)
+                return written(row if Schema.version_of(row) == new_version else None)
             return _Blocked(row, attempt.lock_existing_item)
     if isinstance(answer, Applied):
-        return Written(with_token(item, answer.response.get('Attributes'), not attempt.lock_existing_item),
-                       attempt_started, blocking)
+        return written(answer.response.get('Attributes'))
     if isinstance(answer, Refused):
         if Schema.version_of(answer.item) == new_version:
             # Our write landed; botocore's retry met our own row.
-            return Written(with_token(item, answer.item, not attempt.lock_existing_item), attempt_started, blocking)
+            return written(answer.item)
         if answer.item is None and blocking is None:
             # No item, or an engine that ignores ALL_OLD: find out what is in the way.
             row = yield from read_row(schema, attempt.partition_key, attempt.sort_key, 'read')
@@ -395,7 +397,7 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item],
     if answer.maybe_applied:
         landed = yield from _settle_unanswered_write(attempt, clock, new_version)
         if landed is not None:
-            return Written(with_token(item, landed, not attempt.lock_existing_item), attempt_started, blocking)
+            return written(landed)
     raise write_failed(attempt, answer)
 
 
