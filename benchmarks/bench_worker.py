@@ -72,9 +72,10 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import boto3
+import botocore.config
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient, DynamoDBLockError
@@ -469,9 +470,9 @@ def _client_cpu_per_acquire_release(table: str, iterations: int) -> tuple:
 def _threaded_cpu(table: str, iterations: int, params: JsonDict) -> JsonDict:
     """:func:`_client_cpu_per_acquire_release`, and with ``params['split']`` or
     ``params['profile']`` the further passes of :func:`figure_cpu` on the same client."""
-    resource = make_resource('http://127.0.0.1:9')
-    CannedDynamoDB(resource.meta.client, 0.0)
-    client = DynamoDBLockClient(resource, table_name=table)
+    dynamodb, calls = _cpu_transport(str(params.get('client', 'resource')))
+    CannedDynamoDB(calls, 0.0)
+    client = DynamoDBLockClient(dynamodb, table_name=table)
     key = unique_prefix('cpu')
     # Not closed: the published client's close() waits up to a heartbeat period; the worker
     # process ends with os._exit.
@@ -479,7 +480,7 @@ def _threaded_cpu(table: str, iterations: int, params: JsonDict) -> JsonDict:
     acquire, release = _cpu_cycles(client, key, iterations)
     result: JsonDict = {'acquire': acquire, 'release': release}
     if params.get('split'):
-        timer = _ApiCallTimer(resource.meta.client)
+        timer = _ApiCallTimer(calls)
         result['total'] = sum(_cpu_cycles(client, key, iterations)) * iterations
         result['api_seconds'], result['api_calls'] = timer.seconds, timer.calls
     if params.get('profile'):
@@ -489,6 +490,22 @@ def _threaded_cpu(table: str, iterations: int, params: JsonDict) -> JsonDict:
         profiler.runcall(_cpu_cycles, client, key, iterations)
         result['profile'] = _profile_text(profiler, int(params['profile']))
     return result
+
+
+def _cpu_transport(kind: str) -> Tuple[Any, Any]:
+    """``(what the lock client is given, the boto3 client its calls go through)`` for the ``cpu``
+    figure's ``client`` parameter: ``resource`` (a boto3 resource, as the published client takes),
+    ``low-level`` (``boto3.client('dynamodb')``, which this project also takes), or
+    ``low-level-unvalidated`` (the same with ``Config(parameter_validation=False)``)."""
+    if kind == 'resource':
+        resource = make_resource('http://127.0.0.1:9')
+        return resource, resource.meta.client
+    if kind not in ('low-level', 'low-level-unvalidated'):
+        raise ValueError(f'unknown client kind {kind!r}')
+    config = botocore.config.Config(parameter_validation=kind == 'low-level')
+    client = boto3.client('dynamodb', endpoint_url='http://127.0.0.1:9', region_name='us-east-1',
+                          aws_access_key_id='benchmark', aws_secret_access_key='benchmark', config=config)
+    return client, client
 
 
 def _warm_up(client: Any, key: str, cycles: int) -> None:

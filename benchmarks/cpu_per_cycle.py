@@ -13,6 +13,7 @@ Usage::
     python benchmarks/cpu_per_cycle.py --trials 7 --iterations 2000
     python benchmarks/cpu_per_cycle.py --build before=/tmp/before   # another checkout of this project
     python benchmarks/cpu_per_cycle.py --profile 30          # also print a cProfile of ours
+    python benchmarks/cpu_per_cycle.py --low-level           # ours on boto3.client('dynamodb') too
 
 ``--build LABEL=PATH`` adds a checkout of this project (the folder holding its
 ``python_dynamodb_lock`` package, e.g. made with ``git worktree add`` or ``git archive``), measured
@@ -20,7 +21,10 @@ like this one, threaded and asyncio: the way to compare a change with the code b
 run. Each row also gives how the CPU of a cycle splits between botocore's ``_make_api_call``
 (building, validating, signing, sending and parsing each call, with boto3's resource-layer
 conversions) and everything outside it (the lock client's own work), from a second pass of
-each trial. Nothing is asserted: the figures are only printed (and written with ``--output``).
+each trial. ``--low-level`` adds this checkout's threaded client given a low-level client
+(``boto3.client('dynamodb')``, no resource layer), and the same with botocore's parameter
+validation turned off (``Config(parameter_validation=False)``): two choices an application can
+make, shown for what they cost. Nothing is asserted: the figures are only printed (and written with ``--output``).
 """
 from __future__ import annotations
 
@@ -55,6 +59,9 @@ def parse_arguments(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help='another checkout of this project to measure like this one (repeatable)')
     parser.add_argument('--no-async', dest='asynchronous', action='store_false',
                         help='leave the asyncio client out')
+    parser.add_argument('--low-level', action='store_true',
+                        help="also measure this checkout's threaded client on a low-level boto3 client, with "
+                             'and without botocore\'s parameter validation')
     parser.add_argument('--trials', type=int, default=5, help='rounds of trials (default 5)')
     parser.add_argument('--iterations', type=int, default=1000,
                         help='acquire + release cycles per trial (default 1000)')
@@ -64,8 +71,8 @@ def parse_arguments(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def entrants(arguments: argparse.Namespace) -> List[Tuple[str, str, Implementation]]:
-    """``(label, worker figure, implementation)`` for every client measured."""
+def entrants(arguments: argparse.Namespace) -> List[Tuple[str, str, Implementation, JsonDict]]:
+    """``(label, worker figure, implementation, worker parameters)`` for every client measured."""
     ours_like: List[Implementation] = []
     published: List[Implementation] = []
     for label in (item.strip() for item in arguments.implementations.split(',') if item.strip()):
@@ -83,22 +90,26 @@ def entrants(arguments: argparse.Namespace) -> List[Tuple[str, str, Implementati
         if not separator or not implementation.available():
             raise SystemExit(f'--build {build}: expected LABEL=PATH, PATH holding python_dynamodb_lock/')
         ours_like.append(implementation)
-    chosen = []
+    chosen: List[Tuple[str, str, Implementation, JsonDict]] = []
     for implementation in ours_like:
-        chosen.append((implementation.label, 'cpu', implementation))
+        chosen.append((implementation.label, 'cpu', implementation, {}))
         if arguments.asynchronous:
-            chosen.append((f'{implementation.label} asyncio', 'cpu_async', implementation))
-    chosen.extend((implementation.label, 'cpu', implementation) for implementation in published)
+            chosen.append((f'{implementation.label} asyncio', 'cpu_async', implementation, {}))
+        if arguments.low_level and implementation.label == 'ours':
+            chosen.append(('ours low-level', 'cpu', implementation, {'client': 'low-level'}))
+            chosen.append(('ours low-level unvalidated', 'cpu', implementation,
+                           {'client': 'low-level-unvalidated'}))
+    chosen.extend((implementation.label, 'cpu', implementation, {}) for implementation in published)
     return chosen
 
 
 def measure(arguments: argparse.Namespace) -> Dict[str, List[JsonDict]]:
     chosen = entrants(arguments)
-    trials: Dict[str, List[JsonDict]] = {label: [] for label, _, _ in chosen}
+    trials: Dict[str, List[JsonDict]] = {label: [] for label, _, _, _ in chosen}
     for round_number in range(arguments.trials):
         ordered = chosen if round_number % 2 == 0 else list(reversed(chosen))
-        for label, figure, implementation in ordered:
-            params: JsonDict = {'iterations': arguments.iterations}
+        for label, figure, implementation, extra in ordered:
+            params: JsonDict = {'iterations': arguments.iterations, **extra}
             if arguments.profile and round_number == 0 and implementation.pip_requirement is None:
                 params['profile'] = arguments.profile
             log(f'{label} (round {round_number + 1}/{arguments.trials})')
@@ -133,7 +144,7 @@ def report(trials: Dict[str, List[JsonDict]]) -> str:
         inside = statistics.median(trial['split_cpu_ms_in_api_calls'] for trial in results)
         outside = statistics.median(trial['split_cpu_ms_outside_api_calls'] for trial in results)
         versus = _ratios(trials, label, REFERENCE) if label != REFERENCE else []
-        threaded = label[:-len(' asyncio')] if label.endswith(' asyncio') else None
+        threaded = label.rsplit(' ', 1)[0] if label.endswith(' asyncio') else None
         threaded_ratios = _ratios(trials, label, threaded) if threaded in trials else []
         rows.append((label, f'{statistics.median(cpu):.3f} ({min(cpu):.3f}-{max(cpu):.3f})', f'{inside:.3f}',
                      f'{outside:.3f}', f'{results[0]["calls_per_acquire_release"]:g}',

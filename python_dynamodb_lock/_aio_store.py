@@ -10,7 +10,7 @@ from typing import Any, List, Union
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ._core.answers import Answer, Applied, judge_batch, judge_error
+from ._core.answers import Answer, judge_answer, judge_error
 from ._requests import Request
 from ._wire import Wire
 
@@ -32,6 +32,4 @@ class AsyncStore:
         except (ClientError, BotoCoreError) as exc:
             return judge_error(exc)
         response = self.wire.answer_to_python(request.operation, response)
-        if request.operation == 'batch_execute_statement':
-            return judge_batch(response, len(request.params['Statements']))
-        return Applied(response)
+        return judge_answer(request.operation, request.params, response)

@@ -1,9 +1,15 @@
 """The threaded client's executor: the one place that sends requests to DynamoDB.
 
-:class:`Store` runs a :class:`~python_dynamodb_lock._requests.Request` on the low-level client
-of the application's boto3 DynamoDB resource (``resource.meta.client``): unlike the resource
-itself, a client is safe to share between threads, and the resource's client still converts
-between Python values and DynamoDB's typed JSON and carries the application's event hooks.
+:class:`Store` runs a :class:`~python_dynamodb_lock._requests.Request` on a boto3 client, which
+is safe to share between threads (a resource is not):
+
+- the low-level client of the application's DynamoDB resource (``resource.meta.client``), which
+  still converts between Python values and DynamoDB's typed JSON (boto3's resource layer) and
+  carries the application's event hooks;
+- or a low-level client the application gave (``boto3.client('dynamodb')``), which speaks typed
+  JSON: :class:`~python_dynamodb_lock._wire.Wire` converts both ways, as for the asyncio client,
+  and each call skips the resource layer's copy and walks of the request.
+
 Every outcome comes back as an answer value (:mod:`python_dynamodb_lock._core.answers`); only
 an exception that is not botocore's (a bug, an interrupt) propagates.
 """
@@ -14,7 +20,7 @@ from typing import Any, Iterator, List, Union
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ._core.answers import Answer, Applied, judge_batch, judge_error, single
+from ._core.answers import Answer, Applied, judge_answer, judge_error, single
 from ._requests import Request
 from ._wire import Wire
 
@@ -22,24 +28,28 @@ __all__ = ['Store']
 
 
 class Store:
-    """Sends requests on one thread-safe boto3 client."""
+    """Sends requests on one thread-safe boto3 client; ``typed``: the client takes and gives
+    typed JSON (no resource layer on it)."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, typed: bool = False) -> None:
         self.client = client
+        self.typed = typed
         self.wire = Wire(client)
 
     def send(self, request: Request) -> Union[Answer, List[Answer]]:
         """The answer to one request; for ``batch_execute_statement`` a list of answers, one per
         statement, or one :class:`Failed` for the whole call."""
+        operation = request.operation
+        params = self.wire.to_typed(operation, request.params) if self.typed else request.params
         try:
-            response = getattr(self.client, request.operation)(**request.params)
+            response = getattr(self.client, operation)(**params)
         except (ClientError, BotoCoreError) as exc:
             return judge_error(exc)
         except decimal.DecimalException as exc:   # boto3 could not read a number in the answer
             return judge_error(exc)
-        if request.operation == 'batch_execute_statement':
-            return judge_batch(response, len(request.params['Statements']))
-        return Applied(response)
+        if self.typed:
+            response = self.wire.answer_to_python(operation, response)   # numbers read exactly
+        return judge_answer(operation, request.params, response)
 
     def pages(self, first: Request) -> Iterator[Answer]:
         """The answers to a paginated request (``scan``), page by page, until one fails."""
@@ -50,4 +60,3 @@ class Store:
             if not isinstance(answer, Applied) or not answer.response.get('LastEvaluatedKey'):
                 return
             params['ExclusiveStartKey'] = answer.response['LastEvaluatedKey']
-

@@ -7,6 +7,7 @@ once as generators of :class:`AdminCall`; :func:`run_admin` runs them on a boto3
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any, Dict, Generator, List, Mapping, NamedTuple, Optional, Tuple
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -278,13 +279,39 @@ def creation_failed(table_name: str, exc: BaseException) -> DynamoDBLockError:
                              reason=reason_of(exc))
 
 
-def low_level_client_of(dynamodb_resource: Any) -> Any:
-    """The low-level client of a boto3 DynamoDB resource; ``TypeError`` for anything else."""
-    low_level_client = getattr(getattr(dynamodb_resource, 'meta', None), 'client', None)
-    if low_level_client is None:
-        raise TypeError('dynamodb_resource must be a boto3 DynamoDB resource (boto3.resource("dynamodb")), '
-                        f'not {type(dynamodb_resource).__name__}')
-    return low_level_client
+def lock_transport_of(dynamodb: Any) -> Tuple[Any, bool]:
+    """The boto3 client a threaded lock client sends its calls on, given a DynamoDB resource
+    or a low-level DynamoDB client, and whether that client takes typed JSON (True: a plain
+    ``boto3.client('dynamodb')``; False: a resource's client, whose resource layer converts
+    Python values itself). ``TypeError`` for anything else, before any call."""
+    if getattr(getattr(dynamodb, 'meta', None), 'client', None) is not None:
+        return dynamodb.meta.client, False
+    service_model = getattr(getattr(dynamodb, 'meta', None), 'service_model', None)
+    is_dynamodb = getattr(service_model, 'service_name', None) == 'dynamodb'
+    if not is_dynamodb or not callable(getattr(dynamodb, 'update_item', None)):
+        raise TypeError('dynamodb_resource must be a boto3 DynamoDB resource (boto3.resource("dynamodb")) '
+                        f'or a low-level DynamoDB client (boto3.client("dynamodb")), not {type(dynamodb).__name__}')
+    if _is_asyncio_client(dynamodb):
+        raise TypeError('this is an asyncio (aiobotocore) client: use python_dynamodb_lock.aio.AsyncDynamoDBLockClient')
+    return dynamodb, not _converts_python_values(dynamodb)
+
+
+def _is_asyncio_client(client: Any) -> bool:
+    return inspect.iscoroutinefunction(client.update_item) or any(
+        kind.__module__.startswith('aiobotocore.') for kind in type(client).__mro__)
+
+
+def _converts_python_values(client: Any) -> bool:
+    """Whether boto3's resource layer sits on ``client`` (it is some resource's ``meta.client``).
+
+    Asked by emitting, with a throwaway GetItem request, the service-wide event that the layer's
+    conversion listens to: it types the request's key in place. (Handlers registered per
+    operation, such as botocore's Stubber, are not called.)"""
+    key: Dict[str, Any] = {'probe': 'probe'}
+    model = client.meta.service_model.operation_model('GetItem')
+    client.meta.events.emit('before-parameter-build.dynamodb', params={'TableName': 'probe', 'Key': key},
+                            model=model, context={})
+    return not isinstance(key['probe'], str)
 
 
 def require_low_level_client(dynamodb_client: Any, kind: str = 'boto3.client("dynamodb")') -> None:

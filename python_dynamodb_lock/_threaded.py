@@ -66,10 +66,11 @@ class ThreadRunner(ClientCore[L]):
     #: Seconds an interrupted caller waits for the undo of what it left in flight.
     _SETTLE_GRACE = 0.5
 
-    def _start_threads(self, low_level_client: Any, settings: _config.Settings, background_heartbeats: bool) -> None:
-        """Make the store, the executors and the two background threads (started only with
-        ``background_heartbeats``)."""
-        self._store = Store(low_level_client)
+    def _start_threads(self, low_level_client: Any, typed: bool, settings: _config.Settings,
+                       background_heartbeats: bool) -> None:
+        """Make the store (``typed``: the client takes typed JSON), the executors and the two
+        background threads (started only with ``background_heartbeats``)."""
+        self._store = Store(low_level_client, typed)
         self._shutdown = threading.Event()
         self._close_guard = threading.Lock()
         self._closed = False

@@ -36,7 +36,7 @@ from ._core.heartbeat import check_locks
 from ._errors import DynamoDBLockError
 from ._observe import MetricsHook
 from ._schema import PartitionKey
-from ._tables import creating_table, describing_table, low_level_client_of, require_low_level_client, run_admin
+from ._tables import creating_table, describing_table, lock_transport_of, require_low_level_client, run_admin
 from ._multi import ThreadMultiKeys
 
 if TYPE_CHECKING:  # the boto3-stubs types (pip install 'boto3-stubs[dynamodb]'); nothing at run time
@@ -197,7 +197,7 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
 
     def __init__(
         self,
-        dynamodb_resource: DynamoDBServiceResource,
+        dynamodb_resource: Union[DynamoDBServiceResource, DynamoDBClient],
         table_name: str = Defaults._DEFAULT_TABLE_NAME,
         partition_key_name: str = Defaults._DEFAULT_PARTITION_KEY_NAME,
         sort_key_name: Optional[str] = Defaults._DEFAULT_SORT_KEY_NAME,
@@ -220,7 +220,7 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         partition_key_type: str = 'S',
         session: bool = False,
     ) -> None:
-        low_level_client = low_level_client_of(dynamodb_resource)
+        low_level_client, typed = lock_transport_of(dynamodb_resource)
         settings = self._configure(
             low_level_client, clock, app_callback_executor, metrics, background_heartbeats,
             table_name=table_name, partition_key_name=partition_key_name, sort_key_name=sort_key_name,
@@ -232,7 +232,7 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
 
         self._dynamodb_resource = dynamodb_resource   # published private attributes, as all below
         self._keep_published_attributes(heartbeat_period, safe_period, lease_duration, expiry_period, heartbeat_tps)
-        self._start_threads(low_level_client, settings, background_heartbeats)
+        self._start_threads(low_level_client, typed, settings, background_heartbeats)
         self._log_started('lock client', background_heartbeats)
 
     # -- public API ----------------------------------------------------------------------
@@ -485,13 +485,13 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         return description
 
     @classmethod
-    def for_table(cls, dynamodb_resource: DynamoDBServiceResource, table_name: str, *,
+    def for_table(cls, dynamodb_resource: Union[DynamoDBServiceResource, DynamoDBClient], table_name: str, *,
                   allow_global_table: bool = False, **kwargs: Any) -> 'DynamoDBLockClient':
         """A client for an existing table whose key names and types and TTL attribute are read
         from the table; ``kwargs`` are the constructor's other arguments. A global table is
         refused unless ``allow_global_table``. Details and errors: :ref:`table-administration`."""
         check_for_table_arguments(table_name, kwargs)
-        low_level_client = low_level_client_of(dynamodb_resource)
+        low_level_client, _ = lock_transport_of(dynamodb_resource)
         return cls(dynamodb_resource, **run_admin(low_level_client, describing_table(table_name, kwargs,
                                                                                      allow_global_table)))
 

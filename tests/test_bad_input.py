@@ -26,6 +26,7 @@ import uuid
 from decimal import Decimal
 from typing import Any, Callable, Dict, Iterator, List, Optional, Type
 
+import boto3
 import pytest
 
 from _torture.support import scan_table
@@ -212,9 +213,11 @@ CASES = [
     # -- the constructor ----------------------------------------------------------------
     Case('resource-none', constructor(dynamodb_resource=None), TypeError, words='dynamodb_resource',
          async_words='dynamodb_client must be an aiobotocore'),
-    Case('resource-is-a-low-level-client',
-         lambda context, _: context.client(dynamodb_resource=context.engine.client()),
-         TypeError, words=r'boto3\.resource', async_words='dynamodb_client must be an aiobotocore'),
+    # (a low-level DynamoDB client is taken by the threaded client: tests/test_low_level_client.py)
+    Case('resource-is-another-services-client',
+         lambda context, _: context.client(dynamodb_resource=boto3.client(
+             's3', region_name='us-east-1', aws_access_key_id='x', aws_secret_access_key='y')),
+         TypeError, words=r'boto3\.resource\("dynamodb"\)', async_words='dynamodb_client must be an aiobotocore'),
     Case('resource-is-a-string', constructor(dynamodb_resource='dynamodb'), TypeError, words='resource',
          async_words='dynamodb_client must be an aiobotocore'),
     Case('table-name-empty', constructor(table_name=''), ValueError, words='table_name'),

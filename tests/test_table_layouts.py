@@ -454,7 +454,7 @@ def test_for_table_errors(moto_tables: LockTable) -> None:
         DynamoDBLockClient.for_table(moto_tables.resource, moto_tables.table_name, partition_key_type='N',
                                      partition_key_name='x')
     with pytest.raises(TypeError, match='boto3 DynamoDB resource'):
-        DynamoDBLockClient.for_table(moto_tables.client, moto_tables.table_name)
+        DynamoDBLockClient.for_table(object(), moto_tables.table_name)
     with pytest.raises(TypeError, match='table_name'):
         DynamoDBLockClient.for_table(moto_tables.resource, '')
     with pytest.raises(ValueError, match='heartbeat_period'):   # the constructor's own checks

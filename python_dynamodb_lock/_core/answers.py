@@ -32,6 +32,7 @@ __all__ = [
     'Applied',
     'Failed',
     'Refused',
+    'judge_answer',
     'judge_batch',
     'judge_error',
     'single',
@@ -157,6 +158,14 @@ def deserialize(item: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
     if not item:
         return None
     return python_item(item)
+
+
+def judge_answer(operation: str, params: Mapping[str, Any], response: Dict[str, Any]) -> Union[Answer, List[Answer]]:
+    """The answer to a call that raised nothing (``response`` in Python values): for
+    ``batch_execute_statement`` one answer per statement, else :class:`Applied`."""
+    if operation == 'batch_execute_statement':
+        return judge_batch(response, len(params['Statements']))
+    return Applied(response)
 
 
 def judge_batch(response: Mapping[str, Any], count: int) -> List[Answer]:
