@@ -496,16 +496,48 @@ def _cpu_transport(kind: str) -> Tuple[Any, Any]:
     """``(what the lock client is given, the boto3 client its calls go through)`` for the ``cpu``
     figure's ``client`` parameter: ``resource`` (a boto3 resource, as the published client takes),
     ``low-level`` (``boto3.client('dynamodb')``, which this project also takes), or
-    ``low-level-unvalidated`` (the same with ``Config(parameter_validation=False)``)."""
+    ``low-level-unvalidated`` (the same with ``Config(parameter_validation=False)``), or
+    ``no-botocore`` (:class:`_NoBotocoreClient`: this project's own work alone)."""
     if kind == 'resource':
         resource = make_resource('http://127.0.0.1:9')
         return resource, resource.meta.client
+    if kind == 'no-botocore':
+        no_botocore = _NoBotocoreClient()
+        return no_botocore, no_botocore.real
     if kind not in ('low-level', 'low-level-unvalidated'):
         raise ValueError(f'unknown client kind {kind!r}')
     config = botocore.config.Config(parameter_validation=kind == 'low-level')
     client = boto3.client('dynamodb', endpoint_url='http://127.0.0.1:9', region_name='us-east-1',
                           aws_access_key_id='benchmark', aws_secret_access_key='benchmark', config=config)
     return client, client
+
+
+class _NoBotocoreClient:
+    """Stands in for a low-level DynamoDB client and answers the calls of an uncontended
+    acquire + release itself, as :class:`CannedDynamoDB` does, without botocore: a cycle on it
+    costs this project's own work alone (typing the values included, as for any low-level
+    client). ``meta`` is a real client's: the operation models and the event emitter that the
+    lock client consults, from ``real``, a client no call goes through."""
+
+    def __init__(self) -> None:
+        real = boto3.client('dynamodb', endpoint_url='http://127.0.0.1:9', region_name='us-east-1',
+                            aws_access_key_id='benchmark', aws_secret_access_key='benchmark')
+        self.real = real
+        self.meta = real.meta
+
+    def update_item(self, **params: Any) -> JsonDict:
+        if params.get('ReturnValues') in ('UPDATED_NEW', 'ALL_NEW'):
+            return {'Attributes': updated_attributes(params)}
+        return {}
+
+    def put_item(self, **params: Any) -> JsonDict:
+        return {}
+
+    def delete_item(self, **params: Any) -> JsonDict:
+        return {}
+
+    def get_item(self, **params: Any) -> JsonDict:
+        return {}
 
 
 def _warm_up(client: Any, key: str, cycles: int) -> None:

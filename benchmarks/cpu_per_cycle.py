@@ -24,7 +24,9 @@ conversions) and everything outside it (the lock client's own work), from a seco
 each trial. ``--low-level`` adds this checkout's threaded client given a low-level client
 (``boto3.client('dynamodb')``, no resource layer), and the same with botocore's parameter
 validation turned off (``Config(parameter_validation=False)``): two choices an application can
-make, shown for what they cost. Nothing is asserted: the figures are only printed (and written with ``--output``).
+make, shown for what they cost; and the same client with every call answered by a stand-in for
+the low-level client, without botocore: this project's own work per cycle. Nothing is
+asserted: the figures are only printed (and written with ``--output``).
 """
 from __future__ import annotations
 
@@ -99,6 +101,7 @@ def entrants(arguments: argparse.Namespace) -> List[Tuple[str, str, Implementati
             chosen.append(('ours low-level', 'cpu', implementation, {'client': 'low-level'}))
             chosen.append(('ours low-level unvalidated', 'cpu', implementation,
                            {'client': 'low-level-unvalidated'}))
+            chosen.append(('ours, no botocore', 'cpu', implementation, {'client': 'no-botocore'}))
     chosen.extend((implementation.label, 'cpu', implementation, {}) for implementation in published)
     return chosen
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import os
 import threading
 import urllib.parse
@@ -1035,6 +1036,8 @@ def unique_identifier_of(partition_key: Any, sort_key: str) -> str:
     """``quote(partition_key) + '|' + quote(sort_key)``, as the published package names locks
     (a binary partition key is quoted as its bytes, a number one as its plain decimal text, the
     way DynamoDB gives it back: ``5``, ``Decimal('5.0')`` and ``Decimal('5')`` name one lock)."""
+    if type(partition_key) is str and type(sort_key) is str:
+        return _quoted_pair(partition_key, sort_key)
     if isinstance(partition_key, (str, bytes, bytearray)):
         key: Any = partition_key
     elif isinstance(partition_key, Binary):
@@ -1044,6 +1047,11 @@ def unique_identifier_of(partition_key: Any, sort_key: str) -> str:
     else:
         key = str(partition_key)
     return urllib.parse.quote(key) + '|' + urllib.parse.quote(sort_key)
+
+
+@functools.lru_cache(maxsize=1024)
+def _quoted_pair(partition_key: str, sort_key: str) -> str:
+    return urllib.parse.quote(partition_key) + '|' + urllib.parse.quote(sort_key)
 
 
 def _number_text(number: Decimal) -> str:

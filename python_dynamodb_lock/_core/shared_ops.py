@@ -152,9 +152,22 @@ class WriterWait:
 
     def __init__(self, attempt: AcquireAttempt) -> None:
         self.attempt = attempt
-        self.watch = SharedWatch()
-        self.waiter_id = str(uuid.uuid4())
+        self._watch: Optional[SharedWatch] = None
+        self._waiter_id: Optional[str] = None
         self.marked = False
+
+    # Made when first needed: most acquisitions never meet a shared row.
+    @property
+    def watch(self) -> SharedWatch:
+        if self._watch is None:
+            self._watch = SharedWatch()
+        return self._watch
+
+    @property
+    def waiter_id(self) -> str:
+        if self._waiter_id is None:
+            self._waiter_id = str(uuid.uuid4())
+        return self._waiter_id
 
     @staticmethod
     def in_the_way(row: Optional[Item]) -> bool:
