@@ -309,8 +309,11 @@ def _converts_python_values(client: Any) -> bool:
     operation, such as botocore's Stubber, are not called.)"""
     key: Dict[str, Any] = {'probe': 'probe'}
     model = client.meta.service_model.operation_model('GetItem')
-    client.meta.events.emit('before-parameter-build.dynamodb', params={'TableName': 'probe', 'Key': key},
-                            model=model, context={})
+    try:
+        client.meta.events.emit('before-parameter-build.dynamodb', params={'TableName': 'probe', 'Key': key},
+                                model=model, context={})
+    except Exception:   # noqa: BLE001 - an application's handler that did not expect the probe
+        logger.debug('an event handler of the DynamoDB client failed on the probe request', exc_info=True)
     return not isinstance(key['probe'], str)
 
 

@@ -193,3 +193,21 @@ def test_telling_the_kinds_apart_leaves_a_stubber_alone() -> None:
         assert lock.fencing_token == 41
         stubber.assert_no_pending_responses()
         client.close()
+
+
+def test_an_application_handler_that_fails_on_the_probe_does_not_confuse_it(engine: LockTable,
+                                                                            clients: LockClients) -> None:
+    """An application's handler of the service-wide event, unprepared for the throwaway request,
+    fails on it: the kind of client is still told right (boto3's conversion ran first on a
+    resource's client), and the lock client works."""
+    def strict_handler(params: Dict[str, Any], **_: Any) -> None:
+        if params.get('TableName') == 'probe':
+            raise RuntimeError('unexpected table')
+
+    resource = engine.new_resource()
+    low_level = engine.new_client()
+    for client in (resource.meta.client, low_level):
+        client.meta.events.register('before-parameter-build.dynamodb', strict_handler)
+    clients.make(resource.meta.client).acquire_lock('via-resource-client', additional_attributes=DATA).release()
+    clients.make(low_level).acquire_lock('via-low-level', additional_attributes=DATA).release()
+    assert as_stored(engine, 'via-resource-client') == as_stored(engine, 'via-low-level')
