@@ -171,8 +171,9 @@ class LockTable:
 
     def lock_client(self, dynamodb_resource: Any = None, **kwargs: Any) -> DynamoDBLockClient:
         """A :class:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient` on this
-        table (on :attr:`resource` unless another is given), closed when the table goes away.
-        ``kwargs`` are the client's arguments (``table_name`` defaults to this table)."""
+        table (on :attr:`resource` unless another resource, or a low-level client such as
+        :meth:`new_client`'s, is given), closed when the table goes away. ``kwargs`` are the
+        client's arguments (``table_name`` defaults to this table)."""
         kwargs.setdefault('table_name', self.table_name)
         self._layout_defaults(kwargs)
         client = DynamoDBLockClient(dynamodb_resource if dynamodb_resource is not None else self.resource, **kwargs)
