@@ -371,8 +371,12 @@ def test_slow_answer_to_an_acquire_still_warns_before_the_lease_ends(harness: Ha
     write landed. The holder must time its safe period from the same moment (the start of the
     write), or its LOCK_IN_DANGER warning comes after another client has already taken the lock
     over. Required: the warning arrives before the takeover.
+
+    The answer comes 4 s after the write plus botocore's retry backoff (up to 1 s); the lease of
+    5.5 s leaves the warning (at the answer, plus a checker round) at least 0.45 s before the
+    takeover, and a warning timed from the answer (at least 6 s) always after it.
     """
-    lease, safe_period, answer_delay = 5.0, 2.0, 4.0
+    lease, safe_period, answer_delay = 5.5, 2.0, 4.0
     injector = FaultInjector(FaultRates(latency_range=(answer_delay, answer_delay)))
     holder = harness.lock_client(injector, total_attempts=2, safe_period=safe_period, lease=lease)
     waiter = harness.lock_client(lease=lease, safe_period=safe_period, background_heartbeats=False)
