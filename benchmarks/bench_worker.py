@@ -269,6 +269,14 @@ def updated_attributes(params: JsonDict) -> JsonDict:
     return attributes
 
 
+def update_item_answer(params: JsonDict) -> JsonDict:
+    """The answer to an ``UpdateItem`` (typed JSON) that succeeds: :func:`updated_attributes`
+    when it asks for values back (``UPDATED_NEW`` or ``ALL_NEW``), else nothing."""
+    if params.get('ReturnValues') in ('UPDATED_NEW', 'ALL_NEW'):
+        return {'Attributes': updated_attributes(params)}
+    return {}
+
+
 class CannedDynamoDB:
     """A ``before-send`` hook that answers every DynamoDB call itself after a fixed latency.
 
@@ -333,8 +341,9 @@ class CannedDynamoDB:
             ]}).encode()
         elif operation == 'UpdateItem':
             params = self._request_json(request)
-            if params.get('ReturnValues') in ('UPDATED_NEW', 'ALL_NEW'):
-                body = json.dumps({'Attributes': updated_attributes(params)}).encode()
+            answer = update_item_answer(params)
+            if answer:
+                body = json.dumps(answer).encode()
             else:
                 # Not an acquisition (those ask for the new values back) nor this project's
                 # release (it marks the row released): a renewal.
@@ -526,9 +535,7 @@ class _NoBotocoreClient:
         self.meta = real.meta
 
     def update_item(self, **params: Any) -> JsonDict:
-        if params.get('ReturnValues') in ('UPDATED_NEW', 'ALL_NEW'):
-            return {'Attributes': updated_attributes(params)}
-        return {}
+        return update_item_answer(params)
 
     def put_item(self, **params: Any) -> JsonDict:
         return {}
