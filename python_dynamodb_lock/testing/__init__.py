@@ -34,6 +34,7 @@ from ._faults import (
     is_release,
     link_clients,
     lock_action,
+    readable_expression,
 )
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     'lock_action',
     'lock_table',
     'moto_lock_table',
+    'readable_expression',
     'start_engine',
     'unique_table_name',
     'wait_until',

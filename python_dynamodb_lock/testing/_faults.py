@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import inspect
 import json
+import re
 import threading
 import time
 import uuid
@@ -75,10 +76,23 @@ def lock_action(params: Dict[str, Any]) -> Optional[str]:
     if ':new_lease_expiry' in values or (statements and all(
             '"record_version_number" IN [' in statement.get('Statement', '') for statement in statements)):
         return 'heartbeat'
-    if (params.get('ExpressionAttributeNames') or {}).get('#version') == 'record_version_number' \
-            and 'UpdateExpression' not in params and 'Item' not in params:
+    if 'UpdateExpression' not in params and 'Item' not in params and ':expected_version_0' in values \
+            and 'Key' in params:
         return 'release'   # a conditional DeleteItem
     return None
+
+
+_PLACEHOLDER = re.compile(r'#\w+')
+
+
+def readable_expression(params: Dict[str, Any], field: str = 'UpdateExpression') -> str:
+    """``params[field]`` (``'UpdateExpression'``, ``'ConditionExpression'``, ...) with every
+    ``#placeholder`` replaced by the attribute name it stands for: what the expression does,
+    whether a name went through ``ExpressionAttributeNames`` (the names an application chooses:
+    keys, TTL attribute, additional attributes) or is written directly (the lock's own
+    attributes, such as ``record_version_number``). ``''`` when the request has no such field."""
+    names = params.get('ExpressionAttributeNames') or {}
+    return _PLACEHOLDER.sub(lambda match: str(names.get(match.group(0), match.group(0))), params.get(field) or '')
 
 
 def is_acquire(params: Dict[str, Any]) -> bool:
@@ -301,6 +315,10 @@ class RecordedCall:
         """What the call does to a lock: ``'acquire'``, ``'heartbeat'``, ``'release'`` or None
         (see :func:`lock_action`)."""
         return lock_action(self.params)
+
+    def expression(self, field: str = 'UpdateExpression') -> str:
+        """An expression of the call with its attribute names put in (:func:`readable_expression`)."""
+        return readable_expression(self.params, field)
 
     def expression_values(self) -> Dict[str, Any]:
         """``ExpressionAttributeValues`` as Python values."""
