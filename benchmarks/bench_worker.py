@@ -347,7 +347,7 @@ class CannedDynamoDB:
             else:
                 # Not an acquisition (those ask for the new values back) nor this project's
                 # release (it marks the row released): a renewal.
-                renewal = 'released_at' not in (params.get('ExpressionAttributeNames') or {}).values()
+                renewal = ':released_at' not in (params.get('ExpressionAttributeValues') or {})
         with self._guard:
             self.counts[operation] += 1
             self.statements.update(verbs)
@@ -635,6 +635,22 @@ def figure_cpu(endpoint: str, table: str, params: JsonDict) -> JsonDict:
     own CPU from botocore's; with ``profile`` (a number of rows), a cProfile of a third pass."""
     iterations = int(params.get('iterations', 1000))
     return _cpu_result(_threaded_cpu(table, iterations, {**params, 'split': True}), iterations)
+
+
+def figure_cycles(endpoint: str, table: str, params: JsonDict) -> JsonDict:
+    """The cycles of ``cpu`` alone (a warm-up of ``min(100, iterations)``, then ``iterations``
+    uncontended acquire + release, every call answered at once), with no second pass: what
+    ``instructions_per_cycle.py`` runs under callgrind, which does the counting."""
+    iterations = int(params.get('iterations', 100))
+    _threaded_cpu(table, iterations, {'client': params.get('client', 'resource')})
+    return {'iterations': iterations}
+
+
+def figure_cycles_async(endpoint: str, table: str, params: JsonDict) -> JsonDict:
+    """:func:`figure_cycles` for ``AsyncDynamoDBLockClient``."""
+    iterations = int(params.get('iterations', 100))
+    asyncio.run(_asyncio_cpu(table, iterations, {}))
+    return {'iterations': iterations}
 
 
 def async_dynamodb_client(endpoint_url: str) -> Any:
@@ -1595,6 +1611,8 @@ FIGURES: Dict[str, Callable[[str, str, JsonDict], JsonDict]] = {
     'capacity_async': figure_capacity_async,
     'cpu': figure_cpu,
     'cpu_async': figure_cpu_async,
+    'cycles': figure_cycles,
+    'cycles_async': figure_cycles_async,
     'contended': figure_contended,
     'guarded': figure_guarded,
     'ceiling': figure_ceiling,

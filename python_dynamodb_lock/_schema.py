@@ -24,6 +24,7 @@ __all__ = [
     'COL_RELEASED_AT',
     'COL_SHARED_HOLDERS',
     'COL_WRITER_WAITING',
+    'OWN_ATTRIBUTES',
     'Item',
     'NO_SORT_KEY',
     'PartitionKey',
@@ -77,10 +78,12 @@ COL_WRITER_WAITING = 'writer_waiting'
 #: The fields of one shared entry and of the writer-waiting marker.
 SHARED_OWNER, SHARED_VERSION, SHARED_LEASE, WRITER_ID = 'owner', 'version', 'lease', 'id'
 
-# Every name this package writes for itself; additional attributes may not use them.
-_OWN_ATTRIBUTES = frozenset({COL_OWNER_NAME, COL_LEASE_DURATION, COL_RECORD_VERSION_NUMBER, COL_FENCING_TOKEN,
-                             COL_ACQUISITION_ID, COL_RELEASED_AT, COL_LEASE_EXPIRY, COL_SHARED_HOLDERS,
-                             COL_WRITER_WAITING, COL_LOCK_SESSION})
+#: Every name this package writes for itself; additional attributes may not use them. Each is a
+#: plain identifier and no DynamoDB reserved word, so expressions may name it directly.
+OWN_ATTRIBUTES = frozenset({COL_OWNER_NAME, COL_LEASE_DURATION, COL_RECORD_VERSION_NUMBER, COL_FENCING_TOKEN,
+                            COL_ACQUISITION_ID, COL_RELEASED_AT, COL_LEASE_EXPIRY, COL_SHARED_HOLDERS,
+                            COL_WRITER_WAITING, COL_LOCK_SESSION})
+_OWN_ATTRIBUTES = OWN_ATTRIBUTES
 
 
 def binary_bytes(value: Any) -> bytes:

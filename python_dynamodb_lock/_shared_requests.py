@@ -8,7 +8,7 @@ import re
 from decimal import Decimal
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
-from ._requests import Request
+from ._requests import Request, direct_names
 from ._schema import (
     COL_ACQUISITION_ID,
     COL_LEASE_DURATION,
@@ -107,7 +107,7 @@ class _Expression:
             params['ExpressionAttributeValues'] = values
         if return_values != 'NONE':
             params['ReturnValues'] = return_values
-        return Request(operation, params)
+        return Request(operation, direct_names(params))
 
 
 def join(schema: Schema, partition_key: Any, sort_key: str, holder_id: str, holder_entry: Mapping[str, Any],

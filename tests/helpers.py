@@ -20,12 +20,16 @@ Specific to this suite:
 * :class:`BackgroundCall` -- run a blocking call in a thread.
 * :func:`offline_resource`, :func:`no_retry_backoff`, :func:`holding_lock_mutex`,
   :func:`rewrite_batch_answers`.
+* :func:`plain_expression`, :func:`attribute_names_in`, :func:`assigned_values` -- reading a
+  request's expressions whatever goes through ``ExpressionAttributeNames`` (an application's
+  names) and whatever is written directly (this package's own).
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
 import contextlib
+import re
 import threading
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
@@ -36,6 +40,7 @@ except ImportError:  # pragma: no cover - moto is a test requirement
 
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient
 from python_dynamodb_lock.testing import (
+    readable_expression,
     REAL_TIMEOUT,
     CallbackCall,
     CallbackRecorder,
@@ -54,6 +59,9 @@ __all__ = [
     'HoldBack',
     'REAL_TIMEOUT',
     'THREADED',
+    'assigned_values',
+    'attribute_names_in',
+    'plain_expression',
     'BackgroundCall',
     'CallRecorder',
     'CallbackCall',
@@ -78,6 +86,36 @@ __all__ = [
     'step',
     'wait_until',
 ]
+
+# --------------------------------------------------------------------------------------------
+# Reading requests
+# --------------------------------------------------------------------------------------------
+
+_PLACEHOLDER = re.compile(r'#\w+')
+plain_expression = readable_expression
+_WORD = re.compile(r'(?<![#:\w])[A-Za-z_]\w*')
+_FUNCTIONS = frozenset({'SET', 'REMOVE', 'ADD', 'DELETE', 'AND', 'OR', 'NOT', 'IN', 'BETWEEN', 'if_not_exists',
+                        'attribute_exists', 'attribute_not_exists', 'attribute_type', 'begins_with', 'contains',
+                        'size', 'list_append'})
+
+
+def attribute_names_in(params: Dict[str, Any], field: str = 'UpdateExpression') -> set:
+    """The attribute names ``params[field]`` reads or writes (placeholders resolved; the first
+    element of a document path)."""
+    names = params.get('ExpressionAttributeNames') or {}
+    text = params.get(field) or ''
+    found = {names[token] for token in _PLACEHOLDER.findall(text) if token in names}
+    bare = re.sub(r'\.[#\w]+', '', _PLACEHOLDER.sub(' ', text))    # nested path elements aside
+    return found | {word for word in _WORD.findall(bare) if word not in _FUNCTIONS}
+
+
+def assigned_values(params: Dict[str, Any]) -> Dict[str, Any]:
+    """``{attribute name: value}`` for each ``name = :placeholder`` of an UpdateExpression's SET clause."""
+    text = plain_expression(params).split(' REMOVE ')[0]
+    values = params.get('ExpressionAttributeValues') or {}
+    return {name: values[placeholder] for name, placeholder in re.findall(r'([\w.]+) = (:\w+)(?=,|$)', text)
+            if placeholder in values}
+
 
 #: The kinds of lock client the behavioural tests run against.
 THREADED = 'threaded'

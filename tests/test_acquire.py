@@ -13,6 +13,7 @@ from typing import Any, Dict, Iterator, Tuple
 import pytest
 from botocore.exceptions import ClientError
 
+from python_dynamodb_lock.testing import readable_expression
 from helpers import (
     ASYNCIO,
     THREADED,
@@ -46,7 +47,7 @@ def bump_version(engine: Any, key: str, sort_key: str = '-') -> None:
 def is_acquire(params: Dict[str, Any]) -> bool:
     """An acquiring write: the UpdateItem that takes the lock and its next fencing token
     (heartbeats and releases never touch the token)."""
-    return 'fencing_token' in params.get('ExpressionAttributeNames', {}).values()
+    return 'fencing_token' in readable_expression(params)
 
 
 def is_takeover(params: Dict[str, Any]) -> bool:

@@ -12,6 +12,7 @@ from typing import Any, Dict
 import pytest
 
 from helpers import (
+    attribute_names_in,
     BackgroundCall,
     CallbackRecorder,
     CallRecorder,
@@ -22,19 +23,15 @@ from helpers import (
     step,
 )
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockError
+from python_dynamodb_lock.testing import is_acquire
 
 MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
 seconds = datetime.timedelta
 
 
-def is_acquire(params: Dict[str, Any]) -> bool:
-    """An acquiring write: the UpdateItem that takes the lock and its next fencing token."""
-    return 'fencing_token' in params.get('ExpressionAttributeNames', {}).values()
-
-
 def is_release(params: Dict[str, Any]) -> bool:
     """A release: the UpdateItem that marks the row released (and takes no token)."""
-    return 'released_at' in params.get('ExpressionAttributeNames', {}).values() and not is_acquire(params)
+    return 'released_at' in attribute_names_in(params) and not is_acquire(params)
 
 
 def assert_released(engine: Any, lock: Any, key: str) -> None:

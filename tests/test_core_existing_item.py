@@ -1,5 +1,6 @@
 """The pure parts of locks on existing items, with no engine: the requests (which attributes a
-lock on an item writes and removes, every name through ExpressionAttributeNames), the judgement
+lock on an item writes and removes, every name the application chose through
+ExpressionAttributeNames), the judgement
 of a row without lock attributes, and the acquire protocol's ``only_if_exists`` answer.
 The behaviour on DynamoDB Local is in test_existing_item.py."""
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any, Dict
 
 import pytest
 
+from helpers import attribute_names_in
 from python_dynamodb_lock._core.acquire import AcquireAttempt, Written, acquire, free_if_landed, is_free
 from python_dynamodb_lock._core.answers import Applied, Refused
 from python_dynamodb_lock._core.release import ReleaseOutcome, ReleaseSettings, free_handed, release, release_again
@@ -23,16 +25,21 @@ LOCK_ROW = {**APP_ROW, 'owner_name': 'o', 'record_version_number': 'v1', 'lease_
 RELEASED_ROW = {**LOCK_ROW, 'released_at': 1, 'expiry_time': 1}
 
 
-def names_in(expression: str) -> set[str]:
-    return set(re.findall(r'#\w+', expression))
+def names_of(params: Dict[str, Any], text: str) -> set[str]:
+    """The attribute names ``text`` (a part of one of ``params``' expressions) names."""
+    return attribute_names_in({'ExpressionAttributeNames': params.get('ExpressionAttributeNames'), 'text': text},
+                              'text')
 
 
 def assert_only_placeholders(params: Dict[str, Any]) -> None:
-    """Every attribute name goes through ExpressionAttributeNames (reserved words are safe)."""
-    used = names_in(params.get('UpdateExpression', '')) | names_in(params.get('ConditionExpression', ''))
-    assert used == set(params['ExpressionAttributeNames'])
-    bare = re.sub(r'[#:]\w+', '', params.get('UpdateExpression', ''))
-    assert set(re.findall(r'[a-z_]+', bare)) <= {'if_not_exists'}
+    """Every name an application chooses (the keys, the TTL attribute, an item's own attributes)
+    goes through ExpressionAttributeNames (reserved words are safe); only this package's own
+    names are written directly, and every placeholder is used."""
+    texts = params.get('UpdateExpression', '') + ' ' + params.get('ConditionExpression', '')
+    chosen = {SCHEMA.partition_key_name, SCHEMA.sort_key_name, SCHEMA.ttl_attribute_name}
+    own = SCHEMA.reserved_names - chosen
+    assert attribute_names_in({'text': texts}, 'text') <= own     # bare names only
+    assert set(re.findall(r'#\w+', texts)) == set(params.get('ExpressionAttributeNames', {}))
 
 
 @pytest.mark.parametrize('row, existing, free', [
@@ -52,14 +59,15 @@ def test_the_acquire_on_an_item_adds_only_lock_attributes_and_no_ttl() -> None:
     request = acquire_free(SCHEMA, item, 5, existing_item=True)
     params = request.params
     assert request.operation == 'update_item' and 'Item' not in params
-    assert params['ConditionExpression'] == 'attribute_not_exists(#version)'
+    assert params['ConditionExpression'] == 'attribute_not_exists(record_version_number)'
     assignments = params['UpdateExpression'].split(' REMOVE ')[0]
-    written = {params['ExpressionAttributeNames'][name] for name in names_in(assignments)}
+    written = names_of(params, assignments)
     assert written == {'owner_name', 'lease_duration', 'record_version_number', 'acquisition_id', 'lease_expiry',
                        'fencing_token'}
     assert_only_placeholders(params)
     only = acquire_free(SCHEMA, item, 5, existing_item=True, only_if_exists=True).params
-    assert only['ConditionExpression'] == 'attribute_exists(#partition_key) AND attribute_not_exists(#version)'
+    assert only['ConditionExpression'] == \
+        'attribute_exists(#partition_key) AND attribute_not_exists(record_version_number)'
     assert only['ExpressionAttributeNames']['#partition_key'] == 'lock_key'
 
 
@@ -69,7 +77,7 @@ def test_the_release_of_a_lock_on_an_item_removes_only_lock_attributes(keep_toke
     params = request.params
     assert request.operation == 'update_item' and params['UpdateExpression'].startswith('REMOVE ')
     assert 'SET' not in params['UpdateExpression']
-    removed = {params['ExpressionAttributeNames'][name] for name in names_in(params['UpdateExpression'])}
+    removed = names_of(params, params['UpdateExpression'])
     lock_names = {'owner_name', 'lease_duration', 'record_version_number', 'acquisition_id', 'lease_expiry',
                   'released_at', 'lock_session'}
     # The lock's additional attribute ('status' here) goes; the TTL attribute is never touched.
@@ -83,9 +91,9 @@ def test_the_release_of_a_lock_on_an_item_removes_only_lock_attributes(keep_toke
 def test_renewals_without_a_ttl_do_not_write_it() -> None:
     with_ttl = Renewal('k', '-', ['v1'], 'v2', 123, 456)
     without = Renewal('k', '-', ['v1'], 'v2', None, 456)
-    assert 'expiry_time' in renew(SCHEMA, with_ttl).params['ExpressionAttributeNames'].values()
+    assert 'expiry_time' in attribute_names_in(renew(SCHEMA, with_ttl).params)
     params = renew(SCHEMA, without).params
-    assert 'expiry_time' not in params['ExpressionAttributeNames'].values()
+    assert 'expiry_time' not in attribute_names_in(params)
     assert ':new_expiry_time' not in params['ExpressionAttributeValues']
     assert_only_placeholders(params)
     statements = renew_many(SCHEMA, [with_ttl, without]).params['Statements']
@@ -124,13 +132,13 @@ def test_a_released_row_is_taken_over_with_its_ttl_removed() -> None:
                 scripted(Refused(dict(RELEASED_ROW)), Applied({'Attributes': {'fencing_token': 2}})),
                 clock=FakeClock())
     takeover = run.calls[-1].params
-    assert takeover['ConditionExpression'] == '#version = :expected_version_0'
+    assert takeover['ConditionExpression'] == 'record_version_number = :expected_version_0'
     removed = takeover['UpdateExpression'].split(' REMOVE ')[1]
     # (and the shared-lock and session attributes every exclusive write without them removes:
     # reserved names, never the item's)
-    assert {takeover['ExpressionAttributeNames'][name] for name in names_in(removed)} == {
+    assert names_of(takeover, removed) == {
         'released_at', 'expiry_time', 'shared_holders', 'writer_waiting', 'lock_session'}
-    assert 'status' not in takeover['ExpressionAttributeNames'].values()   # the item's own stay
+    assert 'status' not in attribute_names_in(takeover)   # the item's own stay
 
 
 
@@ -139,7 +147,7 @@ def test_a_released_row_is_taken_over_with_its_ttl_removed() -> None:
 def removed_names(request: Any) -> set[str]:
     params = request.params
     assert request.operation == 'update_item' and params['UpdateExpression'].startswith('REMOVE ')
-    return {params['ExpressionAttributeNames'][name] for name in names_in(params['UpdateExpression'])}
+    return attribute_names_in(params)
 
 
 @pytest.mark.parametrize('keep', [True, False])
@@ -148,7 +156,7 @@ def test_an_interrupted_acquire_on_an_item_is_undone_by_removing_the_lock(keep: 
     run = drive(free_if_landed(attempt, FakeClock(), 'v-ours', assume_landed=True), scripted(Applied()))
     assert run.result is True and len(run.calls) == 1
     assert ('fencing_token' in removed_names(run.calls[0])) is not keep
-    assert 'expiry_time' not in run.calls[0].params['ExpressionAttributeNames'].values()
+    assert 'expiry_time' not in attribute_names_in(run.calls[0].params)
 
 
 @dataclasses.dataclass

@@ -11,6 +11,7 @@ from typing import Any, Dict
 import pytest
 from test_core_protocol import LOST_ANSWER, SCHEMA, SERVER_ERROR, FakeClock, FakeLock, drive, held_state, row, scripted
 
+from helpers import plain_expression
 from python_dynamodb_lock import DynamoDBLockError
 from python_dynamodb_lock._config import (check_attribute_update, check_release_attributes, lock_lease,
                                           make_settings)
@@ -27,10 +28,7 @@ SETTINGS = HeartbeatSettings(SCHEMA, 5.0, 20.0, 3600.0, -1, 1)
 
 def expression_of(params: Dict[str, Any]) -> str:
     """The update expression with attribute names put back in, to read what it does."""
-    text = params['UpdateExpression']
-    for placeholder, name in sorted(params['ExpressionAttributeNames'].items(), key=lambda pair: -len(pair[0])):
-        text = text.replace(placeholder, name)
-    return text
+    return plain_expression(params)
 
 
 # -- requests -------------------------------------------------------------------------------
@@ -44,7 +42,7 @@ def test_a_renewal_with_attributes_sets_and_removes_them_by_placeholder() -> Non
     assert params['ExpressionAttributeValues'][':d0'] == 40 and params['ExpressionAttributeValues'][':d1'] == 'x'
     # Names only through ExpressionAttributeNames ('select' is a reserved word of DynamoDB).
     assert 'select' not in params['UpdateExpression'] and 'stage' not in params['UpdateExpression']
-    assert params['ConditionExpression'] == '#version = :expected_version_0'
+    assert params['ConditionExpression'] == 'record_version_number = :expected_version_0'
     plain = renew(SCHEMA, renewal._replace(set_attributes=(), remove_attributes=())).params
     assert 'REMOVE' not in plain['UpdateExpression'] and ':d0' not in plain['ExpressionAttributeValues']
 

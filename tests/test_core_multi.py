@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional
 
 from botocore.exceptions import ClientError
 
+from helpers import assigned_values
 from python_dynamodb_lock._core.acquire import AcquireAttempt
 from python_dynamodb_lock._core.answers import Applied, judge_error
 from python_dynamodb_lock._core.events import Kind
@@ -46,16 +47,11 @@ def committed_rows(transactions: List[Any]) -> Any:
     """Answers a TransactGetItems with the rows the last transaction wrote (with tokens)."""
     def answer(request: Any) -> Applied:
         actions = transactions[-1].params['TransactItems']
-        return Applied({'Responses': [{'Item': {'record_version_number': action['Update']['ExpressionAttributeValues']
-                                                [_placeholder(action, 'record_version_number')],
+        return Applied({'Responses': [{'Item': {'record_version_number': assigned_values(action['Update'])
+                                                ['record_version_number'],
                                                 'fencing_token': 7 + index}}
                                       for index, action in enumerate(actions)]})
     return answer
-
-
-def _placeholder(action: Dict[str, Any], name: str) -> str:
-    names = action['Update']['ExpressionAttributeNames']
-    return ':' + next(alias for alias, real in names.items() if real == name)[1:]
 
 
 def test_the_refusal_is_the_poll_and_a_dead_holder_is_taken_over_after_its_lease() -> None:
@@ -65,7 +61,7 @@ def test_the_refusal_is_the_poll_and_a_dead_holder_is_taken_over_after_its_lease
     def transaction(request: Any) -> Any:
         sent.append(request)
         action = request.params['TransactItems'][1]['Update']
-        if action['ConditionExpression'].startswith('#version'):       # the takeover of b
+        if action['ConditionExpression'].startswith('record_version_number'):       # the takeover of b
             return Applied({})
         return cancelled(None, row('v1', owner='dead'))
 

@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ParamValidationError, ReadTimeoutError
 
+from helpers import assigned_values, attribute_names_in, plain_expression
 from python_dynamodb_lock._core.acquire import AcquireAttempt, Observations, TimedOut, Written, acquire, is_abandoned
 from python_dynamodb_lock._core.answers import Applied, Failed, Refused, judge_error
 from python_dynamodb_lock._core.effects import Call, Emit, Sleep, Unregister
@@ -356,13 +357,12 @@ def test_release_names_every_version_that_may_be_ours_and_retries_an_older_one()
 def test_a_release_keeps_the_row_with_its_token_and_a_published_client_can_take_it() -> None:
     run = run_release(Applied())
     (write,) = run.calls
-    expression = write.params['UpdateExpression']
+    expression = plain_expression(write.params)
     values = write.params['ExpressionAttributeValues']
-    names = write.params['ExpressionAttributeNames']
-    assert 'fencing_token' not in names.values()            # kept as it is
+    assert 'fencing_token' not in attribute_names_in(write.params)      # kept as it is
     assert values[':zero'] == 0                              # lease 0: published clients take it after a poll
-    assert {'released_at', 'acquisition_id', 'purpose'} <= set(names.values())
-    assert 'REMOVE' in expression and names[expression.split('REMOVE ')[1].split(',')[0]] == 'acquisition_id'
+    assert {'released_at', 'acquisition_id', 'purpose'} <= attribute_names_in(write.params)
+    assert 'REMOVE' in expression and expression.split('REMOVE ')[1].split(',')[0] == 'acquisition_id'
 
 
 def test_a_client_that_keeps_no_released_rows_deletes_them() -> None:
@@ -434,9 +434,8 @@ def attempt(retry_timeout: float = 0.0, retry_period: float = 5.0,
 
 def own_row_of(request: Any) -> Dict[str, Any]:
     """The row an acquiring write would have written (for answers that echo it back)."""
-    names = request.params['ExpressionAttributeNames']
     values = request.params['ExpressionAttributeValues']
-    written = {names[f'#a{index}']: values[f':a{index}'] for index in range(len(names)) if f'#a{index}' in names}
+    written = assigned_values(request.params)
     written['fencing_token'] = values[':token_floor'] + 1
     return {**request.params['Key'], **written}
 
@@ -455,9 +454,9 @@ def test_an_uncontended_acquire_is_one_conditional_write_that_returns_the_token(
     assert isinstance(run.result, Written) and run.result.item['fencing_token'] == 42
     (write,) = run.calls
     assert write.operation == WRITE
-    assert write.params['ConditionExpression'] == ('attribute_not_exists(#partition_key) OR '
-                                                   'attribute_exists(#released_at)')
-    assert 'if_not_exists(#fencing_token, :token_floor) + :one' in write.params['UpdateExpression']
+    assert plain_expression(write.params, 'ConditionExpression') == ('attribute_not_exists(lock_key) OR '
+                                                                     'attribute_exists(released_at)')
+    assert 'if_not_exists(fencing_token, :token_floor) + :one' in write.params['UpdateExpression']
     assert write.params['ReturnValuesOnConditionCheckFailure'] == 'ALL_OLD'
     assert write.params['ReturnValues'] == 'ALL_NEW'   # the whole row: attributes a release left come back
     written = own_row_of(write)

@@ -16,6 +16,7 @@ from helpers import (
     step,
 )
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockError
+from python_dynamodb_lock.testing import is_acquire
 
 seconds = datetime.timedelta
 STOLEN = DynamoDBLockError.LOCK_STOLEN
@@ -72,7 +73,7 @@ def test_a_thread_of_the_same_client_taking_over_a_stalled_lock_tells_the_old_ho
 
 def is_acquisition(params: Dict[str, Any]) -> bool:
     """Whether a (decoded) UpdateItem acquires a lock: only acquisitions assign the fencing token."""
-    return 'fencing_token' in params.get('ExpressionAttributeNames', {}).values()
+    return is_acquire(params)
 
 
 def test_registry_under_concurrent_acquire_and_release(local_engine: Any, local_clients: LockClients) -> None:

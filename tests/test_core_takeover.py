@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from helpers import (
+    attribute_names_in,
     BackgroundCall,
     CallbackRecorder,
     CallRecorder,
@@ -42,9 +43,8 @@ def test_a_live_holder_is_never_taken_over(engine: Any, clients: LockClients) ->
     # takeover (conditioned on the holder's version).
     writes = waiter_calls.writes()
     assert [call.operation for call in writes] == ['UpdateItem']
-    condition, names = writes[0].params['ConditionExpression'], writes[0].params['ExpressionAttributeNames']
-    assert 'attribute_not_exists' in condition
-    assert {names[name] for name in names if name in condition} == {'lock_key', 'released_at'}
+    assert 'attribute_not_exists' in writes[0].params['ConditionExpression']
+    assert attribute_names_in(writes[0].params, 'ConditionExpression') == {'lock_key', 'released_at'}
     assert lock.status == DynamoDBLock.LOCKED
     assert callback.calls == []
     assert engine.read_item('contended')['owner_name'] == 'holder'

@@ -49,9 +49,9 @@ def test_update_attributes_sets_and_removes_with_a_renewal(engine: LockTable, cl
     assert row['fencing_token'] == lock.fencing_token   # the same acquisition
     assert row['owner_name'] == lock.owner_name
     params = calls.calls[0].params
-    assert params['ConditionExpression'] == '#version = :expected_version_0'
+    assert params['ConditionExpression'] == 'record_version_number = :expected_version_0'
     assert version in calls.calls[0].expression_values().values()
-    # Every name, the application's too, goes through ExpressionAttributeNames.
+    # Every name the application chose goes through ExpressionAttributeNames.
     assert {'progress', 'note', 'stage'} <= set(params['ExpressionAttributeNames'].values())
     assert 'progress' not in params['UpdateExpression'] and 'stage' not in params['UpdateExpression']
 

@@ -8,6 +8,7 @@ from typing import Any, Dict
 
 import pytest
 
+from python_dynamodb_lock.testing import readable_expression
 from helpers import CallRecorder, FaultInjector, LockClients, is_asyncio, is_registered
 from python_dynamodb_lock.aio import AsyncDynamoDBLock
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockError
@@ -22,12 +23,12 @@ def delete_row(engine: Any, key: str) -> None:
 
 def is_acquire(params: Dict[str, Any]) -> bool:
     """An acquiring write: the UpdateItem that takes the lock and its next fencing token."""
-    return 'fencing_token' in params.get('ExpressionAttributeNames', {}).values()
+    return 'fencing_token' in readable_expression(params)
 
 
 def is_release(params: Dict[str, Any]) -> bool:
     """A release: the UpdateItem that marks the row released (and takes no token)."""
-    return 'released_at' in params.get('ExpressionAttributeNames', {}).values() and not is_acquire(params)
+    return 'released_at' in readable_expression(params) and not is_acquire(params)
 
 
 def assert_released(engine: Any, lock: Any, key: str, keep_released_rows: bool = True) -> None:

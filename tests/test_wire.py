@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import decimal
+import re
 from decimal import Decimal
 from typing import Any, Callable, Dict, List
 
@@ -22,6 +23,7 @@ from python_dynamodb_lock import _requests as requests
 from python_dynamodb_lock._core.answers import Refused, judge_error
 from python_dynamodb_lock._schema import Schema
 from python_dynamodb_lock._wire import Wire
+from python_dynamodb_lock.testing import readable_expression
 
 SCHEMAS = [
     Schema('locks', 'lock_key', 'sort_key', 'expiry_time'),
@@ -143,3 +145,47 @@ def test_the_row_returned_with_a_refused_write_is_read_the_same_way() -> None:
     refused = judge_error(error)
     assert isinstance(refused, Refused)
     assert refused.item == {name: exact(value) for name, value in typed_item().items()}
+
+
+# -- names: the lock's own written directly, every name an application chooses through a placeholder --
+
+RESERVED_WORDS_SCHEMA = Schema('reserved', 'name', 'data', 'ttl')   # DynamoDB reserved words, all three
+_PLACEHOLDER = re.compile(r'#\w+')
+_IDENTIFIER = re.compile(r'(?<![#:\w.])[A-Za-z_]\w*')
+_KEYWORDS = {'SET', 'REMOVE', 'AND', 'OR', 'IN', 'if_not_exists', 'attribute_exists', 'attribute_not_exists',
+             'size'}
+
+
+@pytest.mark.parametrize('schema', [*SCHEMAS, RESERVED_WORDS_SCHEMA], ids=lambda schema: schema.table_name)
+def test_only_the_locks_own_names_are_written_directly_and_every_placeholder_is_used(schema: Schema) -> None:
+    """The lock's own attribute names (fixed identifiers, none a reserved word) are written into
+    the expressions, which spares botocore a map entry each; the keys, the TTL attribute and
+    additional attributes, which an application names (``name``, ``data`` and ``ttl`` are
+    reserved words), always go through ``ExpressionAttributeNames``; DynamoDB refuses a
+    placeholder no expression uses."""
+    own = schema.reserved_names - {schema.partition_key_name, schema.sort_key_name, schema.ttl_attribute_name}
+    for request in lock_requests(schema):
+        params = request.params
+        text = ' '.join(params.get(field, '') for field in ('UpdateExpression', 'ConditionExpression'))
+        if not text.strip():
+            continue
+        assert set(_IDENTIFIER.findall(_PLACEHOLDER.sub(' ', text))) - _KEYWORDS <= own, text
+        names = params.get('ExpressionAttributeNames', {})
+        assert set(_PLACEHOLDER.findall(text)) == set(names), text
+        assert not set(names.values()) & own
+
+
+def test_writing_names_directly_leaves_every_expression_meaning_the_same() -> None:
+    params = {'UpdateExpression': 'SET #a = :a, #b = :b, #ab = :c REMOVE #r',
+              'ConditionExpression': 'attribute_exists(#a) AND #b.#b = :b',
+              'ExpressionAttributeNames': {'#a': 'owner_name', '#b': 'status', '#ab': 'lease_duration',
+                                           '#r': 'released_at'}}
+    before = {field: readable_expression(params, field) for field in ('UpdateExpression', 'ConditionExpression')}
+    after = requests.direct_names(copy.deepcopy(params))
+    assert after['UpdateExpression'] == 'SET owner_name = :a, #b = :b, lease_duration = :c REMOVE released_at'
+    assert after['ConditionExpression'] == 'attribute_exists(owner_name) AND #b.#b = :b'
+    assert after['ExpressionAttributeNames'] == {'#b': 'status'}
+    assert {field: readable_expression(after, field) for field in before} == before
+    own_only = requests.direct_names({'ConditionExpression': '#v = :v',
+                                      'ExpressionAttributeNames': {'#v': 'record_version_number'}})
+    assert own_only == {'ConditionExpression': 'record_version_number = :v'}   # no empty map: DynamoDB refuses one
