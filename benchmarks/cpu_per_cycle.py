@@ -53,8 +53,8 @@ from run_benchmarks import (  # noqa: E402
 REFERENCE = '0.9.1'
 
 
-def parse_arguments(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+def add_entrant_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that choose the clients measured (what :func:`entrants` reads)."""
     parser.add_argument('--implementations', default='ours,0.9.1,0.9.3',
                         help='comma-separated subset of: ' + ', '.join(IMPLEMENTATIONS))
     parser.add_argument('--build', action='append', default=[], metavar='LABEL=PATH',
@@ -63,7 +63,12 @@ def parse_arguments(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         help='leave the asyncio client out')
     parser.add_argument('--low-level', action='store_true',
                         help="also measure this checkout's threaded client on a low-level boto3 client, with "
-                             'and without botocore\'s parameter validation')
+                             "and without botocore's parameter validation, and with no botocore at all")
+
+
+def parse_arguments(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    add_entrant_arguments(parser)
     parser.add_argument('--trials', type=int, default=5, help='rounds of trials (default 5)')
     parser.add_argument('--iterations', type=int, default=1000,
                         help='acquire + release cycles per trial (default 1000)')
@@ -153,6 +158,11 @@ def report(trials: Dict[str, List[JsonDict]]) -> str:
                      f'{outside:.3f}', f'{results[0]["calls_per_acquire_release"]:g}',
                      f'{statistics.median(versus):.2f}x' if versus else '',
                      f'{statistics.median(threaded_ratios):.2f}x' if threaded_ratios else ''))
+    return text_table(header, rows)
+
+
+def text_table(header: Tuple[str, ...], rows: Sequence[Tuple[str, ...]]) -> str:
+    """``rows`` under ``header``, in columns as wide as their widest cell."""
     widths = [max(len(row[index]) for row in [header, *rows]) for index in range(len(header))]
     lines = [' | '.join(cell.ljust(width) for cell, width in zip(row, widths)) for row in [header, *rows]]
     lines.insert(1, '-+-'.join('-' * width for width in widths))
