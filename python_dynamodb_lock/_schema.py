@@ -83,7 +83,6 @@ SHARED_OWNER, SHARED_VERSION, SHARED_LEASE, WRITER_ID = 'owner', 'version', 'lea
 OWN_ATTRIBUTES = frozenset({COL_OWNER_NAME, COL_LEASE_DURATION, COL_RECORD_VERSION_NUMBER, COL_FENCING_TOKEN,
                             COL_ACQUISITION_ID, COL_RELEASED_AT, COL_LEASE_EXPIRY, COL_SHARED_HOLDERS,
                             COL_WRITER_WAITING, COL_LOCK_SESSION})
-_OWN_ATTRIBUTES = OWN_ATTRIBUTES
 
 
 def binary_bytes(value: Any) -> bytes:
@@ -124,7 +123,7 @@ class Schema:
         keys = {self.partition_key_name, self.ttl_attribute_name}
         if self.sort_key_name is not None:
             keys.add(self.sort_key_name)
-        return frozenset(keys) | _OWN_ATTRIBUTES
+        return frozenset(keys) | OWN_ATTRIBUTES
 
     @functools.cached_property
     def key_names(self) -> FrozenSet[str]:

@@ -20,9 +20,10 @@ Specific to this suite:
 * :class:`BackgroundCall` -- run a blocking call in a thread.
 * :func:`offline_resource`, :func:`no_retry_backoff`, :func:`holding_lock_mutex`,
   :func:`rewrite_batch_answers`.
-* :func:`plain_expression`, :func:`attribute_names_in`, :func:`assigned_values` -- reading a
-  request's expressions whatever goes through ``ExpressionAttributeNames`` (an application's
-  names) and whatever is written directly (this package's own).
+* :func:`attribute_names_in`, :func:`assigned_values` -- reading a request's expressions
+  whatever goes through ``ExpressionAttributeNames`` (an application's names) and whatever is
+  written directly (this package's own); :func:`readable_expression` (from
+  :mod:`python_dynamodb_lock.testing`) gives a whole expression so.
 """
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ __all__ = [
     'THREADED',
     'assigned_values',
     'attribute_names_in',
-    'plain_expression',
+    'readable_expression',
     'BackgroundCall',
     'CallRecorder',
     'CallbackCall',
@@ -92,7 +93,6 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 
 _PLACEHOLDER = re.compile(r'#\w+')
-plain_expression = readable_expression
 _WORD = re.compile(r'(?<![#:\w])[A-Za-z_]\w*')
 _FUNCTIONS = frozenset({'SET', 'REMOVE', 'ADD', 'DELETE', 'AND', 'OR', 'NOT', 'IN', 'BETWEEN', 'if_not_exists',
                         'attribute_exists', 'attribute_not_exists', 'attribute_type', 'begins_with', 'contains',
@@ -103,15 +103,14 @@ def attribute_names_in(params: Dict[str, Any], field: str = 'UpdateExpression') 
     """The attribute names ``params[field]`` reads or writes (placeholders resolved; the first
     element of a document path)."""
     names = params.get('ExpressionAttributeNames') or {}
-    text = params.get(field) or ''
+    text = re.sub(r'\.[#\w]+', '', params.get(field) or '')      # nested path elements aside
     found = {names[token] for token in _PLACEHOLDER.findall(text) if token in names}
-    bare = re.sub(r'\.[#\w]+', '', _PLACEHOLDER.sub(' ', text))    # nested path elements aside
-    return found | {word for word in _WORD.findall(bare) if word not in _FUNCTIONS}
+    return found | {word for word in _WORD.findall(_PLACEHOLDER.sub(' ', text)) if word not in _FUNCTIONS}
 
 
 def assigned_values(params: Dict[str, Any]) -> Dict[str, Any]:
     """``{attribute name: value}`` for each ``name = :placeholder`` of an UpdateExpression's SET clause."""
-    text = plain_expression(params).split(' REMOVE ')[0]
+    text = readable_expression(params).split(' REMOVE ')[0]
     values = params.get('ExpressionAttributeValues') or {}
     return {name: values[placeholder] for name, placeholder in re.findall(r'([\w.]+) = (:\w+)(?=,|$)', text)
             if placeholder in values}

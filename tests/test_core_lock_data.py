@@ -11,7 +11,7 @@ from typing import Any, Dict
 import pytest
 from test_core_protocol import LOST_ANSWER, SCHEMA, SERVER_ERROR, FakeClock, FakeLock, drive, held_state, row, scripted
 
-from helpers import plain_expression
+from helpers import readable_expression
 from python_dynamodb_lock import DynamoDBLockError
 from python_dynamodb_lock._config import (check_attribute_update, check_release_attributes, lock_lease,
                                           make_settings)
@@ -28,7 +28,7 @@ SETTINGS = HeartbeatSettings(SCHEMA, 5.0, 20.0, 3600.0, -1, 1)
 
 def expression_of(params: Dict[str, Any]) -> str:
     """The update expression with attribute names put back in, to read what it does."""
-    return plain_expression(params)
+    return readable_expression(params)
 
 
 # -- requests -------------------------------------------------------------------------------

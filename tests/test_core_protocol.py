@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ParamValidationError, ReadTimeoutError
 
-from helpers import assigned_values, attribute_names_in, plain_expression
+from helpers import assigned_values, attribute_names_in, readable_expression
 from python_dynamodb_lock._core.acquire import AcquireAttempt, Observations, TimedOut, Written, acquire, is_abandoned
 from python_dynamodb_lock._core.answers import Applied, Failed, Refused, judge_error
 from python_dynamodb_lock._core.effects import Call, Emit, Sleep, Unregister
@@ -357,7 +357,7 @@ def test_release_names_every_version_that_may_be_ours_and_retries_an_older_one()
 def test_a_release_keeps_the_row_with_its_token_and_a_published_client_can_take_it() -> None:
     run = run_release(Applied())
     (write,) = run.calls
-    expression = plain_expression(write.params)
+    expression = readable_expression(write.params)
     values = write.params['ExpressionAttributeValues']
     assert 'fencing_token' not in attribute_names_in(write.params)      # kept as it is
     assert values[':zero'] == 0                              # lease 0: published clients take it after a poll
@@ -454,7 +454,7 @@ def test_an_uncontended_acquire_is_one_conditional_write_that_returns_the_token(
     assert isinstance(run.result, Written) and run.result.item['fencing_token'] == 42
     (write,) = run.calls
     assert write.operation == WRITE
-    assert plain_expression(write.params, 'ConditionExpression') == ('attribute_not_exists(lock_key) OR '
+    assert readable_expression(write.params, 'ConditionExpression') == ('attribute_not_exists(lock_key) OR '
                                                                      'attribute_exists(released_at)')
     assert 'if_not_exists(fencing_token, :token_floor) + :one' in write.params['UpdateExpression']
     assert write.params['ReturnValuesOnConditionCheckFailure'] == 'ALL_OLD'

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 from test_core_protocol import LOST_ANSWER, SERVER_ERROR, FakeClock, client_error, drive, scripted
 
-from helpers import plain_expression
+from helpers import readable_expression
 from python_dynamodb_lock._core.acquire import Observations
 from python_dynamodb_lock._core.answers import Applied, Refused, judge_error
 from python_dynamodb_lock._core.events import Kind
@@ -144,8 +144,8 @@ def test_lock_rows_get_their_slow_refresh_every_third_of_the_row_lease() -> None
 def test_writes_that_name_no_session_remove_the_name() -> None:
     item = SCHEMA.lock_item('k', '-', 'me', 30.0, 'v', 0)
     acquiring = acquire_free(SCHEMA, item, 1).params
-    assert 'lock_session' in plain_expression(acquiring).split(' REMOVE ')[1]
+    assert 'lock_session' in readable_expression(acquiring).split(' REMOVE ')[1]
     releasing = release_row(SCHEMA, 'k', '-', ['v'], 'w', 0, 0).params
-    assert 'lock_session' in plain_expression(releasing).split(' REMOVE ')[1]
-    named = plain_expression(acquire_free(SCHEMA, {**item, 'lock_session': 's'}, 1).params)
+    assert 'lock_session' in readable_expression(releasing).split(' REMOVE ')[1]
+    named = readable_expression(acquire_free(SCHEMA, {**item, 'lock_session': 's'}, 1).params)
     assert named.count('lock_session') == 1 and 'lock_session = :' in named      # written, not removed

@@ -7,7 +7,7 @@ from typing import Any, Dict
 
 import pytest
 
-from helpers import attribute_names_in, plain_expression
+from helpers import attribute_names_in, readable_expression
 from python_dynamodb_lock._core.shared import SharedWatch, entry_of, entry_view, holders_of, is_shared, marker_of
 from python_dynamodb_lock._schema import Schema
 from python_dynamodb_lock._shared_requests import JoinMode, entry, join, leave, mark_writer, renew_entry
@@ -70,24 +70,24 @@ def test_every_name_and_value_of_a_join_is_used_and_a_writer_marker_blocks_it(mo
     text = params['UpdateExpression'] + ' ' + params['ConditionExpression']
     assert all(name in text for name in params['ExpressionAttributeNames'])
     assert all(value in text for value in params['ExpressionAttributeValues'])
-    condition = plain_expression(params, 'ConditionExpression')
+    condition = readable_expression(params, 'ConditionExpression')
     assert 'attribute_not_exists(writer_waiting)' in condition
     assert params['ReturnValues'] == 'ALL_NEW'
     if mode == JoinMode.SHARED:
         assert 'size(shared_holders) < :max_holders' in condition
-        assert 'shared_holders.old' in plain_expression(params)
+        assert 'shared_holders.old' in readable_expression(params)
 
 
 def test_renewals_leaves_and_markers_are_conditioned_on_the_entry_or_the_marker() -> None:
     renewal = renew_entry(SCHEMA, 'k', '-', 'me', ['v1', 'v2'], 'v3', 'row-3', 99).params
-    assert plain_expression(renewal, 'ConditionExpression') == (
+    assert readable_expression(renewal, 'ConditionExpression') == (
         'shared_holders.me.version IN (:entry_version_0, :entry_version_1) AND attribute_not_exists(released_at)')
-    assert 'record_version_number = :row_version' in plain_expression(renewal)
+    assert 'record_version_number = :row_version' in readable_expression(renewal)
     beside = leave(SCHEMA, 'k', '-', 'me', ['v1'], 'row-4', False, 99, 1, True).params
-    assert 'size(shared_holders) > :one' in plain_expression(beside, 'ConditionExpression')
-    assert 'REMOVE shared_holders.me' in plain_expression(beside)
+    assert 'size(shared_holders) > :one' in readable_expression(beside, 'ConditionExpression')
+    assert 'REMOVE shared_holders.me' in readable_expression(beside)
     last = leave(SCHEMA, 'k', '-', 'me', ['v1'], 'row-4', True, 99, 1, True).params
-    assert 'size(shared_holders) = :one' in plain_expression(last, 'ConditionExpression')
+    assert 'size(shared_holders) = :one' in readable_expression(last, 'ConditionExpression')
     assert 'released_at' in attribute_names_in(last)
     deleted = leave(SCHEMA, 'k', '-', 'me', ['v1'], 'row-4', True, 99, 1, False)
     assert deleted.operation == 'delete_item' and 'UpdateExpression' not in deleted.params
@@ -95,4 +95,4 @@ def test_renewals_leaves_and_markers_are_conditioned_on_the_entry_or_the_marker(
     assert set(deleted.params['ExpressionAttributeNames']) == {'#me', '#v'}
     marker = mark_writer(SCHEMA, 'k', '-', 'w', 'writer', 'm2', 10, 'm1', {'old': 'v0'}).params
     assert 'writer_waiting.id = :waiter OR writer_waiting.version = :dead_marker' \
-        in plain_expression(marker, 'ConditionExpression')
+        in readable_expression(marker, 'ConditionExpression')
