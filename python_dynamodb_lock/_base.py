@@ -952,6 +952,7 @@ class ClientCore(Generic[L]):
         """``acquire_locks``: every key written in one transaction (:func:`acquire_all`), each
         row adopted and installed as ``acquire_lock``'s is, and handed to ``multi`` (whose
         ``_member_callback`` the locks call). None after a timeout that is not an error."""
+        attempts = yield from self._starting_session(attempts)
         outcome = yield from acquire_all(attempts, self._clock, self._shutdown.is_set, self._observations)
         if isinstance(outcome, NotAll):
             if not timeout_is_error:

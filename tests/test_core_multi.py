@@ -65,7 +65,7 @@ def test_the_refusal_is_the_poll_and_a_dead_holder_is_taken_over_after_its_lease
             return Applied({})
         return cancelled(None, row('v1', owner='dead'))
 
-    polls = int(LEASE // 5) + 1
+    polls = int(LEASE // 5)       # refusals: the first one is the first sight of the holder's version
     run = drive(acquire_all(attempts(), clock, lambda: False),
                 scripted(*([transaction] * (polls + 1)), committed_rows(sent)), clock=clock)
     assert isinstance(run.result, AllWritten)

@@ -165,7 +165,10 @@ def test_overlapping_sets_in_any_order_never_deadlock_nor_hold_part_of_a_set(loc
     holders ever overlap, every key of a returned set is held, and no acquisition times out (a
     deadlock would)."""
     pool = [f'res-{index}' for index in range(12)]
-    clients = [make(local_clients, f'client-{index}') for index in range(3)]
+    # Nobody dies here: a lease far beyond any scheduling delay of a busy machine, so that the
+    # status of a set just acquired reads LOCKED and no key is taken over from a live holder.
+    clients = [make(local_clients, f'client-{index}', lease_duration=seconds(seconds=60),
+                    safe_period=seconds(seconds=30)) for index in range(3)]
     holders: Counter[str] = Counter()
     guard = threading.Lock()
     overlaps: List[str] = []

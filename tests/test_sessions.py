@@ -372,3 +372,26 @@ def test_extend_renews_the_session(local_engine: Any, local_clients: LockClients
         locks[1].extend()
     assert lost.value.code == DynamoDBLockError.LOCK_STOLEN and lost.value.reason == Reason.SESSION_LOST
     assert all(lock.status == DynamoDBLock.INVALID for lock in locks)
+
+
+@pytest.mark.parametrize('entry', ['acquire_locks', 'try_acquire_locks'])
+def test_a_set_acquired_first_under_a_session_writes_its_session_row_and_keeps_waiters_out(
+        local_engine: Any, local_clients: LockClients, entry: str) -> None:
+    """Issue 27, finding 1: a session client whose first acquisition is a set starts its session
+    before writing the set; its live locks are not taken by a session-aware waiter."""
+    from test_multi_keys import acquire_locks, try_acquire_locks
+    clock = local_clients.clock
+    holder = _session_client(local_clients, owner_name='holder')
+    multi = (acquire_locks if entry == 'acquire_locks' else try_acquire_locks)(holder, ['set-a', 'set-b'])
+    assert multi is not None
+    for key in ('set-a', 'set-b'):
+        session_key = local_engine.read_item(key)['lock_session']
+        assert session_key.startswith(SESSION_PREFIX + 'holder/')
+        assert local_engine.read_item(session_key) is not None, f'{key} names a session row that does not exist'
+    waiter = _session_client(local_clients, owner_name='waiter')
+    for _ in range(4):
+        assert waiter.try_acquire_lock('set-a') is None
+        assert waiter.try_acquire_lock('set-b') is None
+        step(clock, LEASE / 2, holder, waiter)
+    assert all(lock.status == DynamoDBLock.LOCKED for lock in multi.locks)
+    multi.release()

@@ -143,3 +143,44 @@ def test_a_live_published_holder_is_never_taken_over_by_repeated_tries(published
         local_clients.clock.advance(1)
     assert local_engine.read_item('shared')['owner_name'].startswith('published-')
     assert published.send(cmd='release')['event'] == 'released'
+
+
+def test_repeated_try_acquire_locks_take_a_dead_holder_over_as_repeated_single_tries_do(
+        local_engine: LockTable, local_clients: LockClients) -> None:
+    """Issue 27, finding 2: a one-attempt ``try_acquire_locks`` records what it saw in the
+    client's memory, so one try per second takes a dead holder of one key of the set over
+    within the holder's lease and two tries, never sooner."""
+    from test_multi_keys import try_acquire_locks
+    holder = local_clients.make(local_engine.new_resource(), owner_name='holder', **SHORT)
+    dead = holder.acquire_lock('set-b')
+    holder.close()
+    trier = local_clients.make(owner_name='trier')
+    multi, number = None, 0
+    while multi is None and number < LEASE + 2:
+        number += 1
+        multi = try_acquire_locks(trier, ['set-a', 'set-b'])
+        if multi is None:
+            assert local_engine.read_held_row('set-b')['owner_name'] == 'holder'
+            assert local_engine.read_item('set-a') is None or local_engine.read_item('set-a').get('released_at')
+            local_clients.clock.advance(1)
+    assert multi is not None, f'not taken over within {LEASE + 2} tries'
+    assert number == LEASE + 1                       # the row's lease after the first sight, as try_acquire_lock
+    taken = multi.locks[1]
+    assert taken.took_over_from is not None and taken.took_over_from.owner_name == 'holder'
+    assert taken.fencing_token == dead.fencing_token + 1
+    assert local_engine.read_held_row('set-b')['record_version_number'] == taken.record_version_number
+    multi.release()
+
+
+def test_repeated_try_acquire_locks_never_take_a_live_holder_over(local_engine: LockTable,
+                                                                  local_clients: LockClients) -> None:
+    from test_multi_keys import try_acquire_locks
+    holder = local_clients.make(local_engine.new_resource(), hand_driven=False, owner_name='holder', **SHORT)
+    held = holder.acquire_lock('live-b')
+    trier = local_clients.make(owner_name='trier')
+    for _ in range(3 * LEASE):
+        assert try_acquire_locks(trier, ['live-a', 'live-b']) is None
+        step(local_clients.clock, 1, holder)
+    assert held.status == DynamoDBLock.LOCKED
+    assert local_engine.read_held_row('live-b')['record_version_number'] == held.record_version_number
+    assert held.release() is True

@@ -87,29 +87,38 @@ def acquire_all(attempts: Sequence[AcquireAttempt], clock: Any, is_closed: Calla
     seen = observations if observations is not None else Observations()
     watches = [Watch(attempt, seen, sessions=False) for attempt in attempts]
     immediate_retries = conflicts = 0
+    refused_just_now = False
     while True:
         raise_if_closed(is_closed)
         ready = []
-        for watch in watches:
+        for watch in watches:   # notes each holder's version in the client's memory, as acquire does
             ready.append((yield from watch.may_write(clock)))
-        outcome = yield from _transact(watches, ready, clock, name)
-        if isinstance(outcome, AllWritten):
-            for attempt in attempts:
-                seen.forget(attempt.unique_identifier)
-            waited = clock.monotonic() - started
-            return AllWritten(tuple(dataclasses.replace(written, waited=waited) for written in outcome.written))
-        if isinstance(outcome, _Conflicted):
-            if conflicts < GUARD_ATTEMPTS:
-                # Not a refusal: nothing is known to be in the way. Sent again soon, even by a
-                # call that makes one attempt (retry_timeout 0).
-                yield Sleep(backoff(conflicts))
-                conflicts += 1
-                continue
-        else:
-            conflicts = 0
-            if immediate_retries < _IMMEDIATE_RETRIES and all(watch.blocking is None for watch in watches):
-                immediate_retries += 1     # refused, but every key looks free now: again at once
-                continue
+        # Just refused, and a key is held by a holder not (yet) presumed dead: sending again now
+        # would be refused again. Otherwise (every key free, or its holder abandoned) send.
+        if not (refused_just_now and not all(ready)):
+            outcome = yield from _transact(watches, ready, clock, name)
+            if isinstance(outcome, AllWritten):
+                for attempt in attempts:
+                    seen.forget(attempt.unique_identifier)
+                waited = clock.monotonic() - started
+                return AllWritten(tuple(dataclasses.replace(written, waited=waited) for written in outcome.written))
+            if isinstance(outcome, _Conflicted):
+                if conflicts < GUARD_ATTEMPTS:
+                    # Not a refusal: nothing is known to be in the way. Sent again soon, even by a
+                    # call that makes one attempt (retry_timeout 0).
+                    yield Sleep(backoff(conflicts))
+                    conflicts += 1
+                    continue
+            else:
+                conflicts = 0
+                if immediate_retries < _IMMEDIATE_RETRIES:
+                    # Refused: judge the rows now in the way at once (free, or abandoned by a
+                    # holder this client has seen unchanged for its lease, possibly over earlier
+                    # calls: try_acquire_locks repeated takes over a dead holder).
+                    immediate_retries += 1
+                    refused_just_now = True
+                    continue
+        refused_just_now = False
         blocking = next((watch.blocking for watch in watches if watch.blocking is not None), None)
         remaining = deadline - clock.monotonic()
         if remaining <= 0:
