@@ -374,6 +374,7 @@ class ClientCore(Generic[L]):
         lock.shared = written.shared  # type: ignore[attr-defined]
         lock._keep_row = attempt.keep_released_rows  # type: ignore[attr-defined]
         lock._existing_item = attempt.lock_existing_item  # type: ignore[attr-defined]
+        lock._own_row = written.own_row  # type: ignore[attr-defined]
         if written.shared:
             if len(self._joined_beside) >= _MAX_JOIN_GUESSES:
                 self._joined_beside.clear()
