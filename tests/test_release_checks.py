@@ -143,6 +143,22 @@ def test_a_lock_that_created_its_item_leaves_no_ghost(local_engine: LockTable, l
     assert second.acquire_lock('made-by-lock', retry_timeout=seconds(0)).owner_name == 'second'
 
 
+def test_a_created_row_handed_to_a_waiter_is_still_freed_as_a_plain_lock(local_engine: LockTable,
+                                                                         local_clients: LockClients) -> None:
+    client = local_clients.make(owner_name='first')
+    other = local_clients.make(owner_name='other')
+    lock = client.acquire_lock('handed-row', lock_existing_item=True)
+    waiting = BackgroundCall(client.acquire_lock, 'handed-row', lock_existing_item=True,
+                             retry_timeout=seconds(seconds=60), name='waiter')
+    settle(local_clients.clock, threads=[waiting.thread])
+    lock.release()
+    handed = waiting.result()
+    assert handed.lock_existing_item and handed.fencing_token == lock.fencing_token + 1
+    handed.release()
+    assert other.get_lock('handed-row') is None
+    assert other.acquire_lock('handed-row', retry_timeout=seconds(0)).owner_name == 'other'
+
+
 def test_a_lock_on_an_item_that_exists_still_leaves_the_item(local_engine: LockTable,
                                                              local_clients: LockClients) -> None:
     """The other side of the rule: an application's item, even one with nothing but its key,
