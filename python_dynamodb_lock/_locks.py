@@ -221,7 +221,8 @@ class HeldLock(BaseDynamoDBLock):
     @property
     def lock_existing_item(self) -> bool:
         """Whether this lock was added to an existing item (``acquire_lock(lock_existing_item=True)``):
-        its release then removes only the lock's attributes, never the item."""
+        its release then removes only the lock's attributes, never the item (a row the lock
+        created, there being no item at the key, is freed as a plain lock's row is)."""
         return self._existing_item
 
     @property

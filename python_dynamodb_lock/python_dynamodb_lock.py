@@ -347,7 +347,7 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         others after its lease. With ``best_effort=False``:
 
         ``keep_row`` (None: the lock's choice, see ``acquire_lock``) keeps the row marked released
-        or deletes it; a lock on an existing item never deletes its item.
+        or deletes it; a lock on an existing item never deletes the application's item.
 
         :raises DynamoDBLockError: ``LOCK_NOT_OWNED`` when this client does not hold the lock;
             ``LOCK_STOLEN`` when another client has taken it over, before or during this

@@ -14,6 +14,7 @@ Local where another client's acquisition is the claim.
 from __future__ import annotations
 
 import datetime
+import logging
 import pytest
 from helpers import BackgroundCall, CallRecorder, LockClients, settle
 
@@ -86,15 +87,18 @@ def test_a_handover_too_large_for_one_row_frees_the_row_instead(local_engine: Lo
 # 7c: update_attributes over 400 KB on a plain lock
 # --------------------------------------------------------------------------------------------
 
-def test_an_oversized_update_is_refused_before_any_write(engine: LockTable, clients: LockClients) -> None:
+def test_an_oversized_update_is_refused_before_any_write(engine: LockTable, clients: LockClients,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
     client = clients.make()
     lock = client.acquire_lock('big-update', additional_attributes={'kept': LARGE_BUT_FITS})
     version = lock.record_version_number
-    with CallRecorder(engine.resource) as calls:
+    with CallRecorder(engine.resource) as calls, caplog.at_level(logging.DEBUG, logger='python_dynamodb_lock'):
         with pytest.raises(ValueError, match='400 KB') as refused:
             lock.update_attributes({'more': 'x' * 20_000})
     assert 'existing item' not in str(refused.value) and 'update_attributes' in str(refused.value)
     assert calls.count() == 0
+    # nothing failed on the wire, so nothing is logged as a failed heartbeat
+    assert not [record for record in caplog.records if record.levelno >= logging.WARNING], caplog.text
     assert lock.status == DynamoDBLock.LOCKED and lock.record_version_number == version
     assert lock.additional_attributes == {'kept': LARGE_BUT_FITS}
     lock.update_attributes(remove=['kept'])                              # removing makes room
