@@ -29,6 +29,7 @@ from ._core.heartbeat import (Batching, HeartbeatSettings, check_round, extend, 
                               renew_one, update_attributes)
 from ._core.messages import describe_key
 from ._core.guard import MAX_TRANSACTION_BYTES, check_actions, guarded_write, size_of
+from ._core.item_size import check_release_size, check_update_size, handover_fits
 from ._core.answers import Applied
 from ._core.multi import MAX_KEYS, NotAll, acquire_all, free_all, set_name
 from ._core.scan import force_release, next_page
@@ -373,6 +374,7 @@ class ClientCore(Generic[L]):
         lock.shared = written.shared  # type: ignore[attr-defined]
         lock._keep_row = attempt.keep_released_rows  # type: ignore[attr-defined]
         lock._existing_item = attempt.lock_existing_item  # type: ignore[attr-defined]
+        lock._own_row = written.own_row  # type: ignore[attr-defined]
         if written.shared:
             if len(self._joined_beside) >= _MAX_JOIN_GUESSES:
                 self._joined_beside.clear()
@@ -429,6 +431,7 @@ class ClientCore(Generic[L]):
             raise ValueError(f'{lock.unique_identifier} is a lock on an existing item: it carries no additional '
                              "attributes (the item's own are the application's; update the item yourself)")
         self._check_renewable(lock)
+        check_update_size(self._schema, lock, dict(update[0]), update[1])
         return self._holding(lock, update_attributes(self._heartbeat_settings, lock, self._clock, update))
 
     @staticmethod
@@ -495,6 +498,7 @@ class ClientCore(Generic[L]):
         if keep_row is not None:
             require_bool('keep_row', keep_row)
         checked = check_release_attributes(self._schema, attributes, lock.keep_row if keep_row is None else keep_row)
+        check_release_size(self._schema, lock, checked)
         return checked or None
 
     def _releasing(self, lock: Any, best_effort: bool, attributes: Optional[Mapping[str, Any]] = None,
@@ -538,8 +542,10 @@ class ClientCore(Generic[L]):
             self._observations.forget(lock.unique_identifier)
         if verdict is None:
             successor = None if lock.shared else self._registry.claim_successor(lock.unique_identifier)
-            if successor is not None and successor.attempt.lock_existing_item != lock._existing_item:
-                # A lock on an existing item and a plain one write different rows: no handover.
+            if successor is not None and (successor.attempt.lock_existing_item != lock._existing_item or not
+                                          handover_fits(self._schema, successor.attempt.item_template, attributes)):
+                # A lock on an existing item and a plain one write different rows (and a row too
+                # large for DynamoDB cannot be written): no handover.
                 self._registry.hand_over(lock.unique_identifier, successor, None)
                 successor = None
             versions = lock._state.our_versions()

@@ -140,6 +140,7 @@ class HeldLock(BaseDynamoDBLock):
         self._holder: Any = None  # the thread (or task) that acquired it, for reentrancy
         self._keep_row = True          # set at acquisition: acquire_lock(keep_row=...) or the client's
         self._existing_item = False    # set at acquisition: acquire_lock(lock_existing_item=...)
+        self._own_row = False          # set at acquisition: its row holds nothing but the lock (Written.own_row)
         #: When this acquisition took the key over from a holder presumed dead: that holder's
         #: lock as it was in the table (its owner, version and fencing token), so that the
         #: application can recover what it left half done. None otherwise.
@@ -220,7 +221,8 @@ class HeldLock(BaseDynamoDBLock):
     @property
     def lock_existing_item(self) -> bool:
         """Whether this lock was added to an existing item (``acquire_lock(lock_existing_item=True)``):
-        its release then removes only the lock's attributes, never the item."""
+        its release then removes only the lock's attributes, never the item (a row the lock
+        created, there being no item at the key, is freed as a plain lock's row is)."""
         return self._existing_item
 
     @property

@@ -225,7 +225,9 @@ def acquire_free(schema: Schema, item: Item, token_floor: int, existing_item: bo
 
     ``existing_item``: add the lock to the item at the key, whatever other attributes it has,
     if it carries no lock (no ``record_version_number``); a released row is then taken over
-    instead (see ``_core.acquire``). ``only_if_exists``: and only if the item exists.
+    instead (see ``_core.acquire``). ``only_if_exists``: and only if the item exists. The answer
+    then returns the item as it was (``ALL_OLD``): none when the write created it (the lock's
+    release then frees the row as a plain lock's does); the new fencing token follows from it.
     """
     if not existing_item:
         params = _lock_update(schema, item, token_floor, (), (('#partition_key', schema.partition_key_name),))
@@ -238,6 +240,7 @@ def acquire_free(schema: Schema, item: Item, token_floor: int, existing_item: bo
         condition = 'attribute_exists(#partition_key) AND attribute_not_exists(#version)'
     params = _lock_update(schema, item, token_floor, (), names)
     params['ConditionExpression'] = condition
+    params['ReturnValues'] = 'ALL_OLD'
     return _conditional(schema, 'update_item', **params)
 
 

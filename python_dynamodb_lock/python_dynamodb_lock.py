@@ -332,21 +332,22 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         """Release ``lock``: one delete, conditioned on the row still carrying its version.
 
         ``attributes`` are written onto the released row for the next holder (see "Data on a
-        lock" in the usage page); a ValueError before any write when the row is deleted.
+        lock" in the usage page); a ValueError before any write when the row is deleted, or when
+        the released row would exceed DynamoDB's 400 KB item limit (the lock stays held).
 
         A lock already released is left alone. The lock may be released after :meth:`close`.
 
         :returns: True when this call released the lock (or one reentrant hold of it, the lock
             still held); False when it found it already released, gone (expired,
-            force-released), taken over, or held by another client, or (best effort) could not
-            reach DynamoDB. The published package returned None.
+            force-released), taken over, or held by another client, or (best effort) its write
+            failed (see "Releasing a lock" in the errors page). The published package returned None.
 
         With ``best_effort=True`` (the default) nothing is raised: failures are logged and the
         lock is forgotten locally either way; a row that could not be deleted is taken over by
         others after its lease. With ``best_effort=False``:
 
         ``keep_row`` (None: the lock's choice, see ``acquire_lock``) keeps the row marked released
-        or deletes it; a lock on an existing item never deletes its item.
+        or deletes it; a lock on an existing item never deletes the application's item.
 
         :raises DynamoDBLockError: ``LOCK_NOT_OWNED`` when this client does not hold the lock;
             ``LOCK_STOLEN`` when another client has taken it over, before or during this

@@ -120,10 +120,23 @@ def test_only_if_exists_on_a_missing_item_is_item_not_found_after_one_write_and_
 def test_only_if_exists_meets_an_item_created_meanwhile_and_writes_again() -> None:
     """The read after the refusal finds an item without a lock: it is free, so the next write goes."""
     run = drive(acquire(item_attempt(True), FakeClock(), lambda: False),
-                scripted(Refused(None), Applied({'Item': APP_ROW}), Applied({'Attributes': {'fencing_token': 3}})),
+                scripted(Refused(None), Applied({'Item': APP_ROW}),
+                         Applied({'Attributes': {**APP_ROW, 'fencing_token': 2}})),   # the item as it was
                 clock=FakeClock())
-    assert run.error is None and run.result.item['fencing_token'] == 3
+    assert run.calls[-1].params['ReturnValues'] == 'ALL_OLD'
+    assert run.error is None and run.result.item['fencing_token'] == 3     # one more than the item's
     assert SCHEMA.ttl_attribute_name not in run.result.item
+    assert not run.result.own_row                                          # the application's item
+
+
+def test_a_lock_that_finds_no_item_creates_its_own_row() -> None:
+    """Without only_if_exists, a missing item is created: the answer (the item as it was) is
+    empty, the token is the floor's next, and the lock's release frees the row as a plain lock's
+    does (issue 27, 7d)."""
+    clock = FakeClock()
+    run = drive(acquire(item_attempt(False), clock, lambda: False), scripted(Applied({})), clock=clock)
+    floor = run.calls[0].params['ExpressionAttributeValues'][':token_floor']
+    assert run.error is None and run.result.own_row and run.result.item['fencing_token'] == floor + 1
 
 
 def test_a_released_row_is_taken_over_with_its_ttl_removed() -> None:

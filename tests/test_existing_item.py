@@ -135,13 +135,15 @@ def test_only_if_exists_refuses_a_missing_item_and_writes_nothing(engine: Any, l
     assert engine.read_item('missing')['record_version_number'] == lock.record_version_number
 
 
-def test_without_only_if_exists_a_missing_item_is_created_and_kept_after_release(
+def test_without_only_if_exists_a_missing_item_is_created_and_freed_as_a_plain_lock_at_release(
         engine: Any, local_clients: LockClients) -> None:
+    """The lock created the row (there was no item): its release leaves the key as a plain
+    lock's does, here deleted (keep_row=False); see test_release_checks.py for the kept row."""
     client = local_clients.make()
     lock = client.acquire_lock('fresh', lock_existing_item=True, keep_row=False)
     assert engine.read_item('fresh')['record_version_number'] == lock.record_version_number
     lock.release(best_effort=False)
-    assert engine.read_item('fresh') == {'lock_key': 'fresh', 'sort_key': '-'}   # never deleted
+    assert engine.read_item('fresh') is None
 
 
 def test_a_lock_on_an_item_excludes_others_and_is_taken_over_after_its_lease_with_the_item_intact(

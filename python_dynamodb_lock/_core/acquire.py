@@ -81,6 +81,10 @@ class Written:
     waited: float = 0.0               # seconds from the start of the acquisition
     shared: bool = False              # a shared holder's entry (``item`` is its view of the row)
     beside_others: bool = False       # that entry joined other shared holders
+    # A lock on an existing item whose row holds nothing but the lock: there was no item at the
+    # key (the write created it), or only a released lock row. Its release frees the row as a
+    # plain lock's does, so that no row without a TTL or a holder is left behind.
+    own_row: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -351,9 +355,12 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item],
     item, write = write_request(attempt, clock, blocking)
     new_version = item[COL_RECORD_VERSION_NUMBER]
 
-    def written(row: Optional[Mapping[str, Any]]) -> Written:
+    def written(row: Optional[Mapping[str, Any]], own_row: Optional[bool] = None) -> Written:
         # What the row holds besides the lock comes along, unless the row is the application's item.
-        return Written(with_token(item, row, not attempt.lock_existing_item), attempt_started, blocking)
+        if own_row is None:     # over a released lock row, a lock on an item holds the lock's own row
+            own_row = attempt.lock_existing_item and Schema.is_released(blocking)
+        return Written(with_token(item, row, not attempt.lock_existing_item), attempt_started, blocking,
+                       own_row=own_row)
     if watch is not None and watch.expired_version is not None and blocking is not None:
         write = take_over_in_session(schema, write, watch.session_id, watch.expired_version, str(uuid.uuid4()),
                                      int(clock.time()))
@@ -378,6 +385,9 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item],
                 return written(row if Schema.version_of(row) == new_version else None)
             return _Blocked(row, attempt.lock_existing_item)
     if isinstance(answer, Applied):
+        if write.params.get('ReturnValues') == 'ALL_OLD':    # a lock added to the item at the key
+            before = answer.response.get('Attributes')
+            return written(token_after(write, before), own_row=not before)
         return written(answer.response.get('Attributes'))
     if isinstance(answer, Refused):
         if Schema.version_of(answer.item) == new_version:
@@ -399,6 +409,15 @@ def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item],
         if landed is not None:
             return written(landed)
     raise write_failed(attempt, answer)
+
+
+def token_after(write: Request, before: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """The fencing token an applied acquiring ``write`` that answered with the item as it was
+    (``before``; None: there was none) gave the row: one more than the item's, or than the
+    write's floor (see ``_requests._lock_update``)."""
+    token = Schema.fencing_token_of(before)
+    return {COL_FENCING_TOKEN: (write.params['ExpressionAttributeValues'][':token_floor'] if token is None
+                                else token) + 1}
 
 
 def write_failed(attempt: AcquireAttempt, answer: Failed) -> DynamoDBLockError:

@@ -28,9 +28,10 @@ def explain(schema: Schema, exc: BaseException) -> str:
             f'table_name={table!r}) or `dynamodb-lock create-table --table {table}` ({exc})'
         )
     if code == 'ValidationException' and 'item size' in str(exc).lower():
-        return ("the item would exceed DynamoDB's 400 KB item size limit: a lock on an existing item adds "
-                'its attributes (about 250 bytes, more with a long owner_name) to the item, which must leave '
-                f'room for them ({exc})')
+        return ("the item would exceed DynamoDB's 400 KB item size limit: the lock's own attributes (about 250 "
+                'bytes, more with a long owner_name) and the data on the row (additional attributes, attributes '
+                "written at release, or, for a lock on an existing item, the item's own attributes) must fit in "
+                f'it together ({exc})')
     if code == 'ValidationException' and 'key' in str(exc).lower():
         kind = {'S': 'string', 'N': 'number', 'B': 'binary'}.get(schema.partition_key_type, schema.partition_key_type)
         sort_key = (f'string RANGE key {schema.sort_key_name!r}' if schema.sort_key_name is not None

@@ -124,7 +124,7 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any, successor: Optiona
         item, ours = {}, str(uuid.uuid4())
 
         keep = settings.keep_released_rows if keep_row is None else keep_row
-        existing = getattr(lock, '_existing_item', False)
+        existing = on_item(lock)
 
         def write(versions: Sequence[str]) -> Protocol[Answer]:
             answer: Answer = yield Call(free_row(schema, lock.partition_key, lock.sort_key, versions, ours,
@@ -134,7 +134,8 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any, successor: Optiona
 
 
     def released(row: Optional[Mapping[str, Any]] = None) -> ReleaseResult:
-        handed = (Written(with_token(item, row, not successor.lock_existing_item), attempt_started)
+        handed = (Written(with_token(item, row, not successor.lock_existing_item), attempt_started,
+                          own_row=successor.lock_existing_item and getattr(lock, '_own_row', False))
                   if successor is not None else None)
         return ReleaseResult(ReleaseOutcome.RELEASED, handed=handed)
 
@@ -203,14 +204,21 @@ def release_again(settings: ReleaseSettings, lock: Any, versions: Sequence[str],
         else:
             answer = yield Call(free_row(schema, lock.partition_key, lock.sort_key, versions, str(uuid.uuid4()),
                                          int(clock.time() + settings.expiry_period), int(clock.time()),
-                                         lock.additional_attributes, keep, attributes,
-                                         getattr(lock, '_existing_item', False)))
+                                         lock.additional_attributes, keep, attributes, on_item(lock)))
         remaining = deadline - clock.monotonic()
         if not isinstance(answer, Failed) or remaining <= 0:
             return
         if (yield Sleep(min(delay, remaining))):
             deadline = clock.monotonic()    # the client is closing: one last try
         delay = min(delay * 2, _LONGEST_RETRY)
+
+
+def on_item(lock: Any) -> bool:
+    """Whether ``lock``'s release removes only the lock's attributes from an item of the
+    application: a lock on an existing item, unless its row holds nothing but the lock (there
+    was no item at the key: see ``Written.own_row``), which is freed as a plain lock's row is
+    (marked released with a TTL, or deleted), leaving no row without a holder or a TTL."""
+    return bool(getattr(lock, '_existing_item', False)) and not getattr(lock, '_own_row', False)
 
 
 def _leave(settings: ReleaseSettings, lock: Any, versions: Sequence[str], clock: Any) -> Protocol[Answer]:
@@ -238,11 +246,11 @@ def free_handed(settings: ReleaseSettings, lock_key: Any, handed: Written, clock
     (they stay on the freed row). A row written for a lock on an existing item (the one without
     a TTL) loses only its lock attributes."""
     schema = settings.schema
-    on_item = schema.ttl_attribute_name not in handed.item
+    item_lock = schema.ttl_attribute_name not in handed.item and not handed.own_row
     yield Call(free_row(schema, lock_key[0], lock_key[1], [str(Schema.version_of(handed.item))], str(uuid.uuid4()),
                         int(clock.time() + settings.expiry_period), int(clock.time()),
-                        () if on_item else handed.item, settings.keep_released_rows,
-                        None if on_item else attributes, on_item))
+                        () if item_lock else handed.item, settings.keep_released_rows,
+                        None if item_lock else attributes, item_lock))
 
 
 def release_verdict(result: ReleaseResult, best_effort: bool, schema: Schema, unique_identifier: str) -> ReleaseVerdict:

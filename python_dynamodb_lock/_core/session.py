@@ -197,10 +197,12 @@ def _lose(session: Session, session_id: str, locks: Sequence[Any], row: Optional
 def due_for_refresh(settings: SessionSettings, locks: Sequence[Any], now: float) -> List[Any]:
     """The held locks whose row is renewed this period: every lock not held under a session,
     and those under one whose row was last refreshed a ``SESSION_REFRESHES``-th of its row
-    lease ago (or earlier)."""
+    lease ago (or earlier), and not already planned since (a refresh of the previous period
+    still in flight: see :meth:`LockState.plan_row_refresh`, which marks those returned as
+    planned)."""
     every = settings.row_lease / SESSION_REFRESHES
     return [lock for lock in locks
-            if lock._state.session_id is None or now - lock._state.row_confirmed >= every]
+            if lock._state.session_id is None or lock._state.plan_row_refresh(now, every)]
 
 
 def end_session(settings: SessionSettings, session: Session, locks: Sequence[Any]) -> Protocol[None]:

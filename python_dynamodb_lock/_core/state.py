@@ -100,6 +100,8 @@ class LockState:
         self.row_lease = self.lease_duration
         self.session_id: Optional[str] = None
         self.row_confirmed = last_confirmed
+        # When the row's slow refresh under way was planned (None: none is): see plan_row_refresh.
+        self.row_refresh_planned: Optional[float] = None
 
     # -- reading -------------------------------------------------------------------------
 
@@ -178,6 +180,21 @@ class LockState:
             self.status = Status.LOCKED
             return recovered
 
+    def plan_row_refresh(self, now: float, every: float) -> bool:
+        """Whether the row's slow refresh (under a session) is due at ``now``: ``every`` seconds
+        have passed since the last confirmed one, and since one was last planned. A refresh found
+        due counts as planned from ``now`` until its answer is settled, so that one still in
+        flight when the next period starts is not planned a second time (it would then be sent
+        again as soon as its first send is answered)."""
+        with self._guard:
+            last = self.row_confirmed
+            if self.row_refresh_planned is not None:
+                last = max(last, self.row_refresh_planned)
+            if now - last < every:
+                return False
+            self.row_refresh_planned = now
+            return True
+
     def remember_unconfirmed(self, version: str) -> None:
         """A write that may have landed unanswered: later conditions accept its version too."""
         with self._guard:
@@ -225,7 +242,12 @@ class LockState:
         version we wrote ourselves and never heard back about, or our own release (reported as
         failed) had removed it. Any other failure leaves the lock as it is; once it has gone
         unconfirmed for the safe period the checker flags it IN_DANGER.
+
+        A planned slow refresh (:meth:`plan_row_refresh`) is over, whatever the answer: a
+        confirmed one moved ``row_confirmed``; any other is planned again next period.
         """
+        with self._guard:
+            self.row_refresh_planned = None
         if isinstance(answer, Refused):
             row_version = Schema.version_of(answer.item)
             if row_version != renewal.new_version:
