@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import pathlib
 import re
+import subprocess
+import sys
 from typing import Any, Dict, Iterable, List, Set, Tuple
 
 import pytest
@@ -19,7 +22,8 @@ from helpers import CallRecorder, FaultInjector, LockClients, RecordedCall, step
 from python_dynamodb_lock import Reason
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient, DynamoDBLockError
 
-IAM_PAGE = pathlib.Path(__file__).resolve().parent.parent / 'docs' / 'iam.rst'
+PROJECT_DIR = pathlib.Path(__file__).resolve().parent.parent
+IAM_PAGE = PROJECT_DIR / 'docs' / 'iam.rst'
 DOC_LOCK_TABLE = 'my-locks'
 DOC_APP_TABLE = 'orders'
 
@@ -101,7 +105,7 @@ def assert_granted(feature: str, calls: CallRecorder, table_names: Dict[str, str
 
 def test_the_page_has_a_policy_for_each_feature() -> None:
     assert set(documented_policies()) == {'locks', 'batched-heartbeats', 'shared-locks', 'several-keys', 'sessions',
-                                          'operator', 'guarded-writes', 'table-creation', 'cli'}
+                                          'operator', 'guarded-writes', 'table-creation', 'cli', 'cli-run', 'demo'}
 
 
 def test_a_call_outside_a_policy_is_reported() -> None:
@@ -333,3 +337,102 @@ def test_a_policy_without_one_of_its_actions_is_refused(feature: str, action: st
 def test_a_session_policy_without_one_of_its_actions_is_refused(action: str, local_engine: Any,
                                                                 local_clients: LockClients) -> None:
     run_denied('sessions', action, local_engine, local_clients)
+
+
+# --------------------------------------------------------------------------------------------
+# The command line: each command runs as a user runs it, in a process of its own (the demo's
+# workers in processes of theirs), with a sitecustomize that records every DynamoDB call any
+# boto3 session of those processes makes.
+# --------------------------------------------------------------------------------------------
+
+_RECORDING_SITECUSTOMIZE = '''
+import json
+import os
+
+import boto3.session
+
+_PATH = os.environ['PDL_IAM_CALLS']
+_init = boto3.session.Session.__init__
+
+
+def _record(event_name, params, **kwargs):
+    body = params.get('body') or b'{}'
+    if isinstance(body, bytes):
+        body = body.decode('utf-8')
+    with open(_PATH, 'a', encoding='utf-8') as calls:
+        calls.write(json.dumps({'operation': event_name.rsplit('.', 1)[1], 'params': json.loads(body or '{}')}) + '\\n')
+
+
+def _recording_init(self, *args, **kwargs):
+    _init(self, *args, **kwargs)
+    self.events.register('before-call.dynamodb', _record)
+
+
+boto3.session.Session.__init__ = _recording_init
+'''
+
+
+def run_cli_recorded(engine: Any, tmp_path: pathlib.Path, *argv: str) -> List[RecordedCall]:
+    """``python -m python_dynamodb_lock --endpoint-url ... ARGV`` in a child; the calls of every
+    process it started."""
+    site = tmp_path / 'site'
+    site.mkdir(exist_ok=True)
+    (site / 'sitecustomize.py').write_text(_RECORDING_SITECUSTOMIZE, encoding='utf-8')
+    calls_file = tmp_path / 'calls.jsonl'
+    environment = {name: value for name, value in os.environ.items() if not name.startswith('AWS_')}
+    environment.update({
+        'PDL_IAM_CALLS': str(calls_file), 'AWS_ACCESS_KEY_ID': 'testing', 'AWS_SECRET_ACCESS_KEY': 'testing',
+        'AWS_CONFIG_FILE': str(tmp_path / 'none'), 'AWS_SHARED_CREDENTIALS_FILE': str(tmp_path / 'none'),
+        'AWS_EC2_METADATA_DISABLED': 'true',
+        'PYTHONPATH': os.pathsep.join(filter(None, [str(site), str(PROJECT_DIR), os.environ.get('PYTHONPATH')])),
+    })
+    result = subprocess.run([sys.executable, '-m', 'python_dynamodb_lock', '--endpoint-url', engine.endpoint_url,
+                             '--region', 'us-east-1', *argv], env=environment, capture_output=True, text=True,
+                            timeout=300, cwd=str(tmp_path), check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = calls_file.read_text(encoding='utf-8').splitlines() if calls_file.exists() else []
+    return [RecordedCall(line['operation'], line['params'], 'MainThread', None) for line in map(json.loads, lines)]
+
+
+def cli_grants(feature: str, calls: List[RecordedCall], table_names: Dict[str, str]) -> Set[Grant]:
+    assert calls, f'{feature}: no DynamoDB call was recorded'
+    need = needed(calls, table_names)
+    missing = need - documented_policies()[feature]
+    assert not missing, f'docs/iam.rst: the {feature!r} policy misses {sorted(missing)}'
+    return need
+
+
+@pytest.mark.local
+def test_the_cli_policy_covers_each_admin_command(local_engine: Any, tmp_path: pathlib.Path) -> None:
+    table = f'{local_engine.table_name}-cli'
+    tables = {table: DOC_LOCK_TABLE}
+    calls = run_cli_recorded(local_engine, tmp_path, '--table', table, 'create-table')
+    local_engine.put_lock_row('stuck', table_name=table)
+    for argv in (['list'], ['list', '--partition-key', 'stuck'], ['show', 'stuck'],
+                 ['release', '--force', '--yes', 'stuck']):
+        calls += run_cli_recorded(local_engine, tmp_path, '--table', table, *argv)
+    need = cli_grants('cli', calls, tables)
+    assert {op for op, _ in need} >= {'dynamodb:CreateTable', 'dynamodb:Scan', 'dynamodb:Query', 'dynamodb:GetItem',
+                                      'dynamodb:UpdateItem'}
+
+
+@pytest.mark.local
+def test_the_cli_run_policy(local_engine: Any, tmp_path: pathlib.Path) -> None:
+    tables = {local_engine.table_name: DOC_LOCK_TABLE}
+    local_engine.put_lock_row('nightly', lease_duration=1)   # a dead holder: run waits, then takes over
+    calls = run_cli_recorded(local_engine, tmp_path, '--table', local_engine.table_name, 'run', 'nightly',
+                             '--wait', '30', '--', sys.executable, '-c', 'pass')
+    need = cli_grants('cli-run', calls, tables)
+    assert need == documented_policies()['cli-run']
+
+
+@pytest.mark.local
+@pytest.mark.slow
+def test_the_demo_policy(local_engine: Any, tmp_path: pathlib.Path) -> None:
+    table = f'{local_engine.table_name}-demo'
+    calls = run_cli_recorded(local_engine, tmp_path, '--table', table, 'demo', '--duration', '4', '--workers', '2',
+                             '--quiet')
+    operations = {call.operation for call in calls}
+    assert {'CreateTable', 'PutItem', 'UpdateItem', 'DeleteItem'} <= operations   # the workers' calls too
+    need = cli_grants('demo', calls, {table: 'DynamoDBLockDemo'})
+    assert need == documented_policies()['demo']
