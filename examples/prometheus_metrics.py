@@ -135,7 +135,7 @@ def demo() -> str:
                                                 retries={'mode': 'standard', 'total_max_attempts': 3}))
         with DynamoDBLockClient(resource, metrics=PrometheusLockMetrics(registry),
                                 background_heartbeats=False) as lock_client:
-            with lock_client.acquire_lock('nightly-report') as lock:
+            with lock_client.acquire_lock('nightly-report', raise_context_exception=True) as lock:
                 lock.extend()
     return generate_latest(registry).decode()
 

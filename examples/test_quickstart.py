@@ -9,7 +9,7 @@ from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient
 
 def run_nightly_report(lock_client: DynamoDBLockClient) -> str:
     """Run the report unless another worker is running it."""
-    lock = lock_client.try_acquire_lock('nightly-report')
+    lock = lock_client.try_acquire_lock('nightly-report', raise_context_exception=True)
     if lock is None:
         return 'skipped: another worker has it'
     with lock:

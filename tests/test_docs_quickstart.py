@@ -62,9 +62,9 @@ def test_the_quick_start_test_fails_when_the_job_locks_the_wrong_key(tmp_path: p
     worker's lock runs beside it, and the test says so."""
     broken = tmp_path / 'test_quickstart.py'
     text = EXAMPLE.read_text(encoding='utf-8')
-    right = "lock_client.try_acquire_lock('nightly-report')"
+    right = "lock_client.try_acquire_lock('nightly-report',"
     assert text.count(right) == 1
-    broken.write_text(text.replace(right, "lock_client.try_acquire_lock('another-report')"), encoding='utf-8')
+    broken.write_text(text.replace(right, "lock_client.try_acquire_lock('another-report',"), encoding='utf-8')
     result = run_pytest(broken)
     assert result.returncode == 1, result.stdout + result.stderr
     assert '1 failed' in result.stdout and "AssertionError: assert 'done' == " in result.stdout, \
