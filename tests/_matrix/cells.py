@@ -33,7 +33,7 @@ SHORT = {'lease_duration': seconds(seconds=LEASE), 'heartbeat_period': seconds(s
 #: flight: generous (the documented time is about 50 ms), so that a loaded machine does not
 #: fail it; the answer of the write itself comes ``LATE_ANSWER`` seconds after it landed.
 CANCEL_ANSWER_BOUND = 2.0
-LATE_ANSWER = 4.0
+LATE_ANSWER = 2.5
 
 
 @dataclasses.dataclass

@@ -128,6 +128,7 @@ def run_on_loop(facade: Any, make: Callable[[], Any], started: Optional[List[Any
 def _as_held(client: Any, result: Any) -> Optional[Held]:
     if result is None:
         return None
+
     def proxy(lock: Any) -> Any:
         return client._proxy(lock) if is_asyncio(client) else lock
 
