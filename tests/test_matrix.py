@@ -16,6 +16,7 @@ flight (its answer comes a few real seconds late).
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import Any, Callable, Dict, Iterator, List, Tuple
 
@@ -99,10 +100,28 @@ def _no_session_start(self: Any, attempts: Any) -> Any:
     yield   # a generator, as the protocol step it replaces
 
 
+_real_attempt = ClientCore._attempt
+
+
+def _no_writer_marker(self: Any, *args: Any) -> Any:
+    """``ClientCore._attempt`` with the writer-waiting marker turned off."""
+    return dataclasses.replace(_real_attempt(self, *args), writer_marker=False)
+
+
 @pytest.mark.parametrize('matrix_clients', [THREADED, ASYNCIO], indirect=True)
 def test_the_session_cell_fails_when_acquire_lock_skips_the_session_start(
         local_engine: LockTable, matrix_clients: LockClients, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without its session row, ``acquire_lock`` under ``session=True`` fails its cell."""
     monkeypatch.setattr(ClientCore, '_starting_session', _no_session_start)
     with pytest.raises(AssertionError) as failed:
         cells.session(cells.Cell(local_engine, matrix_clients, 'acquire_lock'))
     assert 'two holders at once' in str(failed.value) or 'does not exist' in str(failed.value)
+
+
+@pytest.mark.parametrize('matrix_clients', [THREADED, ASYNCIO], indirect=True)
+def test_the_reader_stream_cell_fails_when_acquire_lock_sets_no_writer_marker(
+        local_engine: LockTable, matrix_clients: LockClients, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without its writer-waiting marker, ``acquire_lock`` is starved by readers: its cell fails."""
+    monkeypatch.setattr(ClientCore, '_attempt', _no_writer_marker)
+    with pytest.raises(AssertionError, match='starved by a stream of readers'):
+        readers.reader_stream(cells.Cell(local_engine, matrix_clients, 'acquire_lock'))

@@ -81,6 +81,8 @@ def cancel_in_flight(cell: Cell) -> None:
         wait_until(lambda: late.hits == 1 or pending.call.done, REAL_TIMEOUT,
                    lambda: 'the acquiring write was not sent')
         assert not pending.call.done, f'returned before its write was answered: {pending.call.error()!r}'
+        landed = [cell.engine.read_held_row(partition_key, sort_key) for partition_key, sort_key in cell.keys]
+        assert any(row is not None for row in landed), 'the acquiring write did not land'
         cancelled_at = time.monotonic()
         pending.cancel()
         pending.thread.join(REAL_TIMEOUT)
