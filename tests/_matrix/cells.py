@@ -27,6 +27,8 @@ seconds = datetime.timedelta
 LEASE = 4
 #: The per-lock lease of the ``lease`` cell (shorter than the client's).
 LOCK_LEASE = 2
+#: The lease a lock row stores under a session (the holder's ``expiry_period``).
+ROW_LEASE = 3 * LEASE
 SHORT = {'lease_duration': seconds(seconds=LEASE), 'heartbeat_period': seconds(seconds=1),
          'safe_period': seconds(seconds=2)}
 #: How long (real seconds) a cancelled acquisition may take to answer when its write is in
@@ -255,10 +257,13 @@ def dead_holder_tries(cell: Cell) -> None:
 
 def dead_session_holder(cell: Cell) -> None:
     """The same with the dead holder under ``session=True``: a session-aware trier takes its
-    locks over after the session lease (the client's lease), not before."""
-    _dies_holding(cell, session=True)
-    elapsed, held = tries_until_taken(cell, cell.make('trier', session=True), 4 * LEASE)
-    _taken_over(cell, held, LEASE, elapsed)
+    locks over after the session lease (the client's lease), not before. A set of keys does not
+    watch sessions (docs/sessions.rst): it takes them after the lock rows' long lease (the
+    holder's ``expiry_period``), not before."""
+    _dies_holding(cell, session=True, expiry_period=seconds(seconds=ROW_LEASE))
+    elapsed, held = tries_until_taken(cell, cell.make('trier', session=True), 2 * ROW_LEASE)
+    watches_sessions = cell.entry not in (ACQUIRE_LOCKS, TRY_ACQUIRE_LOCKS)
+    _taken_over(cell, held, LEASE if watches_sessions else ROW_LEASE, elapsed)
 
 
 def dead_holder_waiting(cell: Cell) -> None:
