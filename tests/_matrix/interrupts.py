@@ -12,6 +12,7 @@ import asyncio
 import datetime
 import threading
 import time
+from typing import Any, Callable
 
 from _matrix.cells import CANCEL_ANSWER_BOUND, LATE_ANSWER, Cell
 from _matrix.checks import assert_free, nothing_written
@@ -38,9 +39,9 @@ def cancel_before(cell: Cell) -> None:
     assert_free(checker, cell.keys, 'after a cancelled acquisition')
 
 
-def _raised(call: object) -> BaseException:
+def _raised(call: Callable[[], Any]) -> BaseException:
     try:
-        call()  # type: ignore[operator]
+        call()
     except BaseException as error:   # noqa: B036 - the task's CancelledError too
         return error
     raise AssertionError('the cancelled acquisition returned a lock')
@@ -50,8 +51,8 @@ _NO_WAIT = datetime.timedelta(0)
 
 
 def cancel_waiting(cell: Cell) -> None:
-    """Cancelled while it waits for keys another client holds: it answers cancelled, leaves no
-    writer marker or row, and once the holder releases, another client takes every key."""
+    """Cancelled while it waits for keys another client holds: it answers cancelled, leaves the
+    holder's rows alone, and once the holder releases, another client takes every key at once."""
     blocker, waiter, checker = cell.make('blocker'), cell.make('waiter'), cell.make('checker')
     blocks = [blocker.acquire_lock(partition_key, sort_key, retry_timeout=_NO_WAIT)
               for partition_key, sort_key in cell.keys]
