@@ -5,7 +5,8 @@ clients (threaded, asyncio) x each feature, on DynamoDB Local.
 Features: ``session=True``; ``shared=True`` (and under a session); an existing item; a per-lock
 ``lease_duration``; ``keep_row``; ``release(attributes=...)``; a dead holder taken over by
 repeated one-attempt calls, under a session, and by a waiting call; a stream of readers in front
-of a writer; cancellation before, while waiting, while the write is in flight, and with a
+of a writer; cancellation before, while waiting (on an exclusive holder, on shared ones), while
+the write is in flight, and with a
 ``cancel`` of the wrong type. A feature an entry point does not accept is a cell asserting the
 refusal. The scenarios and their invariants are in ``tests/_matrix`` (one function per feature;
 the invariants are checked from another client and by reading the table).
@@ -53,6 +54,7 @@ FEATURES: Dict[str, Tuple[Check, Callable[[str, str], bool]]] = {
     'reader_stream': (readers.reader_stream, _every),
     'cancel_before': (interrupts.cancel_before, _every),
     'cancel_waiting': (interrupts.cancel_waiting, lambda entry, kind: waits(entry)),
+    'cancel_waiting_on_readers': (interrupts.cancel_waiting_on_readers, lambda entry, kind: waits(entry)),
     'cancel_in_flight': (interrupts.cancel_in_flight,
                          lambda entry, kind: kind == ASYNCIO or accepts(entry, kind, 'cancel')),
     'cancel_wrong_type': (interrupts.cancel_wrong_type,

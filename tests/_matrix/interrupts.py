@@ -70,6 +70,29 @@ def cancel_waiting(cell: Cell) -> None:
     assert_free(checker, cell.keys, 'after a cancelled wait')
 
 
+def cancel_waiting_on_readers(cell: Cell) -> None:
+    """Cancelled while it waits for shared holders (having set its writer marker, where it sets
+    one): it answers cancelled, new readers join every key at once (no marker left to keep
+    them out), and once the readers leave, another client takes every key at once."""
+    readers, waiter, checker = cell.make('readers'), cell.make('waiter'), cell.make('checker')
+    shared = [readers.try_acquire_lock(partition_key, sort_key, shared=True) for partition_key, sort_key in cell.keys]
+    assert all(lock is not None for lock in shared)
+    pending = Pending(waiter, cell.entry, retry_period=1, retry_timeout=3600)
+    step(cell.clock, 2, waiter, threads=[pending.thread])        # two polls: it is waiting
+    assert not pending.call.done, f'the waiting acquisition returned: {pending.call.error()!r}'
+    pending.cancel()
+    error = pending.call.error()
+    assert is_cancellation(error), f'not cancelled: {error!r}'
+    assert wait_settled(waiter, REAL_TIMEOUT), 'the cancelled acquisition did not settle'
+    for partition_key, sort_key in cell.keys:
+        joined = readers.try_acquire_lock(partition_key, sort_key, shared=True)
+        assert joined is not None, f'readers were kept out of {partition_key}|{sort_key} after a cancelled writer'
+        shared.append(joined)
+    for lock in shared:
+        assert lock is not None and lock.release(best_effort=False) is True
+    assert_free(checker, cell.keys, 'after a cancelled wait on readers')
+
+
 def cancel_in_flight(cell: Cell) -> None:
     """Cancelled once its acquiring write has landed and while its answer is late: it answers
     cancelled within ``CANCEL_ANSWER_BOUND`` (generous), and after ``wait_settled`` what
