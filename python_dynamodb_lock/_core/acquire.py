@@ -35,6 +35,7 @@ from .answers import Applied, Failed, Refused
 from .effects import Call, Emit, Pending, Protocol, Settle, Sleep
 from .events import Event, Kind
 from .messages import describe_key, explain
+from .shared import is_shared
 
 if TYPE_CHECKING:   # (session.py builds on heartbeat.py, which builds on this module)
     from .session import SessionWatch
@@ -308,7 +309,7 @@ class Watch:
         version = Schema.version_of(blocking)
         now = clock.monotonic()
         since = self._seen.first_seen(attempt.unique_identifier, version, now)
-        if not self._warned_unfenced and (version is None or Schema.fencing_token_of(blocking) is None):
+        if not self._warned_unfenced and (version is None or _unfenced(blocking)):
             self._warned_unfenced = True
             # No version: an item of the application, which a plain lock never replaces.
             yield Emit(Event(Kind.UNFENCED_HOLDER if version is not None else Kind.NOT_A_LOCK,
@@ -338,6 +339,13 @@ class Watch:
             'duration': unchanged_for, 'session': session.session_id}))
         self.session = session
         return True
+
+
+def _unfenced(row: Item) -> bool:
+    """Whether ``row`` was written by a client that writes no fencing token (a published 0.9.x
+    client). A shared row of this package has no token until the key is first held exclusively
+    (its token is the last exclusive holder's: docs/shared_locks.rst): it is not one."""
+    return Schema.fencing_token_of(row) is None and not is_shared(row)
 
 
 def _write(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item],

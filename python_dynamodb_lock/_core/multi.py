@@ -32,6 +32,7 @@ from .events import Event, Kind
 from .guard import (GUARD_ATTEMPTS, MAX_ACTIONS, RETRYABLE_ERRORS, RETRYABLE_REASONS, UNANSWERED_ATTEMPTS, backoff,
                     reasons_of, transaction_action)
 from .messages import explain
+from .shared_ops import WriterWait
 
 __all__ = ['AllWritten', 'MAX_KEYS', 'NotAll', 'acquire_all', 'free_all', 'set_name', 'undo_all']
 
@@ -77,9 +78,37 @@ def acquire_all(attempts: Sequence[AcquireAttempt], clock: Any, is_closed: Calla
     """Write every key of ``attempts`` in one transaction, waiting (every ``retry_period`` of the
     first attempt, for its ``retry_timeout``) until that can be done.
 
+    A key held by shared holders is judged as ``acquire`` judges one
+    (:meth:`~python_dynamodb_lock._core.shared_ops.WriterWait.may_write`): the set sets its
+    writer-waiting marker there, so that a stream of new readers cannot keep it out, and takes
+    its markers off when it times out, fails or is interrupted (its own write removes them when
+    it gets the set). A set given no time to wait (``try_acquire_locks``) sets no marker.
+
     :raises DynamoDBLockError: ``CLIENT_SHUTDOWN`` once ``is_closed()``; ``UNKNOWN`` when the
         transaction fails otherwise (whatever of it may have landed is freed first).
     """
+    marking = attempts[0].retry_timeout > 0
+    writers = [WriterWait(attempt if marking else dataclasses.replace(attempt, writer_marker=False))
+               for attempt in attempts]
+    try:
+        return (yield from _acquire_all_loop(attempts, clock, is_closed, writers, observations))
+    except GeneratorExit:
+        raise
+    except BaseException:
+        if any(writer.marked for writer in writers):   # readers may join again (apart from the caller)
+            yield Settle(_give_up(writers, clock))
+        raise
+
+
+def _give_up(writers: Sequence[WriterWait], clock: Any) -> Protocol[None]:
+    """Take every marker of the set off (best effort: one left behind is ignored after its lease)."""
+    for writer in writers:
+        yield from writer.give_up(clock)
+
+
+def _acquire_all_loop(attempts: Sequence[AcquireAttempt], clock: Any, is_closed: Callable[[], bool],
+                      writers: Sequence[WriterWait],
+                      observations: Optional[Observations]) -> Protocol[Union[AllWritten, NotAll]]:
     first = attempts[0]
     name = set_name(attempts)
     started = clock.monotonic()
@@ -91,8 +120,12 @@ def acquire_all(attempts: Sequence[AcquireAttempt], clock: Any, is_closed: Calla
     while True:
         raise_if_closed(is_closed)
         ready = []
-        for watch in watches:   # notes each holder's version in the client's memory, as acquire does
-            ready.append((yield from watch.may_write(clock)))
+        for watch, writer in zip(watches, writers):   # notes each holder's version in the client's memory
+            blocking = watch.blocking
+            if blocking is not None and writer.in_the_way(blocking):    # shared holders: as acquire judges them
+                ready.append((yield from writer.may_write(clock, blocking, refresh=not refused_just_now)))
+            else:
+                ready.append((yield from watch.may_write(clock)))
         # Just refused, and a key is held by a holder not (yet) presumed dead: sending again now
         # would be refused again. Otherwise (every key free, or its holder abandoned) send.
         if not (refused_just_now and not all(ready)):
@@ -122,6 +155,7 @@ def acquire_all(attempts: Sequence[AcquireAttempt], clock: Any, is_closed: Calla
         blocking = next((watch.blocking for watch in watches if watch.blocking is not None), None)
         remaining = deadline - clock.monotonic()
         if remaining <= 0:
+            yield from _give_up(writers, clock)
             yield Emit(Event(Kind.ACQUIRE_TIMED_OUT, name, fields={
                 'owner': Schema.owner_of(blocking), 'duration': clock.monotonic() - started}))
             return NotAll(tuple(watch.blocking for watch in watches))

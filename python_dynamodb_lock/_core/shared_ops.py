@@ -173,6 +173,37 @@ class WriterWait:
     def in_the_way(row: Optional[Item]) -> bool:
         return is_shared(row)
 
+    def may_write(self, clock: Any, row: Item, refresh: bool = True) -> Protocol[bool]:
+        """Whether the shared row ``row`` may be written over now: True once every entry is
+        presumed dead (``TAKING_OVER`` is emitted; the write is conditioned on the row's version,
+        which every shared write changes). Else False, after setting (refreshing) this
+        acquisition's writer-waiting marker, so that no new shared holder joins while it waits
+        (not with ``attempt.writer_marker`` False, nor while another writer's live marker is there;
+        with ``refresh`` False, a marker this acquisition has set is not written again).
+
+        The one judgement of an exclusive acquirer facing shared holders: ``acquire`` (one key)
+        and ``acquire_all`` (a set, one per key) both make it."""
+        attempt = self.attempt
+        judged = self.watch.judge(row, clock.monotonic(), attempt.default_lease, own_marker=self.waiter_id)
+        if not judged.live:
+            yield Emit(Event(Kind.TAKING_OVER, attempt.unique_identifier, fields={
+                'owner': Schema.owner_of(row), 'version': Schema.version_of(row), 'unchanged_for': judged.dead_for,
+                'duration': judged.dead_for}))
+            return True
+        if not attempt.writer_marker:
+            return False    # (acquire_first_lock: a key it does not take would keep the marker)
+        if judged.marker_live and judged.marker is not None and judged.marker.waiter_id != self.waiter_id:
+            return False    # another writer waits first
+        if self.marked and not refresh:
+            return False
+        dead_marker = judged.marker.version if judged.marker_dead and judged.marker is not None else None
+        answer = yield Call(mark_writer(attempt.schema, attempt.partition_key, attempt.sort_key, self.waiter_id,
+                                        _owner(attempt), str(uuid.uuid4()), _lease(attempt), dead_marker,
+                                        judged.dead))
+        if isinstance(answer, Applied):
+            self.marked = True
+        return False
+
     def give_up(self, clock: Any) -> Protocol[None]:
         """The acquisition timed out: take its marker off the row, if it set one (best effort:
         a marker left behind is ignored after its lease)."""
@@ -184,25 +215,10 @@ class WriterWait:
 
 def writer_step(attempt: AcquireAttempt, clock: Any, row: Item,
                 writer: WriterWait) -> Protocol[Union[Written, _Blocked, None]]:
-    """One step of an exclusive acquisition facing a shared row: take it over once every entry
-    is presumed dead (conditioned on the row's version, which every shared write changes), or
-    set (refresh) its writer-waiting marker, so that no new shared holder joins, and wait."""
-    now = clock.monotonic()
-    judged = writer.watch.judge(row, now, attempt.default_lease, own_marker=writer.waiter_id)
-    if not judged.live:
-        yield Emit(Event(Kind.TAKING_OVER, attempt.unique_identifier, fields={
-            'owner': Schema.owner_of(row), 'version': Schema.version_of(row), 'unchanged_for': judged.dead_for,
-            'duration': judged.dead_for}))
+    """One step of an exclusive acquisition facing a shared row: the write over it once every
+    entry is presumed dead, else None (wait; see :meth:`WriterWait.may_write`)."""
+    if (yield from writer.may_write(clock, row)):
         return (yield from _write(attempt, clock, row))
-    if not attempt.writer_marker:
-        return None     # (acquire_first_lock: a key it does not take would keep the marker)
-    if judged.marker_live and judged.marker is not None and judged.marker.waiter_id != writer.waiter_id:
-        return None     # another writer waits first
-    dead_marker = judged.marker.version if judged.marker_dead and judged.marker is not None else None
-    answer = yield Call(mark_writer(attempt.schema, attempt.partition_key, attempt.sort_key, writer.waiter_id,
-                                    _owner(attempt), str(uuid.uuid4()), _lease(attempt), dead_marker, judged.dead))
-    if isinstance(answer, Applied):
-        writer.marked = True
     return None
 
 
