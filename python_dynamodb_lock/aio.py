@@ -54,6 +54,7 @@ from ._errors import DynamoDBLockError, Reason
 from ._observe import MetricsHook
 from ._schema import PartitionKey
 from ._tables import creating_table, describing_table, run_admin_async
+from ._validation import require_asyncio_event
 from ._locks import BaseDynamoDBLock, HeldLock, check_for_table_arguments, suppress_after_block
 from ._locks import Defaults as _Defaults
 
@@ -460,6 +461,7 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         :meth:`acquire_lock`."""
         attempts = self._first_attempts(partition_key, sort_keys, retry_period, retry_timeout,
                                         additional_attributes, app_callback)
+        require_asyncio_event('wake', wake)
         return await self._run(self._first_acquisition(attempts, asyncio.current_task(), app_callback,
                                                        raise_context_exception, self._new_lock), wake)
 
