@@ -98,9 +98,15 @@ class TaskRunner(ClientCore[L]):
         raise NotImplementedError
 
     async def _wait_settled(self, timeout: Optional[float]) -> bool:
-        if self._settling:
-            await asyncio.wait(set(self._settling), timeout=timeout)
-        return not self._settling
+        """Wait for the settling tasks, and those they start meanwhile (an undo starts its watch
+        for a late landing), until there are none or ``timeout`` is spent."""
+        deadline = None if timeout is None else self._loop.time() + timeout
+        while True:
+            settling = {task for task in self._settling if not task.done()}
+            remaining = None if deadline is None else deadline - self._loop.time()
+            if not settling or (remaining is not None and remaining <= 0):
+                return not settling
+            await asyncio.wait(settling, timeout=remaining)
 
     async def _run(self, protocol: Protocol[T], wake: Optional[asyncio.Event] = None) -> T:
         """Run a protocol to its end on the loop; ``wake`` cuts its sleeps short. An exception

@@ -244,9 +244,15 @@ class ThreadRunner(ClientCore[L]):
             thread.join(steps.settle_timeout(time.monotonic(), grace))
 
     def _wait_settled(self, timeout: Optional[float]) -> bool:
+        """Join the settling threads, and those they start meanwhile (an undo starts its watch
+        for a late landing), until there are none or ``timeout`` is spent."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        for thread in list(self._settling):
-            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        while self._settling:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                break
+            for thread in list(self._settling):
+                thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return not self._settling
 
     @staticmethod

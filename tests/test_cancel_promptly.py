@@ -136,6 +136,56 @@ def test_a_cancelled_task_ends_while_the_undo_is_still_waiting_for_dynamodb(loca
     run(main())
 
 
+class _Gate:
+    """A before-call action (a coroutine, awaited on the loop) that holds the first matching
+    call, unsent, until :meth:`open`; ``holding`` is set meanwhile."""
+
+    def __init__(self) -> None:
+        self.holding = asyncio.Event()
+        self._open = asyncio.Event()
+
+    async def __call__(self, params: Dict[str, Any]) -> None:
+        self.holding.set()
+        await self._open.wait()
+
+    def open(self) -> None:
+        self._open.set()
+
+
+def test_wait_settled_waits_for_the_watch_an_undo_starts_meanwhile(local_engine: LockTable) -> None:
+    """``wait_settled()`` called while an undo is still under way: the undo finds no row (the
+    cancelled write never went out) and starts watching for a late landing, for one lease;
+    ``wait_settled()`` waits for that watch too, and says True only once nothing is left."""
+    async def main() -> None:
+        async with local_engine.async_lock_client(background_heartbeats=False, lease_duration=seconds(seconds=2),
+                                                  heartbeat_period=seconds(milliseconds=500),
+                                                  safe_period=seconds(seconds=1)) as client:
+            with FaultInjector(local_engine.resource) as faults:
+                write, read = _Gate(), _Gate()
+                try:
+                    faults.before_call('UpdateItem', write, when=is_acquire)
+                    task = asyncio.ensure_future(client.acquire_lock('watched'))
+                    await asyncio.wait_for(write.holding.wait(), REAL_TIMEOUT / 4)
+                    faults.before_call('GetItem', read)
+                    task.cancel()
+                    await asyncio.wait({task}, timeout=REAL_TIMEOUT / 4)
+                    assert task.cancelled()
+                    await asyncio.wait_for(read.holding.wait(), REAL_TIMEOUT / 4)   # the undo looks at the row
+                    waiting = asyncio.ensure_future(client.wait_settled(REAL_TIMEOUT / 2))
+                    for _ in range(3):
+                        await asyncio.sleep(0)          # it is waiting for the undo now
+                    assert not waiting.done()
+                    read.open()                         # no row: the undo starts its watch, and ends
+                    assert await waiting
+                    assert await client.wait_settled(0)
+                finally:
+                    write.open()
+                    read.open()
+            assert local_engine.read_item('watched') is None
+
+    run(main())
+
+
 # --- the kind of event ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize('entry_point', ['acquire_lock', 'acquire_first_lock', 'acquire_locks'])
