@@ -240,7 +240,8 @@ class ThreadRunner(ClientCore[L]):
         self._settling.add(thread)
         thread.start()
         if not follow_up:
-            grace = self._CANCEL_GRACE if is_cancellation(steps.thrown) else self._SETTLE_GRACE
+            cancelled = steps.thrown is not None and is_cancellation(steps.thrown)
+            grace = self._CANCEL_GRACE if cancelled else self._SETTLE_GRACE
             thread.join(steps.settle_timeout(time.monotonic(), grace))
 
     def _wait_settled(self, timeout: Optional[float]) -> bool:
