@@ -55,7 +55,6 @@ from python_dynamodb_lock.testing import (
     dummy_boto3_session,
     wait_until,
 )
-from python_dynamodb_lock.testing._faults import low_level_client
 
 __all__ = [
     'ASYNCIO',
@@ -434,7 +433,7 @@ class HoldAnswer:
         self._when = when
         self._taken = threading.Lock()
         self._event_name = f'needs-retry.dynamodb.{operation}'
-        self._events = low_level_client(target).meta.events
+        self._events = getattr(target.meta, 'client', target).meta.events     # a resource's client, or the client
         self._events.register(self._event_name, self._hold, unique_id=f'hold-answer-{id(self)}')
 
     def _hold(self, request_dict: Dict[str, Any], caught_exception: Any = None, **kwargs: Any) -> None:
