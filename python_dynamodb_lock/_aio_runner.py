@@ -43,6 +43,12 @@ class TaskRunner(ClientCore[L]):
 
     _loop: asyncio.AbstractEventLoop
 
+    #: Seconds a cancelled caller waits, in all, for the undo of what it left in flight (it
+    #: ends within about 50 ms); the rest goes on in the background. After another interruption
+    #: (``KeyboardInterrupt`` in the loop): half a second, as the threaded client's Ctrl-C.
+    _CANCEL_GRACE = 0.03
+    _SETTLE_GRACE = 0.5
+
     def _start_tasks(self, dynamodb_client: Any, settings: _config.Settings, background_heartbeats: bool) -> None:
         """Make the store and the callback executor, and start the two background tasks (only
         with ``background_heartbeats``)."""
@@ -92,9 +98,15 @@ class TaskRunner(ClientCore[L]):
         raise NotImplementedError
 
     async def _wait_settled(self, timeout: Optional[float]) -> bool:
-        if self._settling:
-            await asyncio.wait(set(self._settling), timeout=timeout)
-        return not self._settling
+        """Wait for the settling tasks, and those they start meanwhile (an undo starts its watch
+        for a late landing), until there are none or ``timeout`` is spent."""
+        deadline = None if timeout is None else self._loop.time() + timeout
+        while True:
+            settling = {task for task in self._settling if not task.done()}
+            remaining = None if deadline is None else deadline - self._loop.time()
+            if not settling or (remaining is not None and remaining <= 0):
+                return not settling
+            await asyncio.wait(settling, timeout=remaining)
 
     async def _run(self, protocol: Protocol[T], wake: Optional[asyncio.Event] = None) -> T:
         """Run a protocol to its end on the loop; ``wake`` cuts its sleeps short. An exception
@@ -127,7 +139,13 @@ class TaskRunner(ClientCore[L]):
                 self._settling.add(settling)
                 settling.add_done_callback(self._settling.discard)
                 if not effect.follow_up:
-                    await asyncio.shield(settling)    # cancelled again: it goes on in the background
+                    grace = self._CANCEL_GRACE if isinstance(steps.thrown, asyncio.CancelledError) \
+                        else self._SETTLE_GRACE
+                    timeout = steps.settle_timeout(self._loop.time(), grace)
+                    if timeout is None:
+                        await asyncio.shield(settling)    # cancelled again: it goes on in the background
+                    else:      # an interrupted caller leaves the rest of it to the background
+                        await asyncio.wait({settling}, timeout=timeout)
                 return None, None
             if isinstance(effect, Pending):
                 return None, None     # a cancelled call's answer can never be known

@@ -69,10 +69,10 @@ class Steps:
     ``acquire_lock(cancel=...)``) ends it; ``thrown`` is the last exception thrown into it;
     ``inflight`` the call an interruption left on the wire (a future or task whose answer will
     still arrive), handed to the protocol that settles it; ``pending`` is that call, for a
-    settling protocol.
+    settling protocol; ``settle_by`` when an interrupted caller stops waiting for its undo.
     """
 
-    __slots__ = ('wake', 'cancel', 'thrown', 'inflight', 'pending', 'kick')
+    __slots__ = ('wake', 'cancel', 'thrown', 'inflight', 'pending', 'kick', 'settle_by')
 
     def __init__(self, wake: Any, cancel: Any = None, pending: Any = None) -> None:
         self.wake = wake
@@ -81,6 +81,7 @@ class Steps:
         self.inflight: Any = None
         self.pending = pending
         self.kick: Any = None
+        self.settle_by: Optional[float] = None
 
     @property
     def interrupted(self) -> bool:
@@ -88,6 +89,17 @@ class Steps:
         work must not keep it waiting."""
         thrown = self.thrown
         return thrown is not None and (not isinstance(thrown, Exception) or is_cancellation(thrown))
+
+    def settle_timeout(self, now: float, grace: float) -> Optional[float]:
+        """How long the caller waits for undo work it hands off (``Settle``): until it is done
+        (None), unless the caller is being interrupted; then for what is left of ``grace``
+        seconds from its first undo, all of its undo work together, the rest going on in the
+        background."""
+        if not self.interrupted:
+            return None
+        if self.settle_by is None:
+            self.settle_by = now + grace
+        return max(0.0, self.settle_by - now)
 
 
 def is_cancellation(error: BaseException) -> bool:

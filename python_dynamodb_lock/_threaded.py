@@ -16,13 +16,14 @@ import time
 from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from . import _config
-from ._base import ClientCore, Done, Steps, cancelled_error
+from ._base import ClientCore, Done, Steps, cancelled_error, is_cancellation
 from ._core.effects import Call, Hold, Pending, Protocol, Settle, Sleep, Submit
 from ._core.heartbeat import background_loop
 from ._locks import BaseDynamoDBLock
 from ._registry import WaiterState
 from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, Item, PartitionKey
 from ._store import Store
+from ._validation import require_thread_event
 
 __all__ = ['ThreadRunner']
 
@@ -31,8 +32,8 @@ logger = logging.getLogger('python_dynamodb_lock.python_dynamodb_lock')
 T = TypeVar('T')
 L = TypeVar('L')
 
-#: Real seconds between two looks at an acquisition's ``cancel`` event (threading.Event has no
-#: way to be told when it is set).
+#: Real seconds between two looks, by the thread that watches an acquisition's ``cancel`` event,
+#: at whether the acquisition is over (a ``threading.Event`` set meanwhile wakes it at once).
 _CANCEL_POLL = 0.05
 
 
@@ -46,15 +47,21 @@ class _Waiter(WaiterState, threading.Event):
 
 def _relay(cancel: threading.Event, events: Sequence[threading.Event]) -> threading.Event:
     """Set ``events`` as soon as ``cancel`` is set, until the returned event is set (a daemon
-    thread that looks at ``cancel`` every ``_CANCEL_POLL`` seconds)."""
+    thread that waits on ``cancel``, looking every ``_CANCEL_POLL`` seconds whether it is still
+    needed). An event that fails (an application's own, whose ``wait`` raises) is logged: the
+    acquisition goes on, but can no longer be cancelled."""
     done = threading.Event()
 
     def relay() -> None:
-        while not done.is_set():
-            if cancel.wait(_CANCEL_POLL):
-                for event in events:
-                    event.set()
-                return
+        try:
+            while not done.is_set():
+                if cancel.wait(_CANCEL_POLL):
+                    for event in events:
+                        event.set()
+                    return
+        except BaseException:
+            logger.exception('Watching the cancel event %r failed: the acquisition can no longer be cancelled',
+                             cancel)
 
     threading.Thread(target=relay, name='DynamoDBLockClient-cancel', daemon=True).start()
     return done
@@ -63,8 +70,11 @@ def _relay(cancel: threading.Event, events: Sequence[threading.Event]) -> thread
 class ThreadRunner(ClientCore[L]):
     """Runs the core's protocols in threads (see the module docstring)."""
 
-    #: Seconds an interrupted caller waits for the undo of what it left in flight.
+    #: Seconds a caller interrupted by Ctrl-C waits, in all, for the undo of what it left in
+    #: flight before it leaves the rest to the background.
     _SETTLE_GRACE = 0.5
+    #: The same for a caller whose ``cancel`` event was set: it answers within about 50 ms.
+    _CANCEL_GRACE = 0.03
 
     def _start_threads(self, low_level_client: Any, typed: bool, settings: _config.Settings,
                        background_heartbeats: bool) -> None:
@@ -215,8 +225,9 @@ class ThreadRunner(ClientCore[L]):
 
     def _settle(self, protocol: Protocol[None], steps: Steps, follow_up: bool) -> None:
         """Run undo or follow-up work on a thread of its own, which no interruption of the caller
-        stops; wait for it (not for a ``follow_up``), except that an interrupted caller (Ctrl-C,
-        cancel) waits at most ``_SETTLE_GRACE`` seconds and leaves the rest to the background."""
+        stops; wait for it (not for a ``follow_up``), except that an interrupted caller waits, for
+        all its undo work, at most ``_SETTLE_GRACE`` seconds after Ctrl-C, ``_CANCEL_GRACE``
+        after its ``cancel`` event was set, and leaves the rest to the background."""
         def settle() -> None:
             try:
                 self._run(protocol, pending=steps.inflight)
@@ -229,22 +240,30 @@ class ThreadRunner(ClientCore[L]):
         self._settling.add(thread)
         thread.start()
         if not follow_up:
-            thread.join(self._SETTLE_GRACE if steps.interrupted else None)
+            cancelled = steps.thrown is not None and is_cancellation(steps.thrown)
+            grace = self._CANCEL_GRACE if cancelled else self._SETTLE_GRACE
+            thread.join(steps.settle_timeout(time.monotonic(), grace))
 
     def _wait_settled(self, timeout: Optional[float]) -> bool:
+        """Join the settling threads, and those they start meanwhile (an undo starts its watch
+        for a late landing), until there are none or ``timeout`` is spent."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        for thread in list(self._settling):
-            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        while self._settling:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                break
+            for thread in list(self._settling):
+                thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return not self._settling
 
     @staticmethod
-    def _check_cancel(cancel: Optional[threading.Event]) -> None:
-        """Refuse a ``cancel`` that is not an event, and give up at once when it is set."""
-        if cancel is not None:
-            if not callable(getattr(cancel, 'wait', None)) or not callable(getattr(cancel, 'is_set', None)):
-                raise TypeError(f'cancel must be a threading.Event, not {type(cancel).__name__}')
-            if cancel.is_set():
-                raise cancelled_error()
+    def _check_cancel(cancel: Optional[threading.Event], wake: Optional[threading.Event] = None) -> None:
+        """Refuse a ``cancel`` (or ``wake``) that is not a thread's event, and give up at once
+        when ``cancel`` is set."""
+        require_thread_event('wake', wake)
+        require_thread_event('cancel', cancel)
+        if cancel is not None and cancel.is_set():
+            raise cancelled_error()
 
     def _acquire(self, partition_key: PartitionKey, sort_key: str, arguments: _config.AcquireArguments,
                  app_callback: Any, raise_context_exception: bool,

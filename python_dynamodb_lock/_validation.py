@@ -6,8 +6,10 @@ any I/O.
 """
 from __future__ import annotations
 
+import asyncio
 import collections.abc
 import datetime
+import inspect
 import math
 import threading
 from decimal import Decimal
@@ -24,12 +26,14 @@ __all__ = [
     'MAX_SORT_KEY_BYTES',
     'MIN_NUMBER_MAGNITUDE',
     'clamp_wait',
+    'require_asyncio_event',
     'require_attribute_name',
     'require_callable',
     'require_duration',
     'require_key',
     'require_storable',
     'require_text',
+    'require_thread_event',
 ]
 
 #: DynamoDB's limits on the UTF-8 size of key attribute values.
@@ -141,6 +145,51 @@ def require_callable(name: str, value: Optional[Any]) -> Optional[Any]:
     if value is not None and not callable(value):
         raise TypeError(f'{name} must be callable or None, not {type(value).__name__}')
     return value
+
+
+def require_thread_event(name: str, value: Optional[Any]) -> Optional[Any]:
+    """None, or an event a thread can wait on: a ``threading.Event``, or any object with its
+    ``is_set()`` and a blocking ``wait(timeout)``. An ``asyncio.Event`` (whose ``wait`` is a
+    coroutine taking no timeout) is refused: a thread waiting on it would fail at once."""
+    if value is None or isinstance(value, threading.Event):
+        return value
+    wait, is_set = getattr(value, 'wait', None), getattr(value, 'is_set', None)
+    if callable(wait) and callable(is_set) and not inspect.iscoroutinefunction(wait) and _takes_timeout(wait):
+        return value
+    hint = ''
+    if name == 'cancel' and inspect.iscoroutinefunction(wait):
+        hint = '; the asyncio client is cancelled by cancelling its task'
+    raise TypeError(f'{name} must be a threading.Event (or an object with its is_set() and a blocking '
+                    f'wait(timeout)), not {_kind_of(value)}{hint}')
+
+
+def require_asyncio_event(name: str, value: Optional[Any]) -> Optional[Any]:
+    """None, or an event the asyncio client can await: an ``asyncio.Event``, or any object with
+    its ``is_set()`` and a coroutine function ``wait()``."""
+    if value is None or isinstance(value, asyncio.Event):
+        return value
+    if callable(getattr(value, 'is_set', None)) and inspect.iscoroutinefunction(getattr(value, 'wait', None)):
+        return value
+    raise TypeError(f'{name} must be an asyncio.Event (or an object with its is_set() and a coroutine '
+                    f'function wait()), not {_kind_of(value)}')
+
+
+def _kind_of(value: Any) -> str:
+    for module in (asyncio, threading):
+        if isinstance(value, module.Event):
+            return f'{module.__name__}.Event'
+    return type(value).__name__
+
+
+def _takes_timeout(wait: Any) -> bool:
+    """Whether ``wait(timeout)`` can be called (True when its signature cannot be read)."""
+    try:
+        inspect.signature(wait).bind(0.0)
+    except TypeError:
+        return False
+    except ValueError:
+        return True
+    return True
 
 
 # --------------------------------------------------------------------------------------------

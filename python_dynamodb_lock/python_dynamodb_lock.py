@@ -557,7 +557,7 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         """
         attempts = self._first_attempts(partition_key, sort_keys, retry_period, retry_timeout,
                                         additional_attributes, app_callback)
-        self._check_cancel(cancel)
+        self._check_cancel(cancel, wake)
         acquiring = self._first_acquisition(attempts, threading.current_thread(), app_callback,
                                             raise_context_exception, self._new_lock)
         if wake is None and cancel is not None:

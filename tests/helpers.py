@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import json
 import re
 import threading
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
@@ -57,6 +58,7 @@ from python_dynamodb_lock.testing import (
 
 __all__ = [
     'ASYNCIO',
+    'HoldAnswer',
     'HoldBack',
     'REAL_TIMEOUT',
     'THREADED',
@@ -414,6 +416,47 @@ class HoldBack:
 
     def let_go(self) -> None:
         self._go.set()
+
+
+class HoldAnswer:
+    """Holds back the answer of the first ``operation`` call (of a boto3 client or resource)
+    whose decoded request ``when(body)`` accepts, after DynamoDB has applied it, until
+    :meth:`let_go`: the write has landed and its caller is still waiting for the answer.
+    ``holding`` is set once one is held (for three times ``REAL_TIMEOUT`` at most, longer
+    than a test waits for the caller). Use it as a context manager (the hook is removed at the
+    end, and a held answer let go)."""
+
+    def __init__(self, target: Any, operation: str,
+                 when: Optional[Callable[[Dict[str, Any]], bool]] = None) -> None:
+        self.holding = threading.Event()
+        self._go = threading.Event()
+        self._when = when
+        self._taken = threading.Lock()
+        self._event_name = f'needs-retry.dynamodb.{operation}'
+        self._events = getattr(target.meta, 'client', target).meta.events     # a resource's client, or the client
+        self._events.register(self._event_name, self._hold, unique_id=f'hold-answer-{id(self)}')
+
+    def _hold(self, request_dict: Dict[str, Any], caught_exception: Any = None, **kwargs: Any) -> None:
+        if caught_exception is not None or self.holding.is_set():
+            return
+        body = json.loads(request_dict.get('body') or b'{}')
+        if self._when is not None and not self._when(body):
+            return
+        with self._taken:
+            if self.holding.is_set():
+                return
+            self.holding.set()
+        self._go.wait(3 * REAL_TIMEOUT)     # longer than a test waits for anything meanwhile
+
+    def let_go(self) -> None:
+        self._go.set()
+
+    def __enter__(self) -> 'HoldAnswer':
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.let_go()
+        self._events.unregister(self._event_name, unique_id=f'hold-answer-{id(self)}')
 
 
 class BackgroundCall:
