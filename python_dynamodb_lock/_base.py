@@ -988,11 +988,13 @@ class ClientCore(Generic[L]):
         yield from self._installing_all(adopted)
         return multi
 
-    def _releasing_all(self, locks: Sequence[Any], best_effort: bool) -> Protocol[None]:
+    def _releasing_all(self, locks: Sequence[Any], best_effort: bool) -> Protocol[bool]:
         """A multi-lock's release: the rows of every held lock freed in one transaction per 100
         (under every lock's mutex, taken in one order); when a transaction cannot free them all
         (a key lost meanwhile, DynamoDB failing), the locks are released one by one, each judged
-        on its own. Every lock is dealt with before the first error is raised."""
+        on its own. Every lock is dealt with before the first error is raised. True when this
+        call released every lock."""
+        released = True
         held: List[Any] = []
         errors: List[DynamoDBLockError] = []
         pending: List[Any] = []
@@ -1006,7 +1008,7 @@ class ClientCore(Generic[L]):
                 if verdict is None:
                     pending.append(lock)
                 else:
-                    self._applying(lock, verdict, errors)
+                    released = self._applying(lock, verdict, errors) and released
             for start in range(0, len(pending), MAX_KEYS):
                 chunk = pending[start:start + MAX_KEYS]
                 started = self._clock.monotonic()
@@ -1014,12 +1016,14 @@ class ClientCore(Generic[L]):
                                              self._settings.keep_released_rows)
                 for lock in chunk:
                     if isinstance(answer, Applied):
-                        self._applying(lock, ReleaseVerdict(Status.RELEASED, Kind.RELEASED,
-                                                            duration=self._clock.monotonic() - started), errors)
+                        verdict = ReleaseVerdict(Status.RELEASED, Kind.RELEASED, released=True,
+                                                 duration=self._clock.monotonic() - started)
+                        released = self._applying(lock, verdict, errors) and released
                     else:
                         try:
-                            yield from self._release_flow(lock, best_effort)
+                            released = (yield from self._release_flow(lock, best_effort)) and released
                         except DynamoDBLockError as error:
+                            released = False
                             errors.append(error)
         except BaseException:
             left = [(lock, lock._state.our_versions()) for lock in pending if lock._state.held]
@@ -1031,12 +1035,16 @@ class ClientCore(Generic[L]):
                 yield Drop(lock)
         if errors:
             raise errors[0]
+        return released
 
-    def _applying(self, lock: Any, verdict: ReleaseVerdict, errors: List[DynamoDBLockError]) -> None:
+    def _applying(self, lock: Any, verdict: ReleaseVerdict, errors: List[DynamoDBLockError]) -> bool:
+        """Apply a verdict of the multi-lock's release; whether it released the lock."""
         try:
             self._apply_release(lock, verdict)
         except DynamoDBLockError as error:
             errors.append(error)
+            return False
+        return verdict.released
 
 
 #: How many keys the guesses of shared acquisitions are kept for (then they start over).
