@@ -37,7 +37,7 @@ from ._core.release import (ReleaseSettings, ReleaseVerdict, free_handed, preche
                             release_verdict)
 from ._core.session import (Session, SessionSettings, due_for_refresh, end_session, ensure_session, extend_session,
                             session_round)
-from ._core.shared import holders_of
+from ._core.shared import describe_holders, holders_of
 from ._core.state import Status, lock_safe_period
 from ._errors import DynamoDBLockError, Reason
 from ._observe import Observer, logger
@@ -407,7 +407,10 @@ class ClientCore(Generic[L]):
     def _timeout_error(self, attempt: AcquireAttempt, timed_out: TimedOut) -> DynamoDBLockError:
         owner = Schema.owner_of(timed_out.blocking)
         own = self._registry.get(attempt.unique_identifier)
-        if own is not None and own._state.held and owner == self._owner_name:  # type: ignore[attr-defined]
+        shared_holders = None if attempt.shared else describe_holders(timed_out.blocking, self._owner_name)
+        if shared_holders is not None:
+            owner = shared_holders
+        elif own is not None and own._state.held and owner == self._owner_name:  # type: ignore[attr-defined]
             owner = ('this client (pass reentrant=True where the thread or task that holds it takes it again, '
                      f'or release it first; owner_name {owner})')
         elif timed_out.blocking is not None and Schema.version_of(timed_out.blocking) is None:
