@@ -16,7 +16,6 @@ from ._multi import DynamoDBMultiLock
 from .recipes import LeaderElection, LossReason, Permit, Semaphore
 
 __all__ = ['MAX_SHARED_HOLDERS', 'BaseDynamoDBLock', 'DynamoDBLock', 'DynamoDBLockClient', 'DynamoDBLockError',
-           'DynamoDBMultiLock', 'HeldLock', 'LeaderElection', 'LockEvent', 'LossReason', 'Permit', 'Reason', 'Semaphore',
-           'SharedHolder',
-           'TableLayout',
+           'DynamoDBMultiLock', 'HeldLock', 'LeaderElection', 'LockEvent', 'LossReason', 'Permit', 'Reason',
+           'Semaphore', 'SharedHolder', 'TableLayout',
            '__version__']
