@@ -10,12 +10,12 @@ from ._errors import Reason
 from ._observe import LockEvent
 from ._locks import HeldLock
 from ._schema import TableLayout
-from ._core.shared import SharedHolder
+from ._core.shared import MAX_SHARED_HOLDERS, SharedHolder
 from .python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
 from ._multi import DynamoDBMultiLock
 from .recipes import LeaderElection, LossReason, Permit, Semaphore
 
-__all__ = ['BaseDynamoDBLock', 'DynamoDBLock', 'DynamoDBLockClient', 'DynamoDBLockError', 'DynamoDBMultiLock',
-           'HeldLock', 'LeaderElection', 'LockEvent', 'LossReason', 'Permit', 'Reason', 'Semaphore', 'SharedHolder',
-           'TableLayout',
+__all__ = ['MAX_SHARED_HOLDERS', 'BaseDynamoDBLock', 'DynamoDBLock', 'DynamoDBLockClient', 'DynamoDBLockError',
+           'DynamoDBMultiLock', 'HeldLock', 'LeaderElection', 'LockEvent', 'LossReason', 'Permit', 'Reason',
+           'Semaphore', 'SharedHolder', 'TableLayout',
            '__version__']

@@ -46,6 +46,7 @@ class Tasks(Handler):
         super().__init__(client)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._unwanted: Set['asyncio.Future[Any]'] = set()
+        self._releasing: Set['asyncio.Task[bool]'] = set()
 
     def event(self) -> asyncio.Event:
         return asyncio.Event()
@@ -90,17 +91,17 @@ class Tasks(Handler):
             if operation.wake is None and len(operation.sort_keys) == 1:
                 acquiring: Any = client.acquire_lock(operation.partition_key, operation.sort_keys[0], retry_period,
                                                      retry_timeout, operation.additional_attributes,
-                                                     operation.app_callback)
+                                                     operation.app_callback, raise_context_exception=True)
             else:
                 acquiring = client.acquire_first_lock(operation.partition_key, list(operation.sort_keys), retry_period,
                                                       retry_timeout, operation.additional_attributes,
-                                                      operation.app_callback, wake=operation.wake)
+                                                      operation.app_callback, raise_context_exception=True,
+                                                      wake=operation.wake)
             return await self._until_set(acquiring, operation.stop)
         if isinstance(operation, Release):
-            releasing = client.release_lock(operation.lock, operation.best_effort)
             if operation.wait:
-                return await releasing
-            releasing.add_done_callback(_retrieve)     # started; it runs on by itself
+                return await client.release_lock(operation.lock, operation.best_effort)
+            self._release_in_background(operation.lock, operation.best_effort)
             return None
         if isinstance(operation, GetLock):
             return await client.get_lock(operation.partition_key, operation.sort_key)
@@ -139,12 +140,20 @@ class Tasks(Handler):
         self._unwanted.discard(task)
         if task.cancelled() or task.exception() is not None:
             return
-        self.client.release_lock(task.result(), True).add_done_callback(_retrieve)
+        self._release_in_background(task.result(), True)
+
+    def _release_in_background(self, lock: AsyncDynamoDBLock, best_effort: bool) -> None:
+        """Start ``release_lock`` as a task of its own and go on: the task is kept until it
+        ends, and its outcome read (a best-effort release has logged its trouble)."""
+        task = asyncio.get_running_loop().create_task(self.client.release_lock(lock, best_effort))
+        self._releasing.add(task)
+        task.add_done_callback(self._releasing.discard)
+        task.add_done_callback(_retrieve)
 
 
-def _retrieve(future: 'asyncio.Future[Any]') -> None:
-    if not future.cancelled():
-        future.exception()
+def _retrieve(task: 'asyncio.Future[Any]') -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 class AsyncLeaderElection(ElectionLogic[AsyncDynamoDBLock]):

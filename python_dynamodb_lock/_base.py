@@ -37,7 +37,7 @@ from ._core.release import (ReleaseSettings, ReleaseVerdict, free_handed, preche
                             release_verdict)
 from ._core.session import (Session, SessionSettings, due_for_refresh, end_session, ensure_session, extend_session,
                             session_round)
-from ._core.shared import holders_of
+from ._core.shared import describe_holders, holders_of
 from ._core.state import Status, lock_safe_period
 from ._errors import DynamoDBLockError, Reason
 from ._observe import Observer, logger
@@ -407,7 +407,10 @@ class ClientCore(Generic[L]):
     def _timeout_error(self, attempt: AcquireAttempt, timed_out: TimedOut) -> DynamoDBLockError:
         owner = Schema.owner_of(timed_out.blocking)
         own = self._registry.get(attempt.unique_identifier)
-        if own is not None and own._state.held and owner == self._owner_name:  # type: ignore[attr-defined]
+        shared_holders = None if attempt.shared else describe_holders(timed_out.blocking, self._owner_name)
+        if shared_holders is not None:
+            owner = shared_holders
+        elif own is not None and own._state.held and owner == self._owner_name:  # type: ignore[attr-defined]
             owner = ('this client (pass reentrant=True where the thread or task that holds it takes it again, '
                      f'or release it first; owner_name {owner})')
         elif timed_out.blocking is not None and Schema.version_of(timed_out.blocking) is None:
@@ -988,11 +991,13 @@ class ClientCore(Generic[L]):
         yield from self._installing_all(adopted)
         return multi
 
-    def _releasing_all(self, locks: Sequence[Any], best_effort: bool) -> Protocol[None]:
+    def _releasing_all(self, locks: Sequence[Any], best_effort: bool) -> Protocol[bool]:
         """A multi-lock's release: the rows of every held lock freed in one transaction per 100
         (under every lock's mutex, taken in one order); when a transaction cannot free them all
         (a key lost meanwhile, DynamoDB failing), the locks are released one by one, each judged
-        on its own. Every lock is dealt with before the first error is raised."""
+        on its own. Every lock is dealt with before the first error is raised. True when this
+        call released every lock."""
+        released = True
         held: List[Any] = []
         errors: List[DynamoDBLockError] = []
         pending: List[Any] = []
@@ -1006,7 +1011,7 @@ class ClientCore(Generic[L]):
                 if verdict is None:
                     pending.append(lock)
                 else:
-                    self._applying(lock, verdict, errors)
+                    released = self._applying(lock, verdict, errors) and released
             for start in range(0, len(pending), MAX_KEYS):
                 chunk = pending[start:start + MAX_KEYS]
                 started = self._clock.monotonic()
@@ -1014,12 +1019,14 @@ class ClientCore(Generic[L]):
                                              self._settings.keep_released_rows)
                 for lock in chunk:
                     if isinstance(answer, Applied):
-                        self._applying(lock, ReleaseVerdict(Status.RELEASED, Kind.RELEASED,
-                                                            duration=self._clock.monotonic() - started), errors)
+                        verdict = ReleaseVerdict(Status.RELEASED, Kind.RELEASED, released=True,
+                                                 duration=self._clock.monotonic() - started)
+                        released = self._applying(lock, verdict, errors) and released
                     else:
                         try:
-                            yield from self._release_flow(lock, best_effort)
+                            released = (yield from self._release_flow(lock, best_effort)) and released
                         except DynamoDBLockError as error:
+                            released = False
                             errors.append(error)
         except BaseException:
             left = [(lock, lock._state.our_versions()) for lock in pending if lock._state.held]
@@ -1031,12 +1038,16 @@ class ClientCore(Generic[L]):
                 yield Drop(lock)
         if errors:
             raise errors[0]
+        return released
 
-    def _applying(self, lock: Any, verdict: ReleaseVerdict, errors: List[DynamoDBLockError]) -> None:
+    def _applying(self, lock: Any, verdict: ReleaseVerdict, errors: List[DynamoDBLockError]) -> bool:
+        """Apply a verdict of the multi-lock's release; whether it released the lock."""
         try:
             self._apply_release(lock, verdict)
         except DynamoDBLockError as error:
             errors.append(error)
+            return False
+        return verdict.released
 
 
 #: How many keys the guesses of shared acquisitions are kept for (then they start over).

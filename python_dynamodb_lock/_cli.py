@@ -117,10 +117,27 @@ class Console:
 # --------------------------------------------------------------------------------------------
 
 class _ArgumentParser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors raise instead of exiting, so ``main`` returns 2."""
+    """An ArgumentParser whose usage errors raise instead of exiting, so ``main`` returns 2.
+
+    A usage error is one line, like every other error of the command (no usage block): a
+    message about one option's value names the option; any other (an unknown option, a missing
+    argument) says where the usage is.
+    """
 
     def error(self, message: str) -> NoReturn:
-        raise CliError(f'{message}\n{self.format_usage().rstrip()}', EXIT_USAGE)
+        if not message.startswith('argument '):
+            message += f' (see: {self.prog} --help)'
+        raise CliError(message, EXIT_USAGE)
+
+    def parse_args(self, args: Optional[Sequence[str]] = None,  # type: ignore[override]
+                   namespace: Optional[argparse.Namespace] = None) -> argparse.Namespace:
+        """As argparse's, with unknown arguments pointing at the help of the command they were given to."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(parsed, 'command', None)
+            where = f'{self.prog} {command}' if command else self.prog
+            raise CliError(f'unrecognized arguments: {" ".join(extras)} (see: {where} --help)', EXIT_USAGE)
+        return parsed
 
 
 class _VersionRequested(Exception):

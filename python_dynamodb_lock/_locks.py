@@ -266,7 +266,9 @@ def check_for_table_arguments(table_name: Any, kwargs: Mapping[str, Any]) -> Non
 
 def suppress_after_block(lock: HeldLock, exc_type: Optional[Type[BaseException]],
                           exc_value: Optional[BaseException], traceback: Optional[TracebackType]) -> bool:
-    """Whether a lock's ``with`` block swallows the exception it raised (the published default)."""
+    """Whether a lock's ``with`` block swallows the exception it raised: an ``Exception`` of a
+    lock acquired with ``raise_context_exception=False`` (the published default of the threaded
+    ``acquire_lock`` and ``try_acquire_lock``; the other entry points default to True)."""
     if exc_value is None or lock.raise_context_exception or not isinstance(exc_value, Exception):
         return False
     logger.warning(

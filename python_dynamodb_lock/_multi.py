@@ -110,17 +110,24 @@ class DynamoDBMultiLock(_MultiLock['DynamoDBLock']):
     """Every key of :meth:`DynamoDBLockClient.acquire_locks
     <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.acquire_locks>`, held together.
 
-    A context manager (released best effort on exit). Losing any key makes the whole set lost:
-    ``status`` reads ``INVALID``, the callback is called once with ``LOCK_STOLEN`` and the set, and
-    a strict :meth:`release` raises ``LOCK_STOLEN`` (after freeing the other keys).
+    A context manager (released best effort on exit; an exception raised in the block
+    propagates, unless the set was acquired with ``raise_context_exception=False``). Losing any
+    key makes the whole set lost: ``status`` reads ``INVALID``, the callback is called once with
+    ``LOCK_STOLEN`` and the set, and a strict :meth:`release` raises ``LOCK_STOLEN`` (after
+    freeing the other keys).
     """
 
-    def release(self, best_effort: bool = True) -> None:
+    def release(self, best_effort: bool = True) -> bool:
         """Free every key still held: one ``TransactWriteItems`` call per 100 keys; see
-        :doc:`multi_keys` for what happens when one of them was lost."""
+        :doc:`multi_keys` for what happens when one of them was lost.
+
+        :returns: True when this call released every key of the set; False when any key was
+            not released by it (already released, lost, or, best effort, a release that failed).
+        """
         client = self.lock_client
         client._check_process()
-        client._run(client._releasing_all(self._locks, best_effort))
+        released: bool = client._run(client._releasing_all(self._locks, best_effort))
+        return released
 
     def transact_write_items(self, TransactItems: Sequence[Mapping[str, Any]], *, typed: bool = False,
                              ClientRequestToken: Optional[str] = None, **options: Any) -> Dict[str, Any]:
@@ -145,11 +152,15 @@ class AsyncDynamoDBMultiLock(_MultiLock['AsyncDynamoDBLock']):
     """The asyncio twin of :class:`DynamoDBMultiLock`: ``await multi.release()``,
     ``await multi.transact_write_items(...)``, ``async with``."""
 
-    def release(self, best_effort: bool = True) -> 'asyncio.Future[None]':
-        """Free every key still held (``await`` it); a cancelled caller does not stop it."""
+    async def release(self, best_effort: bool = True) -> bool:
+        """Free every key still held; True when this call released every key (see
+        :meth:`DynamoDBMultiLock.release`). A coroutine: once it has started, cancelling the
+        awaiting task does not stop the release (it runs on as a task of its own)."""
         client = self.lock_client
         client._check_process()
-        return asyncio.shield(client._start_detached(client._releasing_all(self._locks, best_effort)))
+        releasing = client._start_detached(client._releasing_all(self._locks, best_effort))
+        released: bool = await asyncio.shield(releasing)
+        return released
 
     async def transact_write_items(self, TransactItems: Sequence[Mapping[str, Any]], *, typed: bool = False,
                                    ClientRequestToken: Optional[str] = None, **options: Any) -> Dict[str, Any]:
@@ -179,7 +190,12 @@ class Acquisition(Coroutine[Any, Any, T]):
 
     __slots__ = ('_coroutine', '_result')
 
-    def __init__(self, coroutine: Coroutine[Any, Any, T]) -> None:
+    def __init__(self, coroutine: Coroutine[Any, Any, T], public_name: Optional[str] = None) -> None:
+        if public_name is not None:
+            # Named after the public call, so that "coroutine ... was never awaited" names it,
+            # not the internal coroutine it runs.
+            coroutine.__qualname__ = public_name  # type: ignore[attr-defined]
+            coroutine.__name__ = public_name.rpartition('.')[2]  # type: ignore[attr-defined]
         self._coroutine = coroutine
         self._result: Any = None
 
@@ -213,11 +229,15 @@ class ThreadMultiKeys(ThreadRunner[L]):
                       retry_timeout: Optional[datetime.timedelta] = None,
                       additional_attributes: Optional[Mapping[str, Any]] = None,
                       app_callback: Optional[Callable[[str, DynamoDBMultiLock], Any]] = None,
-                      raise_context_exception: bool = False, *,
+                      raise_context_exception: bool = True, *,
                       cancel: Optional[threading.Event] = None) -> DynamoDBMultiLock:
         """Acquire every key of ``keys`` (partition keys, or ``(partition_key, sort_key)``
         tuples; 1 to 100, distinct) or none, in one ``TransactWriteItems``, waiting as
         :meth:`acquire_lock` waits; see :doc:`multi_keys`.
+
+        An exception raised in the multi-lock's ``with`` block propagates (after the keys are
+        released): ``raise_context_exception`` is True by default here, unlike the published
+        ``acquire_lock``'s; pass False to have it logged and suppressed instead.
 
         :raises TypeError, ValueError: for bad arguments (any key), before anything is written.
         :raises DynamoDBLockError: as :meth:`acquire_lock`; after ``ACQUIRE_TIMEOUT`` no key is held.
@@ -229,9 +249,10 @@ class ThreadMultiKeys(ThreadRunner[L]):
 
     def try_acquire_locks(self, keys: Sequence[Key], additional_attributes: Optional[Mapping[str, Any]] = None,
                           app_callback: Optional[Callable[[str, DynamoDBMultiLock], Any]] = None,
-                          raise_context_exception: bool = False) -> Optional[DynamoDBMultiLock]:
+                          raise_context_exception: bool = True) -> Optional[DynamoDBMultiLock]:
         """Acquire every key of ``keys`` if they can all be had right now (one attempt); None
-        when any is held by someone else, and then none is."""
+        when any is held by someone else, and then none is. ``raise_context_exception`` as for
+        :meth:`acquire_locks` (True: an exception in the ``with`` block propagates)."""
         return self._acquire_all(keys, None, datetime.timedelta(0), additional_attributes, app_callback,
                                  raise_context_exception, False, None)
 
@@ -254,17 +275,19 @@ class TaskMultiKeys(TaskRunner[L]):
                       retry_timeout: Optional[datetime.timedelta] = None,
                       additional_attributes: Optional[Mapping[str, Any]] = None,
                       app_callback: Optional[Callable[[str, AsyncDynamoDBMultiLock], Any]] = None,
-                      raise_context_exception: bool = False) -> Acquisition[AsyncDynamoDBMultiLock]:
+                      raise_context_exception: bool = True) -> Acquisition[AsyncDynamoDBMultiLock]:
         """Acquire every key of ``keys`` or none (``await`` it, or ``async with``); see the
-        threaded client's :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.acquire_locks`.
-        Cancelling the task leaves no key held."""
+        threaded client's :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.acquire_locks`
+        (an exception raised in the ``async with`` block propagates, unless
+        ``raise_context_exception=False``). Cancelling the task leaves no key held."""
         attempts = self._multi_attempts(keys, retry_period, retry_timeout, additional_attributes, app_callback)
         return Acquisition(cast(Coroutine[Any, Any, AsyncDynamoDBMultiLock],
-                                self._acquire_all(attempts, app_callback, raise_context_exception, True)))
+                                self._acquire_all(attempts, app_callback, raise_context_exception, True)),
+                           'AsyncDynamoDBLockClient.acquire_locks')
 
     async def try_acquire_locks(self, keys: Sequence[Key], additional_attributes: Optional[Mapping[str, Any]] = None,
                                 app_callback: Optional[Callable[[str, AsyncDynamoDBMultiLock], Any]] = None,
-                                raise_context_exception: bool = False) -> Optional[AsyncDynamoDBMultiLock]:
+                                raise_context_exception: bool = True) -> Optional[AsyncDynamoDBMultiLock]:
         """Acquire every key of ``keys`` if they can all be had right now; None otherwise."""
         attempts = self._multi_attempts(keys, None, datetime.timedelta(0), additional_attributes, app_callback)
         return await self._acquire_all(attempts, app_callback, raise_context_exception, False)

@@ -149,6 +149,10 @@ _LINES: Dict[Kind, Tuple[int, str, Tuple[str, ...]]] = {
 #: logged; the next line of that kind after the period counts the ones left out.
 RATE_LIMIT_PERIOD = 10.0
 
+#: The ``stolen`` line when nobody took the lock but its row was released or deleted by someone
+#: else (a force release, ...): the event's ``how`` says which.
+_LOST_ROW_LINE: Tuple[str, Tuple[str, ...]] = ('Lock %s was lost: %s', ('key', 'how'))
+
 #: Appended to a line after others of its kind were left out by the rate limit.
 _SUPPRESSED = ' (%s more like this in the last %.1fs not logged)'
 
@@ -244,6 +248,8 @@ class Observer:
         if self._metrics is not None:
             self._measure(event)
         level, template, names = _LINES[event.kind]
+        if event.kind is Kind.STOLEN and event.fields.get('how'):
+            template, names = _LOST_ROW_LINE     # nobody holds it: say what happened to the row
         if logger.isEnabledFor(level):
             values = {'key': event.key, **event.fields}
             exception = event.fields.get('exception')

@@ -21,8 +21,9 @@ from ._schema import Schema
 #: The TTL attribute of the published layout.
 DEFAULT_TTL_ATTRIBUTE_NAME = 'expiry_time'
 
-__all__ = ['AdminCall', 'check_global_table', 'check_tags', 'creating_table', 'describe_failed',
+__all__ = ['AdminCall', 'check_global_table', 'check_tags', 'create_was_retried', 'creating_table', 'describe_failed',
            'describe_key_schema', 'describing_table', 'for_table_arguments', 'judge_existing_table',
+           'judge_retried_create',
            'lock_table_shape', 'needs_ttl_update', 'require_low_level_client', 'run_admin', 'run_admin_async',
            'table_request']
 
@@ -174,16 +175,25 @@ def _key_schema(description: Mapping[str, Any]) -> Tuple[Dict[str, str], Dict[st
     return key_schema, types
 
 
+def _key_schema_mismatch(description: Mapping[str, Any], params: Mapping[str, Any]) -> Optional[Tuple[str, str]]:
+    """``(found, wanted)`` in words when the table's key schema is not the one asked for; else None."""
+    key_schema, types = _key_schema(description)
+    expected, expected_types = _key_schema(params)
+    if key_schema == expected and all(types.get(name) == kind for name, kind in expected_types.items()):
+        return None
+    found = describe_key_schema(key_schema.get('HASH'), types.get(key_schema.get('HASH', '')),
+                                key_schema.get('RANGE'), types.get(key_schema.get('RANGE', '')))
+    wanted = describe_key_schema(expected.get('HASH'), expected_types.get(expected.get('HASH', '')),
+                                 expected.get('RANGE'))
+    return found, wanted
+
+
 def judge_existing_table(description: Mapping[str, Any], params: Mapping[str, Any], exist_ok: bool) -> None:
     """Accept an existing table with the requested key schema when ``exist_ok``; raise otherwise."""
     table_name = params['TableName']
-    key_schema, types = _key_schema(description)
-    expected, expected_types = _key_schema(params)
-    if key_schema != expected or any(types.get(name) != kind for name, kind in expected_types.items()):
-        found = describe_key_schema(key_schema.get('HASH'), types.get(key_schema.get('HASH', '')),
-                                    key_schema.get('RANGE'), types.get(key_schema.get('RANGE', '')))
-        wanted = describe_key_schema(expected.get('HASH'), expected_types.get(expected.get('HASH', '')),
-                                     expected.get('RANGE'))
+    mismatch = _key_schema_mismatch(description, params)
+    if mismatch is not None:
+        found, wanted = mismatch
         raise DynamoDBLockError(
             DynamoDBLockError.UNKNOWN,
             f'Table {table_name!r} already exists with key schema {found}; the lock table asked for needs {wanted}',
@@ -196,6 +206,54 @@ def judge_existing_table(description: Mapping[str, Any], params: Mapping[str, An
             reason=Reason.TABLE_EXISTS,
         )
     logger.info('Lock table %s already exists with the right key schema', table_name)
+
+
+def create_was_retried(error: BaseException) -> bool:
+    """Whether botocore sent the ``CreateTable`` that ended in ``error`` more than once (its
+    ``RetryAttempts``): an earlier attempt of the same call may then have created the table,
+    its answer lost (a read timeout), and the ``ResourceInUseException`` be about our own table."""
+    response = getattr(error, 'response', None) or {}
+    return bool((response.get('ResponseMetadata') or {}).get('RetryAttempts'))
+
+
+def judge_retried_create(description: Mapping[str, Any], ttl_description: Mapping[str, Any],
+                         params: Mapping[str, Any], ttl_attribute_name: str) -> None:
+    """A retried ``CreateTable`` met an existing table: accept it when it is what was asked
+    (the key schema and types, the billing mode, the provisioned capacities, no time-to-live on
+    another attribute, no replicas), as an earlier attempt of this very call would have made it;
+    raise otherwise. Tags are not compared (reading them needs ``dynamodb:ListTagsOfResource``).
+
+    :raises DynamoDBLockError: ``UNKNOWN``, reason ``WRONG_KEY_SCHEMA`` (the keys differ) or
+        ``TABLE_EXISTS`` (anything else differs), naming every difference.
+    """
+    differences: List[str] = []
+    mismatch = _key_schema_mismatch(description, params)
+    if mismatch is not None:
+        differences.append(f'its key schema is {mismatch[0]}, not {mismatch[1]}')
+    billing = (description.get('BillingModeSummary') or {}).get('BillingMode') or 'PROVISIONED'
+    if billing != params['BillingMode']:
+        differences.append(f'its billing mode is {billing}, not {params["BillingMode"]}')
+    elif billing == 'PROVISIONED':
+        found = description.get('ProvisionedThroughput') or {}
+        for name, asked in params['ProvisionedThroughput'].items():
+            if found.get(name) != asked:
+                differences.append(f'its {name} is {found.get(name)}, not {asked}')
+    ttl_on = ttl_description.get('AttributeName')
+    if ttl_description.get('TimeToLiveStatus') in ('ENABLED', 'ENABLING') and ttl_on != ttl_attribute_name:
+        differences.append(f'its time-to-live is on {ttl_on!r}, not {ttl_attribute_name!r}')
+    if description.get('Replicas'):
+        differences.append('it has replicas in other regions (a global table)')
+    if differences:
+        raise DynamoDBLockError(
+            DynamoDBLockError.UNKNOWN,
+            f'Table {params["TableName"]!r} already exists and is not the table asked for: '
+            f'{"; ".join(differences)} (CreateTable was sent again after an answer was lost, so an earlier '
+            'attempt of this call could have created it, but this table differs; pass exist_ok=True to accept '
+            'an existing table)',
+            reason=Reason.WRONG_KEY_SCHEMA if mismatch is not None else Reason.TABLE_EXISTS,
+        )
+    logger.info('Lock table %s was created by an earlier attempt of this CreateTable, whose answer was lost',
+                params['TableName'])
 
 
 def lock_table_shape(description: Mapping[str, Any], ttl_description: Optional[Mapping[str, Any]],
@@ -346,7 +404,9 @@ def creating_table(table_name: Any, partition_key_name: Any, sort_key_name: Any,
                    partition_key_type: Any = 'S', tags: Any = None, allow_global_table: bool = False) -> AdminSteps:
     """Create the lock table (or accept an existing one that fits, with ``exist_ok``; a global
     one only with ``allow_global_table``), wait until it is ACTIVE, turn TTL on, and return its
-    description. Arguments are checked first (TypeError, ValueError); DynamoDB's failures become
+    description. A ``CreateTable`` that botocore retried after a lost answer and that then finds
+    the table existing succeeds when the table is the one asked for (:func:`judge_retried_create`).
+    Arguments are checked first (TypeError, ValueError); DynamoDB's failures become
     :func:`creation_failed` errors."""
     params = table_request(table_name, partition_key_name, sort_key_name, ttl_attribute_name, read_capacity,
                            write_capacity, billing_mode, partition_key_type, tags)
@@ -360,8 +420,13 @@ def creating_table(table_name: Any, partition_key_name: Any, sort_key_name: Any,
             if error_code(exc) != 'ResourceInUseException':
                 raise
             existing = (yield AdminCall('describe_table', named))['Table']
-            judge_existing_table(existing, params, exist_ok)
-            check_global_table(existing, allow_global_table)
+            if create_was_retried(exc) and not exist_ok:
+                # Maybe our own table, made by the attempt whose answer was lost: it must be as asked.
+                ttl = (yield AdminCall('describe_time_to_live', named)).get('TimeToLiveDescription', {})
+                judge_retried_create(existing, ttl, params, ttl_attribute_name)
+            else:
+                judge_existing_table(existing, params, exist_ok)
+                check_global_table(existing, allow_global_table)
         yield AdminCall('wait:table_exists', named)
         ttl = (yield AdminCall('describe_time_to_live', named)).get('TimeToLiveDescription', {})
         if needs_ttl_update(ttl, ttl_attribute_name):

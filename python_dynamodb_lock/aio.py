@@ -101,14 +101,15 @@ class AsyncDynamoDBLock(HeldLock):
         self.task_lock = asyncio.Lock()
         self._mutex = self.task_lock
 
-    def release(self, best_effort: bool = True, *, attributes: Optional[Mapping[str, Any]] = None,
-                keep_row: Optional[bool] = None) -> 'asyncio.Future[bool]':
+    async def release(self, best_effort: bool = True, *, attributes: Optional[Mapping[str, Any]] = None,
+                      keep_row: Optional[bool] = None) -> bool:
         """Release this lock (``await lock.release()``, True when this call released it): see
-        :meth:`AsyncDynamoDBLockClient.release_lock`; a cancelled caller does not stop it."""
+        :meth:`AsyncDynamoDBLockClient.release_lock`; once started, a cancelled caller does not
+        stop it."""
         extra = {name: value for name, value in (('attributes', attributes), ('keep_row', keep_row))
                  if value is not None}
-        releasing: 'asyncio.Future[bool]' = self.lock_client.release_lock(self, best_effort, **extra)
-        return releasing
+        released: bool = await self.lock_client.release_lock(self, best_effort, **extra)
+        return released
 
     async def update_attributes(self, values: Optional[Mapping[str, Any]] = None, remove: Iterable[str] = ()) -> None:
         """Set and remove additional attributes in one heartbeat; see the threaded lock's
@@ -148,10 +149,11 @@ class AsyncDynamoDBLock(HeldLock):
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc_value: Optional[BaseException],
                         traceback: Optional[TracebackType]) -> bool:
-        """Release best effort, even when the task was cancelled; suppress an ``Exception`` from
-        the block unless ``raise_context_exception`` (the published default)."""
-        # Shielded: a task cancelled inside the block still releases; cancelled again meanwhile,
-        # the release completes in the background.
+        """Release best effort, even when the task was cancelled; an ``Exception`` from the
+        block propagates, unless the lock was acquired with ``raise_context_exception=False``
+        (then it is logged and suppressed)."""
+        # Shielded: a task cancelled inside the block still releases (shield starts the release
+        # as a task at once); cancelled again meanwhile, the release completes in the background.
         await asyncio.shield(self.release(best_effort=True))
         return suppress_after_block(self, exc_type, exc_value, traceback)
 
@@ -241,7 +243,7 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         retry_timeout: Optional[datetime.timedelta] = None,
         additional_attributes: Optional[Mapping[str, Any]] = None,
         app_callback: Optional[AsyncAppCallback] = None,
-        raise_context_exception: bool = False,
+        raise_context_exception: bool = True,
         *,
         reentrant: bool = False,
         shared: bool = False,
@@ -256,6 +258,10 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         (it is a coroutine), or ``async with client.acquire_lock(...) as lock:``. Arguments,
         waiting, takeover and errors are those of the threaded client's ``acquire_lock``; bad
         arguments raise at the call, before anything is awaited.
+        An exception raised in the ``async with`` block propagates, after the release:
+        ``raise_context_exception`` is True by default for the asyncio client (it has no
+        published counterpart); pass False to have it logged and suppressed, as the threaded
+        client's published ``acquire_lock`` does by default.
         ``reentrant`` is per task: the lock this very task already holds is returned with one
         more hold; other tasks of this client still wait. ``shared=True``: a shared (read) lock
         (see "Shared locks" in the documentation).
@@ -272,7 +278,8 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
                                                 lock_existing_item=lock_existing_item, only_if_exists=only_if_exists))
         acquiring = self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True,
                                   reentrant)
-        return _Acquisition(cast(Coroutine[Any, Any, AsyncDynamoDBLock], acquiring))
+        return _Acquisition(cast(Coroutine[Any, Any, AsyncDynamoDBLock], acquiring),
+                            'AsyncDynamoDBLockClient.acquire_lock')
 
     async def try_acquire_lock(
         self,
@@ -280,7 +287,7 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         sort_key: str = _Defaults._DEFAULT_SORT_KEY_VALUE,
         additional_attributes: Optional[Mapping[str, Any]] = None,
         app_callback: Optional[AsyncAppCallback] = None,
-        raise_context_exception: bool = False,
+        raise_context_exception: bool = True,
         *,
         reentrant: bool = False,
         shared: bool = False,
@@ -291,7 +298,8 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
     ) -> Optional[AsyncDynamoDBLock]:
         """Acquire the lock if it can be had right now; None when someone else holds it. With
         ``reentrant``, the lock this very task already holds is returned with one more hold;
-        ``shared`` as :meth:`acquire_lock`'s."""
+        ``shared`` and ``raise_context_exception`` (True: an exception in the block propagates)
+        as :meth:`acquire_lock`'s."""
         arguments = self._acquire_arguments(partition_key, sort_key, None, datetime.timedelta(0), additional_attributes,
                                             app_callback, reentrant, dict(
                                                 shared=shared, lease_duration=lease_duration, keep_row=keep_row,
@@ -299,22 +307,30 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         return await self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
                                    reentrant)
 
-    def release_lock(self, lock: AsyncDynamoDBLock, best_effort: bool = True, *,
-                     attributes: Optional[Mapping[str, Any]] = None,
-                     keep_row: Optional[bool] = None) -> 'asyncio.Future[bool]':
+    async def release_lock(self, lock: AsyncDynamoDBLock, best_effort: bool = True, *,
+                           attributes: Optional[Mapping[str, Any]] = None,
+                           keep_row: Optional[bool] = None) -> bool:
         """Release ``lock``; see :meth:`DynamoDBLockClient.release_lock
         <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.release_lock>`: awaited,
         True when this call released the lock.
 
-        ``await`` it. The release starts at once, as a task of its own: cancelling the awaiting
-        task (``asyncio.wait_for`` timing out, say), even before the release has begun, does not
-        stop it, so a lock whose release was asked for is never left held and renewed.
+        A coroutine: ``await`` it (or ``asyncio.create_task`` it). Once it has started, the
+        release runs as a task of its own: cancelling the awaiting task (``asyncio.wait_for``
+        timing out, say) does not stop it, so a lock whose release has begun is never left held
+        and renewed (:meth:`wait_settled` waits for it). A coroutine that is never awaited
+        releases nothing (asyncio warns that it was never awaited).
         """
+        released: bool = await asyncio.shield(self._begin_release(lock, best_effort, attributes, keep_row))
+        return released
+
+    def _begin_release(self, lock: AsyncDynamoDBLock, best_effort: bool, attributes: Optional[Mapping[str, Any]],
+                       keep_row: Optional[bool]) -> 'asyncio.Task[bool]':
+        """Check ``release_lock``'s arguments and start the release as a task of its own."""
         self._check_process()
         if not isinstance(lock, AsyncDynamoDBLock):
             raise TypeError(f'release_lock takes an AsyncDynamoDBLock, not {type(lock).__name__}')
         attributes = self._release_attributes(lock, attributes, keep_row)
-        return asyncio.shield(self._start_release(lock, best_effort, attributes, keep_row))
+        return self._start_release(lock, best_effort, attributes, keep_row)
 
     async def close(self, release_locks: bool = False) -> None:
         """Stop the background tasks, promptly; a second call is a no-op. Held locks are released
@@ -451,7 +467,7 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         retry_timeout: Optional[datetime.timedelta] = None,
         additional_attributes: Optional[Mapping[str, Any]] = None,
         app_callback: Optional[AsyncAppCallback] = None,
-        raise_context_exception: bool = False,
+        raise_context_exception: bool = True,
         *,
         wake: Optional[asyncio.Event] = None,
     ) -> AsyncDynamoDBLock:
@@ -459,7 +475,8 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         had; see :meth:`DynamoDBLockClient.acquire_first_lock
         <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.acquire_first_lock>`
         (``wake`` is an ``asyncio.Event``). Cancelling the task leaves nothing held, as for
-        :meth:`acquire_lock`."""
+        :meth:`acquire_lock`. ``raise_context_exception`` is True by default: an exception raised
+        in the lock's ``async with`` block propagates."""
         attempts = self._first_attempts(partition_key, sort_keys, retry_period, retry_timeout,
                                         additional_attributes, app_callback)
         require_asyncio_event('wake', wake)

@@ -33,7 +33,7 @@ from ._clock import Clock, SystemClock
 from ._core.acquire import read_row
 from ._core.guard import single_action
 from ._core.heartbeat import check_locks
-from ._errors import DynamoDBLockError
+from ._errors import DynamoDBLockError, Reason  # noqa: F401  (Reason: importable here, not in __all__)
 from ._observe import MetricsHook
 from ._schema import PartitionKey
 from ._tables import creating_table, describing_table, lock_transport_of, require_low_level_client, run_admin
@@ -529,7 +529,7 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         retry_timeout: Optional[datetime.timedelta] = None,
         additional_attributes: Optional[Mapping[str, Any]] = None,
         app_callback: Optional[AppCallback] = None,
-        raise_context_exception: bool = False,
+        raise_context_exception: bool = True,
         *,
         cancel: Optional[threading.Event] = None,
         wake: Optional[threading.Event] = None,
@@ -546,6 +546,9 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         keys is noticed at the next poll, or at once when the releaser sets ``wake``.
 
         :param sort_keys: a list or tuple of 1 to 1000 distinct sort keys.
+        :param raise_context_exception: True by default here (unlike :meth:`acquire_lock`'s
+            published default): an exception raised in the lock's ``with`` block propagates,
+            after the release. False: it is logged and suppressed.
         :param cancel: as for :meth:`acquire_lock`.
         :param wake: a ``threading.Event``; setting it makes a waiting call look at every key at
             once (it is cleared when used). Without it, :meth:`close` also ends the wait at once;

@@ -188,10 +188,10 @@ class Threads(Handler):
             if operation.wake is None and len(operation.sort_keys) == 1:
                 return client.acquire_lock(operation.partition_key, operation.sort_keys[0], retry_period,
                                            retry_timeout, operation.additional_attributes, operation.app_callback,
-                                           cancel=operation.stop)
+                                           raise_context_exception=True, cancel=operation.stop)
             return client.acquire_first_lock(operation.partition_key, list(operation.sort_keys), retry_period,
                                              retry_timeout, operation.additional_attributes, operation.app_callback,
-                                             cancel=operation.stop, wake=operation.wake)
+                                             raise_context_exception=True, cancel=operation.stop, wake=operation.wake)
         if isinstance(operation, Release):
             return client.release_lock(operation.lock, operation.best_effort)
         if isinstance(operation, GetLock):

@@ -40,8 +40,9 @@ class BlockingMulti:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._multi, name)
 
-    def release(self, best_effort: bool = True) -> None:
-        self._facade._call(lambda: self._multi.release(best_effort))
+    def release(self, best_effort: bool = True) -> bool:
+        released: bool = self._facade._call(lambda: self._multi.release(best_effort))
+        return released
 
     def transact_write_items(self, items: Any, **options: Any) -> Dict[str, Any]:
         answer: Dict[str, Any] = self._facade._call(lambda: self._multi.transact_write_items(items, **options))

@@ -33,7 +33,7 @@ from .answers import Applied, Failed, deserialize
 from .effects import Call, Emit, Protocol, Sleep, Unregister
 from .events import Event, Kind
 from .messages import explain
-from .state import Status, loss_from_row
+from .state import Status, how_lost, loss_from_row
 
 __all__ = ['GUARD_ATTEMPTS', 'MAX_ACTIONS', 'MAX_TRANSACTION_BYTES', 'RETRYABLE_ERRORS', 'RETRYABLE_REASONS',
            'UNANSWERED_ATTEMPTS', 'backoff', 'check_actions', 'guarded_write', 'reasons_of', 'single_action',
@@ -231,8 +231,9 @@ def _lost(lock: Any, row: Optional[Dict[str, Any]]) -> Protocol[None]:
                                 'release reported as failed that went through), so nothing was written')
     loss = loss_from_row(row)
     if final == Status.INVALID:
-        yield Emit(Event(Kind.STOLEN, lock.unique_identifier, lock,
-                         {'owner': Schema.owner_of(loss.row), 'reason': loss.reason}))
+        fields = {'owner': Schema.owner_of(loss.row), 'reason': loss.reason}
+        how = how_lost(row)
+        yield Emit(Event(Kind.STOLEN, lock.unique_identifier, lock, {**fields, 'how': how} if how else fields))
     raise _stolen(lock, loss.row, loss.reason, 'so nothing was written')
 
 

@@ -10,12 +10,12 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 from .._requests import MAX_BATCH_STATEMENTS, Renewal, Request, renew, renew_many
 from .._errors import DynamoDBLockError
 from .._schema import Schema, lease_expiry
-from .answers import Answer, Failed, statement_retryable
+from .answers import Answer, Failed, Refused, statement_retryable
 from .effects import Call, Emit, Protocol, Sleep, Submit, Unregister
 from .events import Event, Kind
 from .messages import explain
 from .shared_ops import entry_answer, renewal_request
-from .state import LockState, RenewalResult, RenewalVerdict, Status, loss_from_row
+from .state import LockState, RenewalResult, RenewalVerdict, Status, how_lost, loss_from_row
 
 __all__ = [
     'Batching',
@@ -236,8 +236,9 @@ def settle_events(settings: HeartbeatSettings, lock: Any, renewal: Renewal, answ
         events.append(Event(Kind.RELEASED_BY_LOST_ANSWER, key, lock))
     elif verdict is RenewalVerdict.STOLEN:
         loss = lock._state.loss
-        events.append(Event(Kind.STOLEN, key, lock, {
-            'owner': Schema.owner_of(loss.row if loss else None), 'reason': loss.reason if loss else None}))
+        fields = {'owner': Schema.owner_of(loss.row if loss else None), 'reason': loss.reason if loss else None}
+        how = how_lost(answer.item) if isinstance(answer, Refused) else None
+        events.append(Event(Kind.STOLEN, key, lock, {**fields, 'how': how} if how else fields))
     elif verdict is RenewalVerdict.FAILED:
         assert isinstance(answer, Failed)
         events.append(Event(Kind.RENEWAL_FAILED, key, lock, {

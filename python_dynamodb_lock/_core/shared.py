@@ -15,7 +15,8 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 from .._schema import COL_SHARED_HOLDERS, COL_WRITER_WAITING, SHARED_LEASE, SHARED_OWNER, SHARED_VERSION, Schema
 from .._schema import WRITER_ID
 
-__all__ = ['MAX_SHARED_HOLDERS', 'Marker', 'SharedHolder', 'SharedJudgement', 'SharedWatch', 'entry_of', 'entry_view',
+__all__ = ['MAX_SHARED_HOLDERS', 'Marker', 'SharedHolder', 'SharedJudgement', 'SharedWatch', 'describe_holders',
+           'entry_of', 'entry_view',
            'holders_of', 'is_shared', 'marker_of']
 
 #: The most shared holders one key may have at once; one more waits as if the key were held.
@@ -66,6 +67,25 @@ def holders_of(row: Optional[Mapping[str, Any]], default_lease: float = 0.0) -> 
                                         str(entry.get(SHARED_VERSION, '')),
                                         _lease(entry.get(SHARED_LEASE), default_lease)))
     return tuple(holders)
+
+
+def describe_holders(row: Optional[Mapping[str, Any]], owner_name: str) -> Optional[str]:
+    """Who holds a shared row, for messages (None for a row that is not shared): every holder's
+    owner, and, when some of them are ``owner_name`` (this client), that an exclusive acquisition
+    waits for those too."""
+    holders = holders_of(row)
+    if not holders:
+        return None
+    counts: Dict[str, int] = {}
+    for holder in holders:
+        counts[holder.owner_name] = counts.get(holder.owner_name, 0) + 1
+    owners = ', '.join(f'{owner} ({count} times)' if count > 1 else owner for owner, count in sorted(counts.items()))
+    text = f'{len(holders)} shared holder{"s" if len(holders) > 1 else ""}: {owners}'
+    ours = counts.get(owner_name, 0)
+    if ours:
+        text += (f'; {ours} of them this client ({owner_name}): an exclusive acquisition waits for every shared '
+                 'holder, this client\'s own too (a shared lock is not upgraded: release it first)')
+    return text
 
 
 def entry_of(row: Optional[Mapping[str, Any]], holder_id: str) -> Optional[SharedHolder]:

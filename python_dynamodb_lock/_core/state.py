@@ -21,8 +21,8 @@ from .._requests import MAX_CONDITION_VERSIONS, Renewal
 from .._schema import Schema
 from .answers import Answer, Failed, Refused
 
-__all__ = ['LockState', 'Loss', 'RenewalResult', 'RenewalVerdict', 'Status', 'lock_safe_period', 'loss_from_row',
-           'null_guard']
+__all__ = ['LockState', 'Loss', 'RenewalResult', 'RenewalVerdict', 'Status', 'how_lost', 'lock_safe_period',
+           'loss_from_row', 'null_guard']
 
 # How many versions whose write may or may not have landed (lost answers) are remembered to
 # recognise our own row when a condition fails; the newest of them are named in conditions.
@@ -345,3 +345,17 @@ def loss_from_row(row: Optional[Dict[str, Any]]) -> Loss:
     if Schema.holds_no_lock(row):
         return Loss(Reason.ROW_GONE, None)
     return Loss(Reason.TAKEN_OVER, row)
+
+
+def how_lost(row: Optional[Dict[str, Any]]) -> Optional[str]:
+    """What happened to a lock whose row holds no lock any more (a ``ROW_GONE`` loss), in words
+    for the log; None when the row is another holder's (taken over). A row marked released by
+    someone else than its holder can only be a force release; a row gone may be one too."""
+    if not Schema.holds_no_lock(row):
+        return None
+    if not row:
+        return 'its row was deleted by someone else (a force release, a TTL expiry or another program)'
+    if Schema.is_released(row):
+        return ('force-released by someone else (an operator\'s force_release_lock or `dynamodb-lock release '
+                '--force`): its row was marked released')
+    return 'force-released by someone else: the lock attributes of its item were removed'
