@@ -21,7 +21,7 @@ from python_dynamodb_lock._core.effects import Call, Emit, Settle, Sleep
 from python_dynamodb_lock._core.events import Kind
 from python_dynamodb_lock._core.guard import GUARD_ATTEMPTS, UNANSWERED_ATTEMPTS
 from python_dynamodb_lock._core.multi import AllWritten, NotAll, acquire_all
-from python_dynamodb_lock._errors import DynamoDBLockError
+from python_dynamodb_lock import DynamoDBLockError
 from test_core_protocol import LEASE, LOST_ANSWER, SCHEMA, FakeClock, drive, row, scripted
 
 KEYS = ('a', 'b')
