@@ -131,3 +131,34 @@ def test_a_real_takeover_after_a_lease_without_renewal_passes_and_a_forged_steal
     problems = history.problems()
     assert len(problems) == 1 and problems[0].startswith('LOCK_STOLEN while the lease ran'), problems
     assert [report.how for report in history.reports] == ['callback', 'callback']
+
+
+def test_the_multi_process_tortures_judge_lost_locks_the_same_way() -> None:
+    """TortureResult (test_torture.py, test_faults.py) on synthetic records: a holder starved past
+    its lease and taken over, told by its strict release, passes, and its unguarded write may
+    undo the taker's increment; taken over 3 s after its renewal, or not told, or an overlap of
+    holds not lost, or a lost update without a lost hold, fails."""
+    from _torture.runner import Hold, TortureConfig, TortureResult
+
+    config = TortureConfig(acquisitions=2, keys=('k',), lease=LEASE)
+
+    def result(victim_outcome: str, claimed_at: float, counter: int) -> TortureResult:
+        victim = Hold('k', 'first', 0.0, 12.0, 'v1', 'v1', 'LOCKED', victim_outcome, 'INVALID', True, 12.0,
+                      'threaded', 1, last_renewed=0.0, released_at=12.5)
+        if victim_outcome == 'released':
+            victim.final_status = 'RELEASED'
+        taker = Hold('k', 'second', 10.5, 11.0, 'v2', 'v2', 'LOCKED', 'released', 'RELEASED', True, 0.5,
+                     'threaded', 2, took_over_from=['first', 1], last_renewed=10.4, released_at=11.1)
+        workers = [{'callbacks': [], 'claims': [['k', 'first', claimed_at]]}]
+        return TortureResult(config, workers, [victim, taker], {'k': counter}, [], 0.0)
+
+    legit = result('LOCK_STOLEN', 10.2, 1)
+    assert legit.lost_lock_problems() == [] and legit.overlaps(excuse_lost=True) == []
+    assert legit.counter_problems() == []              # the victim's late write undid the taker's increment
+    assert result('LOCK_STOLEN', 10.2, 2).counter_problems() == []
+    assert result('LOCK_STOLEN', 10.2, 3).counter_problems() != []     # more than was committed
+    assert result('LOCK_STOLEN', 3.0, 2).lost_lock_problems() != []   # stolen while its lease ran
+    untold = result('released', 10.2, 2)
+    assert untold.lost_lock_problems() != []                            # a loss nobody was told of
+    assert untold.overlaps(excuse_lost=True) != []
+    assert result('released', 10.2, 1).counter_problems() != []         # a lost update, no lost hold

@@ -30,7 +30,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-__all__ = ['Claim', 'History', 'LossReport', 'Takeover', 'Tenure', 'verdict']
+__all__ = ['Claim', 'History', 'LossReport', 'Takeover', 'Tenure', 'steals_within_lease', 'torture_losses',
+           'unexcused_overlaps', 'unreported_losses', 'verdict']
 
 STOLEN = 'LOCK_STOLEN'
 
@@ -88,21 +89,25 @@ def _unexplained(report: LossReport, claims: List[Claim]) -> bool:
                    for claim in claims)
 
 
-def verdict(reports: List[LossReport], claims: List[Claim], tenures: List[Tenure],
-            takeovers: List[Takeover]) -> List[str]:
-    """What breaks the promises 1-3 of this module; empty when all is well."""
+def steals_within_lease(reports: List[LossReport], claims: List[Claim]) -> List[str]:
+    """Promise 1: every loss reported is explained by a takeover claimed once the lease was spent."""
+    return [f'LOCK_STOLEN while the lease ran: {report} (no takeover of {report.key} from {report.owner} '
+            f'claimed between {report.last_renewed + report.lease:.3f} and {report.at:.3f})'
+            for report in reports if _unexplained(report, claims)]
+
+
+def unreported_losses(tenures: List[Tenure], takeovers: List[Takeover]) -> List[str]:
+    """Promise 2: a takeover that landed during a hold was reported lost to that hold."""
+    return [f'a loss nobody was told of: {takeover} while {tenure}'
+            for takeover in takeovers for tenure in tenures
+            if tenure.key == takeover.key and tenure.owner == takeover.owner and not tenure.lost
+            and (takeover.token is None or tenure.token == takeover.token)
+            and tenure.start <= takeover.landed_by < tenure.end]
+
+
+def unexcused_overlaps(tenures: List[Tenure]) -> List[str]:
+    """Promise 3: holds of one key overlap only when the earlier one was reported lost."""
     problems = []
-    for report in reports:
-        if _unexplained(report, claims):
-            problems.append(f'LOCK_STOLEN while the lease ran: {report} (no takeover of {report.key} from '
-                            f'{report.owner} claimed between {report.last_renewed + report.lease:.3f} and '
-                            f'{report.at:.3f})')
-    for takeover in takeovers:
-        for tenure in tenures:
-            if tenure.key == takeover.key and tenure.owner == takeover.owner and not tenure.lost \
-                    and (takeover.token is None or tenure.token == takeover.token) \
-                    and tenure.start <= takeover.landed_by < tenure.end:
-                problems.append(f'a loss nobody was told of: {takeover} while {tenure}')
     by_key: Dict[str, List[Tenure]] = {}
     for tenure in tenures:
         by_key.setdefault(tenure.key, []).append(tenure)
@@ -115,6 +120,37 @@ def verdict(reports: List[LossReport], claims: List[Claim], tenures: List[Tenure
                 if not earlier.lost:
                     problems.append(f'overlapping holds, the first not reported lost: {earlier} and {later}')
     return problems
+
+
+def verdict(reports: List[LossReport], claims: List[Claim], tenures: List[Tenure],
+            takeovers: List[Takeover]) -> List[str]:
+    """What breaks the promises 1-3 of this module; empty when all is well."""
+    return (steals_within_lease(reports, claims) + unreported_losses(tenures, takeovers)
+            + unexcused_overlaps(tenures))
+
+
+def torture_losses(holds: List[Any], workers: List[Dict[str, Any]], lease: float) -> List[str]:
+    """Promises 1 and 2 on a multi-process torture's records (:class:`_torture.runner.TortureResult`:
+    its exclusive holds, the workers' callbacks and claims; overlaps are checked there, holds
+    reported lost excused). A hold is reported lost by a ``LOCK_STOLEN`` callback, or by its
+    strict release or guarded write (``Hold.lost``), when the worker recorded it (after its release)."""
+    claims = [Claim(*claim) for worker in workers for claim in worker.get('claims', ())]
+    reports = [LossReport(call[1], call[2], call[6], call[7], call[4]) for worker in workers
+               for call in worker['callbacks'] if call[0] == STOLEN and len(call) > 7]
+    exclusive = [hold for hold in holds if hold.mode not in ('shared', 'published')]
+    reports += [LossReport(hold.key, hold.owner, hold.last_renewed, lease, hold.released_at, 'release or write')
+                for hold in exclusive if hold.lost and hold.released_at is not None]
+    told = set()    # the hold each callback was about: its owner's latest hold of the key by then
+    for report in reports:
+        mine = [hold for hold in exclusive if (hold.key, hold.owner) == (report.key, report.owner)
+                and hold.start <= report.at]
+        if mine:
+            told.add(id(max(mine, key=lambda hold: hold.start)))
+    tenures = [Tenure(hold.key, hold.owner, hold.fencing_token, hold.start, hold.end,
+                      lost=hold.lost or id(hold) in told) for hold in exclusive]
+    takeovers = [Takeover(hold.key, hold.took_over_from[0], hold.took_over_from[1], hold.start)
+                 for hold in exclusive if hold.took_over_from]
+    return steals_within_lease(reports, claims) + unreported_losses(tenures, takeovers)
 
 
 class History:
