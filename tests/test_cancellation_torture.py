@@ -6,7 +6,9 @@ random moment), holds the lock for a random time doing guarded writes, and relea
 which may be cut short. Once every task has ended and the clients' undo work has settled, the
 run must show:
 
-* no orphan row: every lock row is free (released, or gone);
+* no orphan row: every lock row is free (released, or gone), but a row its client said it
+  could not free (a loaded machine may time a release out), which a fresh client then takes over
+  after its lease;
 * no lock kept or renewed that no caller holds: both clients hold nothing;
 * no ``LOCK_STOLEN`` while the holder's lease ran, and every loss reported: a loaded machine
   may starve a holder's heartbeats past its lease, and the lock is then taken over, as it must
@@ -27,7 +29,7 @@ import os
 import random
 import threading
 import time
-from typing import Any, AsyncIterator, Dict, List, Optional
+from typing import Any, AsyncIterator, Dict, List
 
 import pytest
 
@@ -71,11 +73,29 @@ class Ledger:
         return dict(owner_name=owner, lease_duration=seconds(seconds=10), heartbeat_period=seconds(seconds=1),
                     safe_period=seconds(seconds=5), metrics=self.history.metrics(owner))
 
-    def check(self) -> None:
+    def check(self, data: LockTable) -> None:
+        """What the run must show at its end (see the module's docstring), once every client
+        settled and closed."""
         problems = self.history.problems()
+        held_rows = [row for row in (data.read_item(key) for key in KEYS)
+                     if row is not None and row.get('released_at') is None]
         print(f'\n{self.acquired} holds, {self.cut_short} calls cut short, '
-              f'{self.history.lost()} locks lost to takeovers after their lease')
+              f'{self.history.lost()} locks lost to takeovers after their lease, '
+              f'{len(held_rows)} rows left that their client could not free')
         assert problems == [], problems
+        # A row is left held only where its client said it could not free it (on a loaded
+        # machine, a release or an undo may time out): then nobody renews it, and a fresh client
+        # takes it over after its lease.
+        unexplained = [row for row in held_rows if f"{row['lock_key']}|{row['sort_key']}" not in self.history.abandoned]
+        assert unexplained == [], f'orphan rows: {unexplained}'
+        if held_rows:
+            reclaimer = data.lock_client(owner_name='reclaimer', lease_duration=seconds(seconds=10))
+            try:
+                for row in held_rows:
+                    reclaimer.acquire_lock(row['lock_key'], row['sort_key'], retry_period=seconds(seconds=0.2),
+                                           retry_timeout=seconds(seconds=25)).release()
+            finally:
+                reclaimer.close()
 
 
 async def one_task(number: int, clients: List[Any], ledger: Ledger, data: LockTable, rng: random.Random,
@@ -178,13 +198,7 @@ def test_random_cancellations_leave_nothing_held(local_engine: LockTable, answer
         return ledger
 
     ledger = asyncio.run(main())
-    held_rows: List[Optional[Dict[str, Any]]] = []
-    for key in KEYS:
-        row = data.read_item(key)
-        if row is not None and row.get('released_at') is None:
-            held_rows.append(row)
-    assert held_rows == [], f'orphan rows: {held_rows}'
-    ledger.check()
+    ledger.check(data)
     assert unretrieved == []
     # The run exercised both paths (how many of each depends on the machine's load; the
     # invariants above are what the test is about).
@@ -309,9 +323,6 @@ def test_random_cancel_events_and_ctrl_c_leave_nothing_held(local_engine: LockTa
         assert client.held_locks() == [], f'{client} still holds {client.held_locks()}'
     for client in clients:
         client.close()
-    held_rows = [row for row in (data.read_item(key) for key in KEYS)
-                 if row is not None and row.get('released_at') is None]
-    assert held_rows == [], f'orphan rows: {held_rows}'
-    ledger.check()
+    ledger.check(data)
     assert interrupt.raised > 0 and ledger.acquired > 0 and ledger.cut_short > 0, (
         interrupt.raised, ledger.acquired, ledger.cut_short)

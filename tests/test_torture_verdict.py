@@ -162,3 +162,16 @@ def test_the_multi_process_tortures_judge_lost_locks_the_same_way() -> None:
     assert untold.lost_lock_problems() != []                            # a loss nobody was told of
     assert untold.overlaps(excuse_lost=True) != []
     assert result('released', 10.2, 1).counter_problems() != []         # a lost update, no lost hold
+
+
+def test_the_history_keeps_the_rows_a_client_said_it_could_not_free() -> None:
+    """The cancellation torture excuses a row left held only where its client said it could not
+    free it (then a fresh client must take it over after its lease); other events do not count."""
+    from python_dynamodb_lock import LockEvent
+
+    history = History()
+    hook = history.metrics('first')
+    for name, key in [('release_failed_forgotten', 'a|-'), ('orphan_cleanup_failed', 'b|-'),
+                      ('orphan_unverified', 'c|-'), ('released', 'd|-'), ('release_failed', 'e|-')]:
+        hook(LockEvent(name, key, None, {}))
+    assert history.abandoned == {'a|-', 'b|-', 'c|-'}

@@ -28,12 +28,14 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Set
 
 __all__ = ['Claim', 'History', 'LossReport', 'Takeover', 'Tenure', 'steals_within_lease', 'torture_losses',
            'unexcused_overlaps', 'unreported_losses', 'verdict']
 
 STOLEN = 'LOCK_STOLEN'
+# The events of a row a client could not free, which it leaves to expire.
+ABANDONED = frozenset({'release_failed_forgotten', 'orphan_cleanup_failed', 'orphan_unverified'})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,6 +172,9 @@ class History:
         self.tenures: List[Tenure] = []
         self.reports: List[LossReport] = []
         self._release_stolen: List[Any] = []       # (owner, key, at): a release found the lock taken
+        #: Keys of rows the clients said they could not free (a release or the undo of an
+        #: interrupted acquire failed): such a row is left for others to take over after its lease.
+        self.abandoned: Set[str] = set()
         self._told: Dict[int, float] = {}           # id(lock) -> when its LOCK_STOLEN callback came
         self._guard = threading.Lock()
 
@@ -184,6 +189,9 @@ class History:
             elif event.name == 'release_stolen':
                 with self._guard:
                     self._release_stolen.append((owner, event.key, self.now()))
+            elif event.name in ABANDONED:
+                with self._guard:
+                    self.abandoned.add(event.key)
         return hook
 
     def on_callback(self, code: str, lock: Any) -> None:
