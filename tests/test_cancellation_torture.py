@@ -6,10 +6,14 @@ random moment), holds the lock for a random time doing guarded writes, and relea
 which may be cut short. Once every task has ended and the clients' undo work has settled, the
 run must show:
 
-* no orphan row: every lock row is free (released, or gone);
+* no orphan row: every lock row is free (released, or gone), but a row its client said it
+  could not free (a loaded machine may time a release out), which a fresh client then takes over
+  after its lease;
 * no lock kept or renewed that no caller holds: both clients hold nothing;
-* no false ``LOCK_STOLEN``: nobody took a lock over from a live holder, so none is reported;
-* no overlap: two tasks never held one key at once;
+* no ``LOCK_STOLEN`` while the holder's lease ran, and every loss reported: a loaded machine
+  may starve a holder's heartbeats past its lease, and the lock is then taken over, as it must
+  be; but only after the lease was spent, and the holder is told (see :mod:`_torture.verdict`);
+* no overlap: two tasks never held one key at once, unless the first was told it lost the lock;
 * nothing unretrieved: the loop reported no exception that nobody retrieved.
 
 With ``delayed`` answers, every write's answer arrives late (it landed; a botocore hook holds
@@ -25,10 +29,11 @@ import os
 import random
 import threading
 import time
-from typing import Any, AsyncIterator, Dict, List, Optional, Set
+from typing import Any, AsyncIterator, Dict, List
 
 import pytest
 
+from _torture.verdict import History, Tenure
 from chaos_proxy import ChaosProxy
 from helpers import ASYNCIO, CallbackRecorder, FaultInjector
 from python_dynamodb_lock.aio import AsyncDynamoDBLockClient
@@ -50,22 +55,47 @@ def client_kind() -> str:
 
 
 class Ledger:
-    """Who holds which key, as the tasks themselves saw it."""
+    """Who held which key when, as the tasks themselves saw it, and what the clients reported
+    (:class:`_torture.verdict.History`)."""
 
     def __init__(self) -> None:
-        self.holding: Dict[str, Set[int]] = {key: set() for key in KEYS}
-        self.overlaps: List[str] = []
+        self.history = History()
         self.acquired = 0
         self.cut_short = 0
 
-    def enter(self, key: str, task: int) -> None:
-        if self.holding[key]:
-            self.overlaps.append(f'{key}: task {task} while {sorted(self.holding[key])}')
-        self.holding[key].add(task)
+    def enter(self, lock: Any) -> Tenure:
+        self.history.acquired(lock)
         self.acquired += 1
+        return self.history.enter(lock)
 
-    def leave(self, key: str, task: int) -> None:
-        self.holding[key].discard(task)
+    def settings(self, owner: str) -> Dict[str, Any]:
+        """The lock clients' settings: a short lease, and a metrics hook feeding the history."""
+        return dict(owner_name=owner, lease_duration=seconds(seconds=10), heartbeat_period=seconds(seconds=1),
+                    safe_period=seconds(seconds=5), metrics=self.history.metrics(owner))
+
+    def check(self, data: LockTable) -> None:
+        """What the run must show at its end (see the module's docstring), once every client
+        settled and closed."""
+        problems = self.history.problems()
+        held_rows = [row for row in (data.read_item(key) for key in KEYS)
+                     if row is not None and row.get('released_at') is None]
+        print(f'\n{self.acquired} holds, {self.cut_short} calls cut short, '
+              f'{self.history.lost()} locks lost to takeovers after their lease, '
+              f'{len(held_rows)} rows left that their client could not free')
+        assert problems == [], problems
+        # A row is left held only where its client said it could not free it (on a loaded
+        # machine, a release or an undo may time out): then nobody renews it, and a fresh client
+        # takes it over after its lease.
+        unexplained = [row for row in held_rows if f"{row['lock_key']}|{row['sort_key']}" not in self.history.abandoned]
+        assert unexplained == [], f'orphan rows: {unexplained}'
+        if held_rows:
+            reclaimer = data.lock_client(owner_name='reclaimer', lease_duration=seconds(seconds=10))
+            try:
+                for row in held_rows:
+                    reclaimer.acquire_lock(row['lock_key'], row['sort_key'], retry_period=seconds(seconds=0.2),
+                                           retry_timeout=seconds(seconds=25)).release()
+            finally:
+                reclaimer.close()
 
 
 async def one_task(number: int, clients: List[Any], ledger: Ledger, data: LockTable, rng: random.Random,
@@ -85,7 +115,7 @@ async def one_task(number: int, clients: List[Any], ledger: Ledger, data: LockTa
             continue
         # Only the caller that got the lock is in the ledger; it leaves it before its release
         # starts (a release may be cut short, and the key then is free for others).
-        ledger.enter(key, number)
+        tenure = ledger.enter(lock)
         try:
             if rng.random() < 0.5:
                 await asyncio.wait_for(lock.update_item(
@@ -96,11 +126,13 @@ async def one_task(number: int, clients: List[Any], ledger: Ledger, data: LockTa
         except (asyncio.TimeoutError, asyncio.CancelledError):
             ledger.cut_short += 1
         finally:
-            ledger.leave(key, number)
+            ledger.history.leave(tenure)
         try:
             await asyncio.wait_for(lock.release(), rng.choice([0.001, 0.01, 1.0]))
         except (asyncio.TimeoutError, asyncio.CancelledError):
             ledger.cut_short += 1
+        finally:
+            ledger.history.released(tenure)
 
 
 async def canceller(tasks: List['asyncio.Task[None]'], rng: random.Random) -> None:
@@ -138,24 +170,21 @@ def test_random_cancellations_leave_nothing_held(local_engine: LockTable, answer
     data = local_engine
     rng = random.Random(17 + len(answers))
     unretrieved: List[Dict[str, Any]] = []
-    callbacks = CallbackRecorder()
+    ledger = Ledger()
+    callbacks = CallbackRecorder(action=ledger.history.on_callback)
     assert local_engine.endpoint_url is not None
 
     async def main() -> Ledger:
         asyncio.get_running_loop().set_exception_handler(lambda loop, context: unretrieved.append(context))
-        ledger = Ledger()
-        settings: Dict[str, Any] = dict(lease_duration=seconds(seconds=10), heartbeat_period=seconds(seconds=1),
-                                        safe_period=seconds(seconds=5))
         with FaultInjector(local_engine.resource) as faults, \
                 ChaosProxy(int(local_engine.endpoint_url.rsplit(':', 1)[1])) as proxy:
             if answers == 'delayed':
                 faults.add_latency('UpdateItem', 0.01, times=None, after_sending=True)
             if answers == 'proxy':
                 proxy.add_latency(0.01)
-                clients_of = [proxied_client(data, proxy, owner_name=name, **settings) for name in ('first', 'second')]
+                clients_of = [proxied_client(data, proxy, **ledger.settings(name)) for name in ('first', 'second')]
             else:
-                clients_of = [local_engine.async_lock_client(owner_name=name, **settings)
-                              for name in ('first', 'second')]
+                clients_of = [local_engine.async_lock_client(**ledger.settings(name)) for name in ('first', 'second')]
             async with clients_of[0] as first, clients_of[1] as second:
                 clients = [first, second]
                 tasks = [asyncio.ensure_future(one_task(n, clients, ledger, data, rng, callbacks))
@@ -169,14 +198,7 @@ def test_random_cancellations_leave_nothing_held(local_engine: LockTable, answer
         return ledger
 
     ledger = asyncio.run(main())
-    held_rows: List[Optional[Dict[str, Any]]] = []
-    for key in KEYS:
-        row = data.read_item(key)
-        if row is not None and row.get('released_at') is None:
-            held_rows.append(row)
-    assert held_rows == [], f'orphan rows: {held_rows}'
-    assert ledger.overlaps == []
-    assert DynamoDBLockError.LOCK_STOLEN not in callbacks.codes
+    ledger.check(data)
     assert unretrieved == []
     # The run exercised both paths (how many of each depends on the machine's load; the
     # invariants above are what the test is about).
@@ -215,17 +237,15 @@ def test_random_cancel_events_and_ctrl_c_leave_nothing_held(local_engine: LockTa
     """The threaded twin: caller threads acquire with ``cancel=`` events that another thread sets
     at random, or without one while ``KeyboardInterrupt`` is injected into their calls (before
     sending, or after the write landed); they hold, write under the lock and release, any of
-    which may be cut short. Afterwards: nothing held, no orphan row, no false ``LOCK_STOLEN``,
-    no overlap."""
+    which may be cut short. Afterwards: nothing held, no orphan row, no ``LOCK_STOLEN`` while the
+    holder's lease ran and every loss reported, no overlap (see the module's docstring)."""
     data = local_engine
     rng = random.Random(1717)
-    callbacks = CallbackRecorder()
     ledger = Ledger()
+    callbacks = CallbackRecorder(action=ledger.history.on_callback)
     ledger_guard = threading.Lock()
     interrupt = _Interrupt(random.Random(99), rate=0.08)
-    settings = dict(lease_duration=seconds(seconds=10), heartbeat_period=seconds(seconds=1),
-                    safe_period=seconds(seconds=5))
-    clients = [local_engine.lock_client(owner_name=name, **settings) for name in ('first', 'second')]
+    clients = [local_engine.lock_client(**ledger.settings(name)) for name in ('first', 'second')]
     events = local_engine.resource.meta.client.meta.events
     events.register('before-call.dynamodb.*', interrupt.before)
     events.register('after-call.dynamodb.*', interrupt.after)
@@ -255,7 +275,7 @@ def test_random_cancel_events_and_ctrl_c_leave_nothing_held(local_engine: LockTa
                     ledger.cut_short += error.code == DynamoDBLockError.ACQUIRE_CANCELLED
                 continue
             with ledger_guard:
-                ledger.enter(key, number)
+                tenure = ledger.enter(lock)
             try:
                 if local.random() < 0.5:
                     lock.update_item(
@@ -266,8 +286,7 @@ def test_random_cancel_events_and_ctrl_c_leave_nothing_held(local_engine: LockTa
             except KeyboardInterrupt:
                 pass
             finally:
-                with ledger_guard:
-                    ledger.leave(key, number)
+                ledger.history.leave(tenure)
             for _attempt in range(3):     # a release cut short by Ctrl-C is finished in the background
                 try:
                     lock.release()
@@ -275,6 +294,7 @@ def test_random_cancel_events_and_ctrl_c_leave_nothing_held(local_engine: LockTa
                 except KeyboardInterrupt:
                     with ledger_guard:
                         ledger.cut_short += 1
+            ledger.history.released(tenure)
 
     def canceller(done: threading.Event) -> None:
         while not done.is_set():
@@ -303,10 +323,6 @@ def test_random_cancel_events_and_ctrl_c_leave_nothing_held(local_engine: LockTa
         assert client.held_locks() == [], f'{client} still holds {client.held_locks()}'
     for client in clients:
         client.close()
-    held_rows = [row for row in (data.read_item(key) for key in KEYS)
-                 if row is not None and row.get('released_at') is None]
-    assert held_rows == [], f'orphan rows: {held_rows}'
-    assert ledger.overlaps == []
-    assert DynamoDBLockError.LOCK_STOLEN not in callbacks.codes
+    ledger.check(data)
     assert interrupt.raised > 0 and ledger.acquired > 0 and ledger.cut_short > 0, (
         interrupt.raised, ledger.acquired, ledger.cut_short)

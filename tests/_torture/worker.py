@@ -234,6 +234,7 @@ class Contender:
                 safe_period=seconds(params['safe_period']),
                 lease_duration=seconds(params['lease']),
                 heartbeat_batch_size=batch_sizes[index % len(batch_sizes)],
+                metrics=self.note_claim,
             )
             if params.get('session'):
                 settings['session'] = True
@@ -267,6 +268,7 @@ class Contender:
         self.remaining_guard = threading.Lock()
         self.holds: List[List[Any]] = []
         self.callbacks: List[List[Any]] = []
+        self.claims: List[List[Any]] = []    # [key, owner of the row, when]: takeovers about to be written
         self.outcomes: collections.Counter = collections.Counter()
         self.outcomes_guard = threading.Lock()
         self.hold_count = 0
@@ -297,10 +299,17 @@ class Contender:
             self.outcomes[outcome] += 1
 
     def on_callback(self, code: str, lock: Any) -> None:
-        """Records a callback of a lock, or of each lock of a multi-lock (called once for the set)."""
+        """Records a callback of a lock, or of each lock of a multi-lock (called once for the set),
+        with when the lock's last confirmed write was sent and its lease (see _torture.verdict)."""
         for each in getattr(lock, 'locks', (lock,)):
             self.callbacks.append([code, each.partition_key, each.owner_name, each.record_version_number,
-                                   time.monotonic(), each.status])
+                                   time.monotonic(), each.status, each.last_updated_time, each.lease_duration])
+
+    def note_claim(self, event: Any) -> None:
+        """The lock clients' metrics hook: records each takeover a client is about to write (its
+        key without the sort key: the torture's keys have the default one)."""
+        if event.name == 'taking_over':
+            self.claims.append([event.key.rpartition('|')[0], event.attributes.get('owner'), time.monotonic()])
 
     def run_thread(self, index: int) -> None:
         params = self.params
@@ -387,9 +396,11 @@ class Contender:
         """One row of ``holds`` (the runner's checks read it by position); with ``holds_path``, also
         appended to that file at once, so that the holds of a worker killed later are known."""
         status_before_release, version_before_release = before_release
+        taken = getattr(lock, 'took_over_from', None)
         row = [key, owner, start, end, version_at_acquire, version_before_release, status_before_release, outcome,
                lock.status, committed, round(hold_seconds, 4), kind, lock.fencing_token,
-               *(guarded or (False, '', '')), mode]
+               *(guarded or (False, '', '')), mode, taken and [taken.owner_name, taken.fencing_token],
+               lock.last_updated_time, time.monotonic()]
         self.holds.append(row)
         if self.stream is not None:
             with self.outcomes_guard:
@@ -742,6 +753,7 @@ class Contender:
             'elapsed': elapsed,
             'holds': self.holds,
             'callbacks': self.callbacks,
+            'claims': self.claims,
             'outcomes': dict(self.outcomes),
             'errors': self.errors[:50],
             'error_count': len(self.errors),
