@@ -21,7 +21,8 @@ from boto3.dynamodb.types import Binary
 from ._clock import SystemClock
 from ._config import (AcquireArguments, Settings, acquire_arguments, check_additional_attributes,
                       check_attribute_update, check_key, check_release_attributes, make_settings, require_bool)
-from ._core.acquire import AcquireAttempt, Observations, TimedOut, Written, acquire
+from ._core.acquire import Observations, TimedOut, acquire
+from ._core.write import AcquireAttempt, Written
 from ._core.first import NoneFree, acquire_first
 from ._core.effects import Drop, Emit, Hold, Protocol, Settle, Unregister
 from ._core.events import Event, Kind

@@ -46,7 +46,7 @@ from typing import (
 from . import _config
 from ._multi import Acquisition, AsyncDynamoDBMultiLock, TaskMultiKeys
 from ._clock import Clock
-from ._core.acquire import read_row
+from ._core.write import read_row
 from ._core.guard import single_action
 from ._core.heartbeat import check_locks
 from ._core.state import null_guard

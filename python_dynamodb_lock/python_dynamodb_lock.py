@@ -30,7 +30,7 @@ from botocore.exceptions import ClientError
 from . import _config
 from ._locks import BaseDynamoDBLock, Defaults, HeldLock, check_for_table_arguments, suppress_after_block
 from ._clock import Clock, SystemClock
-from ._core.acquire import read_row
+from ._core.write import read_row
 from ._core.guard import single_action
 from ._core.heartbeat import check_locks
 from ._errors import DynamoDBLockError, Reason  # noqa: F401  (Reason: importable here, not in __all__)

@@ -12,7 +12,8 @@ from typing import Any, Dict
 import pytest
 
 from helpers import attribute_names_in
-from python_dynamodb_lock._core.acquire import AcquireAttempt, Written, acquire, free_if_landed, is_free
+from python_dynamodb_lock._core.acquire import acquire
+from python_dynamodb_lock._core.write import AcquireAttempt, Written, free_if_landed, is_free
 from python_dynamodb_lock._core.answers import Applied, Refused
 from python_dynamodb_lock._core.release import ReleaseOutcome, ReleaseSettings, free_handed, release, release_again
 from python_dynamodb_lock._core.state import LockState

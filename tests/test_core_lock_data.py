@@ -15,7 +15,7 @@ from helpers import readable_expression
 from python_dynamodb_lock import DynamoDBLockError
 from python_dynamodb_lock._config import (check_attribute_update, check_release_attributes, lock_lease,
                                           make_settings)
-from python_dynamodb_lock._core.acquire import Written, with_token
+from python_dynamodb_lock._core.write import Written, with_token
 from python_dynamodb_lock._core.answers import Applied, Refused
 from python_dynamodb_lock._core.heartbeat import HeartbeatSettings, update_attributes
 from python_dynamodb_lock._core.release import ReleaseSettings, free_handed

@@ -15,7 +15,8 @@ from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import ClientError
 
 from helpers import assigned_values
-from python_dynamodb_lock._core.acquire import AcquireAttempt, Watch
+from python_dynamodb_lock._core.acquire import Watch
+from python_dynamodb_lock._core.write import AcquireAttempt
 from python_dynamodb_lock._core.answers import Applied, judge_error
 from python_dynamodb_lock._core.effects import Call, Emit, Settle, Sleep
 from python_dynamodb_lock._core.events import Kind

@@ -14,7 +14,8 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ParamValidationError, ReadTimeoutError
 
 from helpers import assigned_values, attribute_names_in, readable_expression
-from python_dynamodb_lock._core.acquire import AcquireAttempt, Observations, TimedOut, Written, acquire, is_abandoned
+from python_dynamodb_lock._core.acquire import Observations, TimedOut, acquire
+from python_dynamodb_lock._core.write import AcquireAttempt, Written, is_abandoned
 from python_dynamodb_lock._core.answers import Applied, Failed, Refused, judge_error
 from python_dynamodb_lock._core.effects import Call, Emit, Sleep, Unregister
 from python_dynamodb_lock._core.events import Kind

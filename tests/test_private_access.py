@@ -258,6 +258,7 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._wire'): (1, WHY_WIRE),
     },
     'test_core_existing_item.py': {
+        ('import', 'python_dynamodb_lock._core.write'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.acquire'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.release'): (1, WHY_CORE),
@@ -265,6 +266,7 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._requests'): (1, WHY_CORE),
     },
     'test_core_protocol.py': {
+        ('import', 'python_dynamodb_lock._core.write'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.acquire'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.effects'): (1, WHY_CORE),
@@ -278,6 +280,7 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._schema'): (1, WHY_CORE),
     },
     'test_core_multi.py': {
+        ('import', 'python_dynamodb_lock._core.write'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.acquire'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.events'): (1, WHY_CORE),
@@ -322,6 +325,7 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._shared_requests'): (1, WHY_CORE),
     },
     'test_core_lock_data.py': {
+        ('import', 'python_dynamodb_lock._core.write'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._config'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.acquire'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),

@@ -17,7 +17,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
-from .acquire import AcquireAttempt, Observations, TimedOut, Written, acquire
+from .acquire import Observations, TimedOut, acquire
+from .write import AcquireAttempt, Written
 from .effects import Protocol, Sleep
 
 __all__ = ['FirstWritten', 'NoneFree', 'acquire_first']

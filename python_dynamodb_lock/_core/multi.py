@@ -1,7 +1,7 @@
 """Several keys at once, all or nothing (``acquire_locks``), and their release in one call.
 
 One ``TransactWriteItems`` writes every key: each action is the very conditional write a single
-acquisition sends (:func:`~python_dynamodb_lock._core.acquire.write_request`: where the key is
+acquisition sends (:func:`~python_dynamodb_lock._core.write.write_request`: where the key is
 free or released, or over a holder presumed dead, conditioned on its version), with its own next
 fencing token. DynamoDB applies all of them or none, so a caller never holds part of a set, and
 callers that lock overlapping sets in any order cannot deadlock: nobody ever waits while holding.
@@ -24,8 +24,9 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 from .._errors import DynamoDBLockError, Reason
 from .._requests import Request, free_row, get_many, transact
 from .._schema import COL_RECORD_VERSION_NUMBER, Item, Schema
-from .acquire import (AcquireAttempt, Observations, Watch, Written, free_if_landed, free_landed, raise_if_closed,
-                      read_row, with_token, write_request)
+from .acquire import Observations, Watch
+from .write import (AcquireAttempt, Written, free_if_landed, free_landed, raise_if_closed, read_row, with_token,
+                    write_request)
 from .answers import Answer, Applied, Failed, deserialize
 from .effects import Call, Emit, Pending, Protocol, Settle, Sleep
 from .events import Event, Kind
@@ -281,7 +282,7 @@ def _read_rows(schema: Schema, watches: Sequence[Watch]) -> Protocol[Optional[Li
 
 def undo_all(attempts: Sequence[AcquireAttempt], clock: Any, versions: Sequence[str]) -> Protocol[None]:
     """Settle a transaction of ``acquire_all`` that an interruption cut short (see
-    :func:`~python_dynamodb_lock._core.acquire.undo_write`, which this is for every key): a
+    :func:`~python_dynamodb_lock._core.write.undo_write`, which this is for every key): a
     cancelled one left nothing; a committed one is freed key by key; one whose answer can never
     be known is freed wherever it landed, and watched for one lease."""
     answer = yield Pending()

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 from .._errors import DynamoDBLockError, Reason
 from .._requests import acquire_over, free_row, get
 from .._schema import COL_RECORD_VERSION_NUMBER, Schema
-from .acquire import AcquireAttempt, Written, new_lock_item, token_floor, undo_write, with_token
+from .write import AcquireAttempt, Written, new_lock_item, token_floor, undo_write, with_token
 from .answers import Answer, Applied, Failed, Refused
 from .effects import Call, Protocol, Settle, Sleep
 from .events import Kind

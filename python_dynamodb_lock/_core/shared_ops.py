@@ -19,7 +19,7 @@ from .._schema import (
     Schema,
 )
 from .._shared_requests import JoinMode, entry, join, leave, mark_writer, renew_entry, unmark_writer
-from .acquire import AcquireAttempt, Written, _Blocked, _write, is_abandoned, read_row, undo, write_failed
+from .write import AcquireAttempt, Blocked, Written, is_abandoned, read_row, undo, write_failed, write_lock
 from .answers import Answer, Applied, Failed, Refused
 from .effects import Call, Emit, Protocol, Settle
 from .events import Event, Kind
@@ -40,7 +40,7 @@ def _owner(attempt: AcquireAttempt) -> str:
 
 
 def join_step(attempt: AcquireAttempt, clock: Any, row: Optional[Item],
-              watch: SharedWatch) -> Protocol[Union[Written, _Blocked, None]]:
+              watch: SharedWatch) -> Protocol[Union[Written, Blocked, None]]:
     """One step of a shared acquisition facing ``row`` (None: believed free; a released row
     is passed as it is, for its writer-waiting marker): the entry written, blocked by a row,
     or None (wait: a live writer waits, or an exclusive holder lives)."""
@@ -106,8 +106,8 @@ def join_step(attempt: AcquireAttempt, clock: Any, row: Optional[Item],
             return held(answer.item)      # ours landed; botocore's retry met it
         if answer.item is None and mode != JoinMode.OVER:
             # An engine that ignores ALL_OLD: find out what is in the way.
-            return _Blocked((yield from read_row(schema, attempt.partition_key, attempt.sort_key, 'read')))
-        return _Blocked(answer.item)
+            return Blocked((yield from read_row(schema, attempt.partition_key, attempt.sort_key, 'read')))
+        return Blocked(answer.item)
     assert isinstance(answer, Failed)
     if answer.maybe_applied:
         read = yield Call(get(schema, attempt.partition_key, attempt.sort_key))
@@ -214,11 +214,11 @@ class WriterWait:
 
 
 def writer_step(attempt: AcquireAttempt, clock: Any, row: Item,
-                writer: WriterWait) -> Protocol[Union[Written, _Blocked, None]]:
+                writer: WriterWait) -> Protocol[Union[Written, Blocked, None]]:
     """One step of an exclusive acquisition facing a shared row: the write over it once every
     entry is presumed dead, else None (wait; see :meth:`WriterWait.may_write`)."""
     if (yield from writer.may_write(clock, row)):
-        return (yield from _write(attempt, clock, row))
+        return (yield from write_lock(attempt, clock, row))
     return None
 
 
