@@ -180,11 +180,11 @@ class ClientCore(Generic[L]):
         # Undo and follow-up work of interrupted calls (threads or tasks), until it is done.
         self._settling: Set[Any] = set()
         # The holders' versions seen by this client's acquisitions, kept across calls.
-        self._observations = Observations()
+        self._observations = Observations(guard=threading.Lock())   # the threads of a client share it
         # Keys whose last shared acquisition here joined other holders: the next one guesses the
         # same with its first write (one write instead of two on a key that stays shared).
         self._joined_beside: Dict[str, bool] = {}
-        self._session = Session(settings.owner_name) if settings.session else None
+        self._session = Session(settings.owner_name, threading.Lock()) if settings.session else None
         self._session_settings = SessionSettings(settings.schema, settings.owner_name, settings.lease_duration,
                                                  settings.expiry_period, settings.expiry_period)
 

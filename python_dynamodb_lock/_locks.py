@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import threading
 from types import TracebackType
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Type
 
@@ -128,7 +129,8 @@ class HeldLock(BaseDynamoDBLock):
         guard: Any = None,
     ) -> None:
         self._clock = clock
-        self._state = LockState(record_version_number, expiry_time, clock.monotonic(), lease_duration, guard)
+        self._state = LockState(record_version_number, expiry_time, clock.monotonic(), lease_duration,
+                                guard if guard is not None else threading.Lock())
         super().__init__(
             partition_key, sort_key, owner_name, lease_duration,
             record_version_number, expiry_time, additional_attributes, fencing_token=None,

@@ -14,9 +14,9 @@ holder over once its version has stayed the same for its lease.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
-import threading
-from typing import Any, Callable, Optional, Tuple, Union
+from typing import Any, Callable, ContextManager, Optional, Tuple, Union
 
 from .._schema import Item, Schema
 from .effects import Emit, Protocol, Settle, Sleep
@@ -51,13 +51,14 @@ class Observations:
     row was not written in between: the holder did not renew. Only the latest version of a key
     is kept; a different one starts the watch again. At most ``capacity`` keys are kept, the
     least recently seen forgotten first (forgetting only makes a later takeover wait longer).
-    Safe to share between the threads of a client.
+    Safe to share between the threads of a client when given a ``guard`` (a lock the driver
+    makes: the core takes no locks of its own).
     """
 
-    def __init__(self, capacity: int = MAX_OBSERVED_KEYS) -> None:
+    def __init__(self, capacity: int = MAX_OBSERVED_KEYS, guard: Optional[ContextManager[Any]] = None) -> None:
         self._capacity = capacity
         self._seen: 'collections.OrderedDict[str, Tuple[Optional[str], float]]' = collections.OrderedDict()
-        self._guard = threading.Lock()
+        self._guard: ContextManager[Any] = guard if guard is not None else contextlib.nullcontext()
 
     def first_seen(self, key: str, version: Optional[str], now: float) -> float:
         """Note that the row at ``key`` carries ``version`` at ``now``: when that version was

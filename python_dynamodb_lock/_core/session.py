@@ -11,10 +11,10 @@ unchanged for its lease?). The takeover itself is a write of ``_core/acquire.py`
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import threading
 import uuid
-from typing import Any, List, Mapping, Optional, Sequence
+from typing import Any, ContextManager, List, Mapping, Optional, Sequence
 
 from .._errors import DynamoDBLockError, Reason
 from .._requests import get, session_end, session_renew, session_start
@@ -52,9 +52,9 @@ def session_id_for(owner_name: str) -> str:
 class Session:
     """The holder's view of its session. Its fields change only under its guard."""
 
-    def __init__(self, owner_name: str) -> None:
+    def __init__(self, owner_name: str, guard: Optional[ContextManager[Any]] = None) -> None:
         self._owner_name = owner_name
-        self._guard = threading.Lock()
+        self._guard: ContextManager[Any] = guard if guard is not None else contextlib.nullcontext()
         self.id = session_id_for(owner_name)
         self.version: Optional[str] = None           # None: the row is not written (yet)
         self.unconfirmed: List[str] = []

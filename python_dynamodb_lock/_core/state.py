@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
-import threading
 from typing import Any, ContextManager, Dict, List, NamedTuple, Optional
 
 from .._errors import Reason
@@ -78,7 +77,7 @@ class LockState:
 
     def __init__(self, version: str, expiry_time: int, last_confirmed: float, lease_duration: float,
                  guard: Optional[ContextManager[Any]] = None) -> None:
-        self._guard: ContextManager[Any] = guard if guard is not None else threading.Lock()
+        self._guard: ContextManager[Any] = guard if guard is not None else contextlib.nullcontext()
         self.status = Status.PENDING
         self.version = version
         self.expiry_time = int(expiry_time)
