@@ -20,7 +20,7 @@ from botocore.exceptions import ReadTimeoutError
 
 from python_dynamodb_lock._core.acquire import AcquireAttempt, TimedOut, Written, acquire
 from python_dynamodb_lock._core.answers import Applied, Failed, Refused, judge_error
-from python_dynamodb_lock._core.effects import Call, Emit, Pending, Settle, Sleep
+from python_dynamodb_lock._core.effects import Call, Emit, Pending, Settle, Sleep, Unregister
 from python_dynamodb_lock._core.events import Kind
 from python_dynamodb_lock._core.shared_ops import _LEAVE_ATTEMPTS, entry_answer, leave_write, renewal_request
 from python_dynamodb_lock._errors import DynamoDBLockError
@@ -84,6 +84,7 @@ class Run:
     error: Optional[BaseException] = None
     events: List[Kind] = dataclasses.field(default_factory=list)
     settled: int = 0
+    unregistered: List[Any] = dataclasses.field(default_factory=list)
 
 
 def run(protocol: Any, engine: Engine, clock: FakeClock, interrupt_call: Optional[int] = None,
@@ -122,6 +123,8 @@ def run(protocol: Any, engine: Engine, clock: FakeClock, interrupt_call: Optiona
         elif isinstance(effect, Settle):
             result.settled += 1
             settle(effect.protocol, engine, clock, pending)
+        elif isinstance(effect, Unregister):
+            result.unregistered.append(effect.lock)
         else:
             raise AssertionError(f'unexpected effect {effect!r}')
 
