@@ -45,6 +45,7 @@ class Engine:
         self.store = Store(table.resource.meta.client)
         self.sent: List[Any] = []
         self.faults: List[Callable[[Store, Any], Any]] = []
+        self.held_back: List[Any] = []     # requests interrupted before they were sent (run's unsent)
 
     def send(self, request: Any) -> Any:
         self.sent.append(request)
@@ -88,11 +89,12 @@ class Run:
 
 
 def run(protocol: Any, engine: Engine, clock: FakeClock, interrupt_call: Optional[int] = None,
-        on_sleep: Optional[Callable[[], None]] = None) -> Run:
+        on_sleep: Optional[Callable[[], None]] = None, unsent: bool = False) -> Run:
     """Drive ``protocol`` against ``engine``; sleeps advance ``clock`` (``on_sleep`` runs after
-    each); ``Settle`` protocols run at once. With ``interrupt_call`` (a call's index), that call
-    is sent, its answer kept from the caller, and a KeyboardInterrupt thrown in instead (its
-    undo gets the answer as ``Pending``)."""
+    each, in ``Settle`` protocols too); ``Settle`` protocols run at once. With ``interrupt_call``
+    (a call's index), that call is sent, its answer kept from the caller, and a KeyboardInterrupt
+    thrown in instead (its undo gets the answer as ``Pending``); with ``unsent``, that call is
+    not sent at all and its undo gets None (an answer that can never be known)."""
     result = Run()
     value: Any = None
     calls = 0
@@ -109,9 +111,11 @@ def run(protocol: Any, engine: Engine, clock: FakeClock, interrupt_call: Optiona
             return result
         throw, value = None, None
         if isinstance(effect, Call):
-            value = engine.send(effect.request)
             if calls == interrupt_call:
-                pending, throw = value, KeyboardInterrupt()
+                pending = engine.held_back.append(effect.request) if unsent else engine.send(effect.request)
+                throw = KeyboardInterrupt()
+            else:
+                value = engine.send(effect.request)
             calls += 1
         elif isinstance(effect, Emit):
             result.events.append(effect.event.kind)
@@ -122,14 +126,15 @@ def run(protocol: Any, engine: Engine, clock: FakeClock, interrupt_call: Optiona
             value = False
         elif isinstance(effect, Settle):
             result.settled += 1
-            settle(effect.protocol, engine, clock, pending)
+            settle(effect.protocol, engine, clock, pending, on_sleep, result.events)
         elif isinstance(effect, Unregister):
             result.unregistered.append(effect.lock)
         else:
             raise AssertionError(f'unexpected effect {effect!r}')
 
 
-def settle(protocol: Any, engine: Engine, clock: FakeClock, pending: Any) -> None:
+def settle(protocol: Any, engine: Engine, clock: FakeClock, pending: Any,
+           on_sleep: Optional[Callable[[], None]] = None, events: Optional[List[Kind]] = None) -> None:
     value: Any = None
     while True:
         try:
@@ -143,10 +148,15 @@ def settle(protocol: Any, engine: Engine, clock: FakeClock, pending: Any) -> Non
             value = engine.send(effect.request)
         elif isinstance(effect, Sleep):
             clock.now += effect.seconds
+            if on_sleep is not None:
+                on_sleep()
             value = False
         elif isinstance(effect, Settle):
-            settle(effect.protocol, engine, clock, pending)
-        elif not isinstance(effect, Emit):
+            settle(effect.protocol, engine, clock, pending, on_sleep, events)
+        elif isinstance(effect, Emit):
+            if events is not None:
+                events.append(effect.event.kind)
+        else:
             raise AssertionError(f'unexpected effect {effect!r}')
 
 
