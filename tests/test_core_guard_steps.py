@@ -10,12 +10,13 @@ from typing import Any, Dict, List
 import pytest
 from botocore.exceptions import ClientError
 
-from python_dynamodb_lock._core.acquire import Written, acquire
+from python_dynamodb_lock._core.acquire import acquire
+from python_dynamodb_lock._core.write import Written
 from python_dynamodb_lock._core.answers import judge_error
 from python_dynamodb_lock._core.events import Kind
 from python_dynamodb_lock._core.guard import GUARD_ATTEMPTS, UNANSWERED_ATTEMPTS, guarded_write
 from python_dynamodb_lock._core.state import LockState, Status
-from python_dynamodb_lock._errors import DynamoDBLockError, Reason
+from python_dynamodb_lock import DynamoDBLockError, Reason
 from test_core_protocol import FakeClock
 from test_core_shared_steps import LEASE, LOST, Engine, attempt, run, table  # noqa: F401 (table: fixture)
 

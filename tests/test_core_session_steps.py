@@ -11,7 +11,8 @@ from typing import Any, List
 
 import pytest
 
-from python_dynamodb_lock._core.acquire import Observations, Written, acquire
+from python_dynamodb_lock._core.acquire import Observations, acquire
+from python_dynamodb_lock._core.write import Written
 from python_dynamodb_lock._core.answers import Failed
 from python_dynamodb_lock._core.events import Kind
 from python_dynamodb_lock._core.session import (
@@ -24,7 +25,7 @@ from python_dynamodb_lock._core.session import (
     watch_session,
 )
 from python_dynamodb_lock._core.state import LockState, Status
-from python_dynamodb_lock._errors import DynamoDBLockError, Reason
+from python_dynamodb_lock import DynamoDBLockError, Reason
 from python_dynamodb_lock._requests import session_end, session_start
 from test_core_protocol import FakeClock
 from test_core_shared_steps import EXPIRY, LEASE, LOST, Engine, attempt, run, table  # noqa: F401 (table: fixture)

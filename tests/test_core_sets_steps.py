@@ -9,7 +9,8 @@ from typing import Any, List
 import pytest
 from botocore.exceptions import ClientError
 
-from python_dynamodb_lock._core.acquire import TimedOut, Written
+from python_dynamodb_lock._core.acquire import TimedOut
+from python_dynamodb_lock._core.write import Written
 from python_dynamodb_lock._core.answers import Applied, Failed, judge_error
 from python_dynamodb_lock._core.events import Kind
 from python_dynamodb_lock._core.first import FirstWritten, NoneFree, acquire_first

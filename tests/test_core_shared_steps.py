@@ -18,12 +18,13 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 import pytest
 from botocore.exceptions import ReadTimeoutError
 
-from python_dynamodb_lock._core.acquire import AcquireAttempt, TimedOut, Written, acquire
+from python_dynamodb_lock._core.acquire import TimedOut, acquire
+from python_dynamodb_lock._core.write import AcquireAttempt, Written
 from python_dynamodb_lock._core.answers import Applied, Failed, Refused, judge_error
 from python_dynamodb_lock._core.effects import Call, Emit, Pending, Settle, Sleep, Unregister
 from python_dynamodb_lock._core.events import Kind
 from python_dynamodb_lock._core.shared_ops import _LEAVE_ATTEMPTS, entry_answer, leave_write, renewal_request
-from python_dynamodb_lock._errors import DynamoDBLockError
+from python_dynamodb_lock import DynamoDBLockError
 from python_dynamodb_lock._requests import Renewal
 from python_dynamodb_lock._schema import Schema
 from python_dynamodb_lock._shared_requests import entry, mark_writer

@@ -10,9 +10,10 @@ from typing import Any, List
 
 import pytest
 
-from python_dynamodb_lock._core.acquire import Written, acquire
+from python_dynamodb_lock._core.acquire import acquire
+from python_dynamodb_lock._core.write import Written
 from python_dynamodb_lock._core.events import Kind
-from python_dynamodb_lock._errors import DynamoDBLockError
+from python_dynamodb_lock import DynamoDBLockError
 from test_core_protocol import SERVER_ERROR, THROTTLED, UNREACHABLE, FakeClock
 from test_core_shared_steps import EXPIRY, LEASE, LOST, Engine, attempt, run, table  # noqa: F401 (table: fixture)
 
