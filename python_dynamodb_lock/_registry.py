@@ -87,10 +87,6 @@ class Registry(Generic[L]):
         with self._guard:
             self._waiters.setdefault(unique_identifier, []).append(waiter)
 
-    def remove_waiter(self, unique_identifier: str, waiter: Any) -> None:
-        with self._guard:
-            self._drop_waiter(unique_identifier, waiter)
-
     def _drop_waiter(self, unique_identifier: str, waiter: Any) -> None:
         """Take ``waiter`` off its key's queue (the caller holds the guard)."""
         waiters = self._waiters.get(unique_identifier, [])

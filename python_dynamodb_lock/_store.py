@@ -16,11 +16,11 @@ an exception that is not botocore's (a bug, an interrupt) propagates.
 from __future__ import annotations
 
 import decimal
-from typing import Any, Iterator, List, Union
+from typing import Any, List, Union
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ._core.answers import Answer, Applied, judge_answer, judge_error, single
+from ._core.answers import Answer, judge_answer, judge_error
 from ._requests import Request
 from ._wire import Wire
 
@@ -51,12 +51,3 @@ class Store:
             response = self.wire.answer_to_python(operation, response)   # numbers read exactly
         return judge_answer(operation, request.params, response)
 
-    def pages(self, first: Request) -> Iterator[Answer]:
-        """The answers to a paginated request (``scan``), page by page, until one fails."""
-        params = dict(first.params)
-        while True:
-            answer = single(self.send(Request(first.operation, params)))
-            yield answer
-            if not isinstance(answer, Applied) or not answer.response.get('LastEvaluatedKey'):
-                return
-            params['ExclusiveStartKey'] = answer.response['LastEvaluatedKey']

@@ -279,10 +279,6 @@ class ThreadRunner(ClientCore[L]):
     def _new_lock(self, **fields: Any) -> L:
         raise NotImplementedError
 
-    def _install(self, lock: L, previous: Optional[L]) -> L:
-        """The last step of an acquisition, after :meth:`_adopt` (see ``_installing``)."""
-        return self._run(self._installing(lock, previous))
-
     def _dispatch_callback(self, callback: Callable[..., Any], lock: Any, code: str) -> None:
         """Run ``callback(code, lock)`` on the callback executor, logging what it raises."""
         def run_callback() -> None:
