@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, List, Tuple
 import pytest
 
 from helpers import BackgroundCall, CallbackRecorder, CallRecorder, FaultInjector, HoldAnswer
+from test_interruptions import Gate
 from test_aio import REAL_TIMEOUT, eventually, run
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient, DynamoDBLockError
 from python_dynamodb_lock.testing import LockTable, is_acquire
@@ -136,22 +137,6 @@ def test_a_cancelled_task_ends_while_the_undo_is_still_waiting_for_dynamodb(loca
     run(main())
 
 
-class _Gate:
-    """A before-call action (a coroutine, awaited on the loop) that holds the first matching
-    call, unsent, until :meth:`open`; ``holding`` is set meanwhile."""
-
-    def __init__(self) -> None:
-        self.holding = asyncio.Event()
-        self._open = asyncio.Event()
-
-    async def __call__(self, params: Dict[str, Any]) -> None:
-        self.holding.set()
-        await self._open.wait()
-
-    def open(self) -> None:
-        self._open.set()
-
-
 def test_wait_settled_waits_for_the_watch_an_undo_starts_meanwhile(local_engine: LockTable) -> None:
     """``wait_settled()`` called while an undo is still under way: the undo finds no row (the
     cancelled write never went out) and starts watching for a late landing, for one lease;
@@ -161,7 +146,7 @@ def test_wait_settled_waits_for_the_watch_an_undo_starts_meanwhile(local_engine:
                                                   heartbeat_period=seconds(milliseconds=500),
                                                   safe_period=seconds(seconds=1)) as client:
             with FaultInjector(local_engine.resource) as faults:
-                write, read = _Gate(), _Gate()
+                write, read = Gate(), Gate()
                 try:
                     faults.before_call('UpdateItem', write, when=is_acquire)
                     task = asyncio.ensure_future(client.acquire_lock('watched'))
