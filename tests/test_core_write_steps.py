@@ -15,7 +15,8 @@ from python_dynamodb_lock._core.answers import Applied, Refused
 from python_dynamodb_lock._core.effects import Call, Pending, Settle
 from python_dynamodb_lock._core.events import Kind
 from python_dynamodb_lock._core.messages import describe_key, explain
-from python_dynamodb_lock._core.write import Written, free_if_landed, free_landed, is_abandoned, undo_write
+from python_dynamodb_lock._core.write import (Blocked, Written, free_if_landed, free_landed, is_abandoned, is_free,
+                                              read_row, undo_write)
 from python_dynamodb_lock._requests import Request
 from python_dynamodb_lock._schema import Schema
 from test_core_protocol import SERVER_ERROR, THROTTLED, FakeClock
@@ -251,3 +252,83 @@ def test_a_lock_on_an_item_taking_over_a_dead_holder_keeps_the_items_own_ttl(eng
     assert isinstance(taken, Written) and taken.replaced is not None
     row = engine.row('k')
     assert row['owner_name'] == 'me' and row['expiry_time'] == item_ttl and row['data'] == 'x'
+
+
+@pytest.mark.parametrize('lease_expiry, skew, abandoned', [
+    pytest.param(1_699_999_995, 10.0, False, id='past-by-less-than-the-skew'),
+    pytest.param(1_699_999_990, 10.0, False, id='past-by-exactly-the-skew'),
+    pytest.param(1_699_999_995, 1.0, True, id='past-by-more-than-the-skew'),
+    pytest.param(None, 1.0, False, id='no-lease-expiry'),
+])
+def test_a_lease_end_past_by_more_than_the_clock_skew_is_a_dead_holder_at_first_sight(
+        lease_expiry: Any, skew: float, abandoned: bool) -> None:
+    schema = Schema('locks', 'lock_key', 'sort_key', 'expiry_time')
+    row = {'record_version_number': 'v', 'lease_duration': 30.0, 'expiry_time': 1_700_003_600}
+    if lease_expiry is not None:
+        row['lease_expiry'] = lease_expiry
+    assert is_abandoned(schema, row, 0.0, 1_700_000_000.0, 30.0, max_clock_skew=skew) is abandoned
+
+
+def test_a_ttl_reaching_now_exactly_has_not_passed() -> None:
+    schema = Schema('locks', 'lock_key', 'sort_key', 'expiry_time')
+    row = {'record_version_number': 'v', 'lease_duration': 30.0, 'expiry_time': 1_700_000_000}
+    assert not is_abandoned(schema, row, 0.0, 1_700_000_000.0, 30.0)
+    assert is_abandoned(schema, row, 0.0, 1_700_000_000.5, 30.0)
+
+
+def test_an_applications_item_blocks_a_plain_lock_but_is_free_to_a_lock_on_it() -> None:
+    item = {'lock_key': 'k', 'sort_key': '-', 'data': 'x'}
+    assert not is_free(item) and Blocked(item).row == item
+    assert is_free(item, existing_item=True) and Blocked(item, existing_item=True).row is None
+
+
+def test_a_lock_on_an_item_over_a_released_lock_row_holds_its_own_row(engine: Engine) -> None:
+    clock = FakeClock()
+    released = {'lock_key': 'k', 'sort_key': '-', 'record_version_number': 'v0', 'owner_name': 'before',
+                'lease_duration': 30, 'released_at': int(clock.time()) - 10,
+                'expiry_time': int(clock.time()) + 3600}
+    assert isinstance(engine.store.send(put_item(engine, released)), Applied)
+    taken = run(acquiring(engine, clock, lock_existing_item=True), engine, clock).result
+    assert isinstance(taken, Written) and taken.own_row is True
+    assert 'expiry_time' not in engine.row('k')      # the TTL of the release is removed: the row is held
+
+
+def test_a_lock_on_an_item_keeps_none_of_the_items_attributes_as_its_own(engine: Engine) -> None:
+    clock = FakeClock()
+    item = {'lock_key': 'k', 'sort_key': '-', 'data': 'x', 'fencing_token': 41}
+    assert isinstance(engine.store.send(put_item(engine, item)), Applied)
+    held = run(acquiring(engine, clock, lock_existing_item=True), engine, clock).result
+    assert isinstance(held, Written) and held.own_row is False
+    assert 'data' not in held.item and held.item['fencing_token'] == 42
+    assert engine.row('k')['data'] == 'x'
+
+
+def test_a_plain_lock_takes_the_attributes_a_release_left_but_not_its_bookkeeping(engine: Engine) -> None:
+    clock = FakeClock()
+    released = {'lock_key': 'k', 'sort_key': '-', 'record_version_number': 'v0', 'owner_name': 'before',
+                'lease_duration': 30, 'released_at': int(clock.time()) - 10, 'fencing_token': 7,
+                'expiry_time': int(clock.time()) + 3600, 'note': 'for the next holder'}
+    assert isinstance(engine.store.send(put_item(engine, released)), Applied)
+    held = run(acquiring(engine, clock), engine, clock).result
+    assert isinstance(held, Written)
+    assert held.item['note'] == 'for the next holder' and held.item['fencing_token'] == 8
+    assert 'released_at' not in held.item and held.item['owner_name'] == 'me'
+
+
+def _read_error(verb: Any = ...) -> DynamoDBLockError:
+    schema = Schema('locks', 'lock_key', 'sort_key', 'expiry_time')
+    protocol = read_row(schema, 'k', '-') if verb is ... else read_row(schema, 'k', '-', verb)
+    assert isinstance(protocol.send(None), Call)
+    with pytest.raises(DynamoDBLockError) as raised:
+        protocol.send(THROTTLED)
+    return raised.value
+
+
+def test_a_failed_read_names_the_lock_and_the_cause() -> None:
+    schema = Schema('locks', 'lock_key', 'sort_key', 'expiry_time')
+    error = _read_error()
+    assert error.code == DynamoDBLockError.UNKNOWN and error.reason == THROTTLED.reason
+    assert error.message == f'Could not read {describe_key(schema, "k", "-")}: {explain(schema, THROTTLED.error)}'
+    assert error.__cause__ is THROTTLED.error
+    assert _read_error('release').message.startswith("Could not release lock 'k'/'-' in table 'locks': ")
+    assert _read_error(None).message == explain(schema, THROTTLED.error)
