@@ -125,7 +125,7 @@ def run(protocol: Any, engine: Engine, clock: FakeClock, interrupt_call: Optiona
             result.events.append(effect.event.kind)
             result.emitted.append(effect.event)
         elif isinstance(effect, Sleep):
-            clock.now += effect.seconds
+            _tick(clock, effect.seconds)
             if on_sleep is not None:
                 on_sleep()
             value = False
@@ -136,6 +136,15 @@ def run(protocol: Any, engine: Engine, clock: FakeClock, interrupt_call: Optiona
             result.unregistered.append(effect.lock)
         else:
             raise AssertionError(f'unexpected effect {effect!r}')
+
+
+_MOST_SLEEPS = 10_000     # no protocol here sleeps this often: more is a wait that never ends
+
+
+def _tick(clock: FakeClock, seconds: float) -> None:
+    clock.now += seconds
+    clock.sleeps += 1
+    assert clock.sleeps <= _MOST_SLEEPS, 'a wait that never ends'
 
 
 def settle(protocol: Any, engine: Engine, clock: FakeClock, pending: Any,
@@ -153,7 +162,7 @@ def settle(protocol: Any, engine: Engine, clock: FakeClock, pending: Any,
         elif isinstance(effect, Call):
             value = engine.send(effect.request)
         elif isinstance(effect, Sleep):
-            clock.now += effect.seconds
+            _tick(clock, effect.seconds)
             if on_sleep is not None:
                 on_sleep()
             value = closing()
