@@ -332,3 +332,18 @@ def test_a_failed_read_names_the_lock_and_the_cause() -> None:
     assert error.__cause__ is THROTTLED.error
     assert _read_error('release').message.startswith("Could not release lock 'k'/'-' in table 'locks': ")
     assert _read_error(None).message == explain(schema, THROTTLED.error)
+
+
+def test_a_lock_on_an_item_whose_answer_was_lost_leaves_the_item_the_applications(engine: Engine) -> None:
+    clock = FakeClock()
+    item = {'lock_key': 'k', 'sort_key': '-', 'data': 'x'}
+    assert isinstance(engine.store.send(put_item(engine, item)), Applied)
+
+    def lands_unanswered(store: Any, request: Any) -> Any:
+        store.send(request)
+        return LOST
+    engine.faults = [lands_unanswered]
+    held = run(acquiring(engine, clock, lock_existing_item=True), engine, clock).result
+    assert isinstance(held, Written)
+    assert held.own_row is False         # its release takes the lock off and leaves the item
+    assert 'data' not in held.item and engine.row('k')['data'] == 'x'
