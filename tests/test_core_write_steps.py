@@ -10,7 +10,7 @@ from typing import Any, List
 import pytest
 
 from python_dynamodb_lock import DynamoDBLockError
-from python_dynamodb_lock._core.acquire import acquire
+from python_dynamodb_lock._core.acquire import TimedOut, acquire
 from python_dynamodb_lock._core.answers import Applied, Refused
 from python_dynamodb_lock._core.effects import Call, Pending, Settle
 from python_dynamodb_lock._core.events import Kind
@@ -347,3 +347,13 @@ def test_a_lock_on_an_item_whose_answer_was_lost_leaves_the_item_the_application
     assert isinstance(held, Written)
     assert held.own_row is False         # its release takes the lock off and leaves the item
     assert 'data' not in held.item and engine.row('k')['data'] == 'x'
+
+
+def test_a_plain_lock_facing_an_applications_item_says_it_is_not_a_lock_and_never_replaces_it(engine: Engine) -> None:
+    clock = FakeClock()
+    item = {'lock_key': 'k', 'sort_key': '-', 'data': 'x'}
+    assert isinstance(engine.store.send(put_item(engine, item)), Applied)
+    waited = run(acquiring(engine, clock, retry_timeout=3 * LEASE), engine, clock)
+    assert isinstance(waited.result, TimedOut) and waited.result.blocking == item
+    assert Kind.NOT_A_LOCK in waited.events and Kind.UNFENCED_HOLDER not in waited.events
+    assert Kind.TAKING_OVER not in waited.events and engine.row('k') == item
