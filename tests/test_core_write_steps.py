@@ -357,3 +357,15 @@ def test_a_plain_lock_facing_an_applications_item_says_it_is_not_a_lock_and_neve
     assert isinstance(waited.result, TimedOut) and waited.result.blocking == item
     assert Kind.NOT_A_LOCK in waited.events and Kind.UNFENCED_HOLDER not in waited.events
     assert Kind.TAKING_OVER not in waited.events and engine.row('k') == item
+    assert engine.operations().count('update_item') == 1      # the first write only: never one over the item
+
+
+def test_a_row_without_a_readable_lease_is_taken_over_after_the_default_lease(engine: Engine) -> None:
+    clock = FakeClock()
+    old = {'lock_key': 'k', 'sort_key': '-', 'record_version_number': 'v-old', 'owner_name': 'old',
+           'fencing_token': 3}
+    assert isinstance(engine.store.send(put_item(engine, old)), Applied)
+    started = clock.now
+    taken = run(acquiring(engine, clock), engine, clock)
+    assert isinstance(taken.result, Written) and taken.result.replaced['owner_name'] == 'old'
+    assert clock.now - started == pytest.approx(LEASE)     # the attempt's default lease (LEASE)
