@@ -369,3 +369,17 @@ def test_a_row_without_a_readable_lease_is_taken_over_after_the_default_lease(en
     taken = run(acquiring(engine, clock), engine, clock)
     assert isinstance(taken.result, Written) and taken.result.replaced['owner_name'] == 'old'
     assert clock.now - started == pytest.approx(LEASE)     # the attempt's default lease (LEASE)
+
+
+def test_with_a_clock_skew_bound_a_holder_past_its_lease_end_is_taken_at_first_sight(engine: Engine) -> None:
+    clock = FakeClock()
+    crashed = {'lock_key': 'k', 'sort_key': '-', 'record_version_number': 'v-old', 'owner_name': 'old',
+               'fencing_token': 3, 'lease_duration': 30, 'lease_expiry': int(clock.time()) - 100,
+               'expiry_time': int(clock.time()) + 3600}
+    assert isinstance(engine.store.send(put_item(engine, crashed)), Applied)
+    started = clock.now
+    taken = run(acquiring(engine, clock, max_clock_skew=5.0), engine, clock)
+    assert isinstance(taken.result, Written) and clock.now == started     # no lease of watching
+    [event] = [event for event in taken.emitted if event.kind is Kind.TAKING_OVER]
+    assert event.key == 'k|-'
+    assert dict(event.fields) == {'owner': 'old', 'version': 'v-old', 'unchanged_for': 0.0, 'duration': 0.0}
