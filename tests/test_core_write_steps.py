@@ -12,7 +12,7 @@ import pytest
 from python_dynamodb_lock import DynamoDBLockError
 from python_dynamodb_lock._core.acquire import TimedOut, acquire
 from python_dynamodb_lock._core.answers import Applied, Refused
-from python_dynamodb_lock._core.effects import Call, Pending, Settle
+from python_dynamodb_lock._core.effects import Call, Pending, Settle, Sleep
 from python_dynamodb_lock._core.events import Kind
 from python_dynamodb_lock._core.messages import describe_key, explain
 from python_dynamodb_lock._core.write import (Blocked, Written, free_if_landed, free_landed, is_abandoned, is_free,
@@ -383,3 +383,51 @@ def test_with_a_clock_skew_bound_a_holder_past_its_lease_end_is_taken_at_first_s
     [event] = [event for event in taken.emitted if event.kind is Kind.TAKING_OVER]
     assert event.key == 'k|-'
     assert dict(event.fields) == {'owner': 'old', 'version': 'v-old', 'unchanged_for': 0.0, 'duration': 0.0}
+
+
+def test_a_waiter_reports_each_wait_and_its_time_out_naming_the_holder(engine: Engine) -> None:
+    clock = FakeClock()
+    run(acquiring(engine, clock, 'holder', lease=3600.0), engine, clock)
+    engine.sent.clear()
+    started = clock.now
+    waited = run(acquiring(engine, clock, retry_timeout=12.0), engine, clock)      # retry period: 5 s
+    assert isinstance(waited.result, TimedOut) and waited.result.blocking['owner_name'] == 'holder'
+    waits = [event for event in waited.emitted if event.kind is Kind.WAITING]
+    assert [dict(event.fields) for event in waits] == [{'owner': 'holder', 'retry_in': 5.0},
+                                                       {'owner': 'holder', 'retry_in': 5.0},
+                                                       {'owner': 'holder', 'retry_in': 2.0}]
+    [timed_out] = [event for event in waited.emitted if event.kind is Kind.ACQUIRE_TIMED_OUT]
+    assert timed_out.key == 'k|-' and dict(timed_out.fields) == {'owner': 'holder', 'duration': 12.0}
+    assert clock.now - started == 12.0
+    assert engine.operations() == ['update_item', 'get_item', 'get_item', 'get_item']
+
+
+def test_a_takeover_reports_how_long_the_acquisition_waited(engine: Engine) -> None:
+    clock = FakeClock()
+    run(acquiring(engine, clock, 'holder'), engine, clock)
+    taken = run(acquiring(engine, clock), engine, clock).result
+    assert isinstance(taken, Written) and taken.waited == LEASE
+
+
+def test_a_release_by_this_client_lets_its_waiter_write_at_once_without_a_read(engine: Engine) -> None:
+    clock = FakeClock()
+    run(acquiring(engine, clock, 'holder'), engine, clock)
+    engine.sent.clear()
+    protocol = acquiring(engine, clock)
+    effect = protocol.send(None)
+    assert isinstance(effect, Call)
+    answer = engine.send(effect.request)                 # refused: the holder is there
+    effect = protocol.send(answer)
+    while not isinstance(effect, Sleep):
+        effect = protocol.send(None)
+    engine.store.send(Request('delete_item', {'TableName': engine.schema.table_name,
+                                              'Key': {'lock_key': 'k', 'sort_key': '-'}}))   # released here
+    effect = protocol.send(True)
+    while not isinstance(effect, Call):
+        effect = protocol.send(None)
+    assert effect.request.operation == 'update_item'     # the write at once, not a read
+    with pytest.raises(StopIteration) as done:
+        effect = protocol.send(engine.send(effect.request))
+        while True:
+            effect = protocol.send(None)
+    assert isinstance(done.value.value, Written) and engine.row('k')['owner_name'] == 'me'
