@@ -15,7 +15,7 @@ from python_dynamodb_lock._core.answers import Applied, Refused, judge_error
 from python_dynamodb_lock._core.events import Kind
 from python_dynamodb_lock._core.session import (Session, SessionSettings, due_for_refresh, ensure_session,
                                                 session_round, watch_session)
-from python_dynamodb_lock._core.state import LockState, Status
+from python_dynamodb_lock._core.state import LockState, RenewalVerdict, Status, how_lost
 from python_dynamodb_lock._errors import Reason
 from python_dynamodb_lock._requests import acquire_free, release_row
 from python_dynamodb_lock._schema import Schema
@@ -209,3 +209,53 @@ def test_a_guard_refused_after_our_release_that_may_have_landed_is_a_release_not
     state = _held(confirmed_ago=40.0)
     state.note_release_maybe_applied()
     assert state.settle_guard_refused(None, 1000.0) == Status.RELEASED
+
+
+def test_acquiring_again_a_key_still_held_tells_a_landed_release_from_a_lost_lock() -> None:
+    state = _held()
+    state.note_release_maybe_applied()
+    assert state.replaced_by_new_acquisition() == Status.RELEASED and state.loss is None
+    state = _held()
+    state.remember_unconfirmed('v-maybe')
+    assert state.replaced_by_new_acquisition() == Status.INVALID
+    assert state.loss is not None and (state.loss.reason, state.loss.row) == (Reason.ROW_GONE, None)
+    assert state.unconfirmed == []
+    assert state.replaced_by_new_acquisition() is None        # no longer held: nothing changes
+
+
+def test_a_lock_turns_in_danger_only_past_its_safe_period() -> None:
+    state = _held(confirmed_ago=0.0)
+    assert state.status_at(1020.0, 20.0) == Status.LOCKED
+    assert state.status_at(1020.5, 20.0) == Status.IN_DANGER
+
+
+def test_a_renewal_carries_the_new_ttl_and_lease_end_and_accepts_an_unconfirmed_version() -> None:
+    state = _held()
+    state.remember_unconfirmed('v-maybe')
+    renewal = state.next_renewal('v-new', 1_700_007_200, 'k', '-', 1_700_000_030)
+    assert renewal is not None
+    assert (renewal.new_version, renewal.new_expiry_time, renewal.new_lease_expiry) == ('v-new', 1_700_007_200,
+                                                                                         1_700_000_030)
+    assert list(renewal.expected_versions) == ['v-current', 'v-maybe']
+
+
+def test_a_row_refresh_that_failed_is_due_again_and_one_for_a_lock_no_longer_held_says_so() -> None:
+    state = _held(confirmed_ago=0.0)
+    assert state.plan_row_refresh(1060.0, 60.0)
+    renewal = state.next_renewal('v-new', 1_700_007_200, 'k', '-')
+    assert renewal is not None
+    state.settle_renewal(renewal, SERVER_ERROR, 1060.0, 1061.0)
+    assert state.plan_row_refresh(1061.0, 60.0)            # not confirmed: planned again at once
+    state.forget(Status.RELEASED)
+    assert state.settle_renewal(renewal, Applied(), 1062.0, 1062.0).verdict == RenewalVerdict.NOT_HELD
+    assert state.status == Status.RELEASED
+
+
+def test_how_a_lock_was_lost_is_told_in_words() -> None:
+    assert 'its row was deleted by someone else (a force release, a TTL expiry' in str(how_lost(None))
+    released = {'lock_key': 'k', 'sort_key': '-', 'record_version_number': 'v', 'released_at': 1}
+    assert str(how_lost(released)).startswith("force-released by someone else (an operator's force_release_lock")
+    assert str(how_lost(released)).endswith('--force`): its row was marked released')
+    item = {'lock_key': 'k', 'sort_key': '-', 'data': 'x'}
+    assert how_lost(item) == 'force-released by someone else: the lock attributes of its item were removed'
+    assert how_lost({'lock_key': 'k', 'sort_key': '-', 'record_version_number': 'v-thief', 'owner_name': 't'}) is None
