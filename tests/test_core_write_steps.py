@@ -1,4 +1,4 @@
-"""One conditional write and its undo (python_dynamodb_lock/_core/write.py), driven against moto
+"""One conditional write, its undo and the wait loop around it (_core/write.py, _core/acquire.py), driven against moto
 in-process on a manual clock as in test_core_undo_steps.py: what an error names, which row a
 lost answer may claim, and how the background watch of an interrupted write ends (its last look
 at the end of the lease, a closing client, an undo that failed and is retried, the report of a
