@@ -42,6 +42,7 @@ class FakeClock:
     def __init__(self, now: float = 1000.0, wall: float = 1_700_000_000.0) -> None:
         self.now = now
         self.wall_offset = wall - now
+        self.sleeps = 0      # how many sleeps a driver advanced it by (see test_core_shared_steps._tick)
 
     def monotonic(self) -> float:
         return self.now

@@ -15,7 +15,7 @@ from python_dynamodb_lock._core.answers import Applied, Refused, judge_error
 from python_dynamodb_lock._core.events import Kind
 from python_dynamodb_lock._core.session import (Session, SessionSettings, due_for_refresh, ensure_session,
                                                 session_round, watch_session)
-from python_dynamodb_lock._core.state import LockState, Status
+from python_dynamodb_lock._core.state import LockState, RenewalVerdict, Status, how_lost
 from python_dynamodb_lock._errors import Reason
 from python_dynamodb_lock._requests import acquire_free, release_row
 from python_dynamodb_lock._schema import Schema
@@ -149,3 +149,113 @@ def test_writes_that_name_no_session_remove_the_name() -> None:
     assert 'lock_session' in readable_expression(releasing).split(' REMOVE ')[1]
     named = readable_expression(acquire_free(SCHEMA, {**item, 'lock_session': 's'}, 1).params)
     assert named.count('lock_session') == 1 and 'lock_session = :' in named      # written, not removed
+
+
+# --------------------------------------------------------------------------------------------
+# LockState (_core/state.py): what a holder knows of its lease and row
+# --------------------------------------------------------------------------------------------
+
+def _held(now: float = 1000.0, confirmed_ago: float = 5.0, lease: float = 30.0) -> LockState:
+    state = LockState('v-current', 1_700_003_600, now - confirmed_ago, lease)
+    state.status = Status.LOCKED
+    return state
+
+
+def test_a_lock_no_longer_held_has_no_lease_left() -> None:
+    state = _held()
+    assert state.lease_remaining(1000.0) == 25.0
+    state.forget(Status.RELEASED)
+    assert state.lease_remaining(1000.0) == 0.0
+
+
+def test_the_lease_runs_strictly_less_than_its_duration_after_the_last_confirmed_write() -> None:
+    state = _held(confirmed_ago=0.0)
+    assert state.lease_running(1029.9) and not state.lease_running(1030.0)
+
+
+def test_a_session_renewal_confirmed_after_the_lock_ended_changes_nothing() -> None:
+    state = _held()
+    state.forget(Status.RELEASED)
+    assert state.session_confirmed(1000.0) is False
+    assert state.status == Status.RELEASED and state.last_confirmed == 995.0
+
+
+def test_a_row_refresh_in_flight_is_not_planned_again_in_the_next_period() -> None:
+    state = _held(confirmed_ago=0.0)          # the row was confirmed at 1000
+    assert not state.plan_row_refresh(1059.0, 60.0)
+    assert state.plan_row_refresh(1060.0, 60.0)       # due: planned from 1060
+    assert state.row_refresh_planned == 1060.0
+    # its answer not settled yet: 70 s after the row's last confirmation, but planned 10 s ago
+    assert not state.plan_row_refresh(1070.0, 60.0)
+    assert not state.plan_row_refresh(1119.0, 60.0)
+    assert state.plan_row_refresh(1120.0, 60.0)       # a period after it was planned: planned again
+
+
+def test_a_guard_refused_after_our_release_that_may_have_landed_is_a_release_not_a_loss() -> None:
+    stolen = {'lock_key': 'k', 'sort_key': '-', 'owner_name': 'thief', 'record_version_number': 'v-thief'}
+    # our release may have landed: a row holding no lock, or any row found within our lease, is ours released
+    state = _held(confirmed_ago=5.0)
+    state.note_release_maybe_applied()
+    assert state.settle_guard_refused(None, 1000.0) == Status.RELEASED and state.loss is None
+    state = _held(confirmed_ago=5.0)
+    state.note_release_maybe_applied()
+    assert state.settle_guard_refused(stolen, 1000.0) == Status.RELEASED
+    # past our lease, a foreign row is a takeover, named in the loss
+    state = _held(confirmed_ago=40.0)
+    state.note_release_maybe_applied()
+    assert state.settle_guard_refused(stolen, 1000.0) == Status.INVALID
+    assert state.loss is not None and state.loss.reason == Reason.TAKEN_OVER and state.loss.row == stolen
+    # with no release of ours in flight, even a row holding no lock is a loss
+    state = _held(confirmed_ago=40.0)
+    state.note_release_maybe_applied()
+    assert state.settle_guard_refused(None, 1000.0) == Status.RELEASED
+
+
+def test_acquiring_again_a_key_still_held_tells_a_landed_release_from_a_lost_lock() -> None:
+    state = _held()
+    state.note_release_maybe_applied()
+    assert state.replaced_by_new_acquisition() == Status.RELEASED and state.loss is None
+    state = _held()
+    state.remember_unconfirmed('v-maybe')
+    assert state.replaced_by_new_acquisition() == Status.INVALID
+    assert state.loss is not None and (state.loss.reason, state.loss.row) == (Reason.ROW_GONE, None)
+    assert state.unconfirmed == []
+    assert state.replaced_by_new_acquisition() is None        # no longer held: nothing changes
+
+
+def test_a_lock_turns_in_danger_only_past_its_safe_period() -> None:
+    state = _held(confirmed_ago=0.0)
+    assert state.status_at(1020.0, 20.0) == Status.LOCKED
+    assert state.status_at(1020.5, 20.0) == Status.IN_DANGER
+
+
+def test_a_renewal_carries_the_new_ttl_and_lease_end_and_accepts_an_unconfirmed_version() -> None:
+    state = _held()
+    state.remember_unconfirmed('v-maybe')
+    renewal = state.next_renewal('v-new', 1_700_007_200, 'k', '-', 1_700_000_030)
+    assert renewal is not None
+    assert (renewal.new_version, renewal.new_expiry_time, renewal.new_lease_expiry) == ('v-new', 1_700_007_200,
+                                                                                         1_700_000_030)
+    assert list(renewal.expected_versions) == ['v-current', 'v-maybe']
+
+
+def test_a_row_refresh_that_failed_is_due_again_and_one_for_a_lock_no_longer_held_says_so() -> None:
+    state = _held(confirmed_ago=0.0)
+    assert state.plan_row_refresh(1060.0, 60.0)
+    renewal = state.next_renewal('v-new', 1_700_007_200, 'k', '-')
+    assert renewal is not None
+    state.settle_renewal(renewal, SERVER_ERROR, 1060.0, 1061.0)
+    assert state.plan_row_refresh(1061.0, 60.0)            # not confirmed: planned again at once
+    state.forget(Status.RELEASED)
+    assert state.settle_renewal(renewal, Applied(), 1062.0, 1062.0).verdict == RenewalVerdict.NOT_HELD
+    assert state.status == Status.RELEASED
+
+
+def test_how_a_lock_was_lost_is_told_in_words() -> None:
+    assert str(how_lost(None)).startswith('its row was deleted by someone else (a force release, a TTL expiry')
+    released = {'lock_key': 'k', 'sort_key': '-', 'record_version_number': 'v', 'released_at': 1}
+    assert str(how_lost(released)).startswith("force-released by someone else (an operator's force_release_lock")
+    assert str(how_lost(released)).endswith('--force`): its row was marked released')
+    item = {'lock_key': 'k', 'sort_key': '-', 'data': 'x'}
+    assert how_lost(item) == 'force-released by someone else: the lock attributes of its item were removed'
+    assert how_lost({'lock_key': 'k', 'sort_key': '-', 'record_version_number': 'v-thief', 'owner_name': 't'}) is None

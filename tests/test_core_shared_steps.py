@@ -87,15 +87,18 @@ class Run:
     events: List[Kind] = dataclasses.field(default_factory=list)
     settled: int = 0
     unregistered: List[Any] = dataclasses.field(default_factory=list)
+    emitted: List[Any] = dataclasses.field(default_factory=list)     # the events themselves, fields and all
 
 
 def run(protocol: Any, engine: Engine, clock: FakeClock, interrupt_call: Optional[int] = None,
-        on_sleep: Optional[Callable[[], None]] = None, unsent: bool = False) -> Run:
+        on_sleep: Optional[Callable[[], None]] = None, unsent: bool = False,
+        closing: Callable[[], bool] = lambda: False) -> Run:
     """Drive ``protocol`` against ``engine``; sleeps advance ``clock`` (``on_sleep`` runs after
     each, in ``Settle`` protocols too); ``Settle`` protocols run at once. With ``interrupt_call``
     (a call's index), that call is sent, its answer kept from the caller, and a KeyboardInterrupt
     thrown in instead (its undo gets the answer as ``Pending``); with ``unsent``, that call is
-    not sent at all and its undo gets None (an answer that can never be known)."""
+    not sent at all and its undo gets None (an answer that can never be known). ``closing()`` is
+    what a ``Sleep`` of a ``Settle`` protocol answers (True: the client is closing)."""
     result = Run()
     value: Any = None
     calls = 0
@@ -120,22 +123,33 @@ def run(protocol: Any, engine: Engine, clock: FakeClock, interrupt_call: Optiona
             calls += 1
         elif isinstance(effect, Emit):
             result.events.append(effect.event.kind)
+            result.emitted.append(effect.event)
         elif isinstance(effect, Sleep):
-            clock.now += effect.seconds
+            _tick(clock, effect.seconds)
             if on_sleep is not None:
                 on_sleep()
             value = False
         elif isinstance(effect, Settle):
             result.settled += 1
-            settle(effect.protocol, engine, clock, pending, on_sleep, result.events)
+            settle(effect.protocol, engine, clock, pending, on_sleep, result.events, result.emitted, closing)
         elif isinstance(effect, Unregister):
             result.unregistered.append(effect.lock)
         else:
             raise AssertionError(f'unexpected effect {effect!r}')
 
 
+_MOST_SLEEPS = 10_000     # no protocol here sleeps this often: more is a wait that never ends
+
+
+def _tick(clock: FakeClock, seconds: float) -> None:
+    clock.now += seconds
+    clock.sleeps += 1
+    assert clock.sleeps <= _MOST_SLEEPS, 'a wait that never ends'
+
+
 def settle(protocol: Any, engine: Engine, clock: FakeClock, pending: Any,
-           on_sleep: Optional[Callable[[], None]] = None, events: Optional[List[Kind]] = None) -> None:
+           on_sleep: Optional[Callable[[], None]] = None, events: Optional[List[Kind]] = None,
+           emitted: Optional[List[Any]] = None, closing: Callable[[], bool] = lambda: False) -> None:
     value: Any = None
     while True:
         try:
@@ -148,15 +162,17 @@ def settle(protocol: Any, engine: Engine, clock: FakeClock, pending: Any,
         elif isinstance(effect, Call):
             value = engine.send(effect.request)
         elif isinstance(effect, Sleep):
-            clock.now += effect.seconds
+            _tick(clock, effect.seconds)
             if on_sleep is not None:
                 on_sleep()
-            value = False
+            value = closing()
         elif isinstance(effect, Settle):
-            settle(effect.protocol, engine, clock, pending, on_sleep, events)
+            settle(effect.protocol, engine, clock, pending, on_sleep, events, emitted, closing)
         elif isinstance(effect, Emit):
             if events is not None:
                 events.append(effect.event.kind)
+            if emitted is not None:
+                emitted.append(effect.event)
         else:
             raise AssertionError(f'unexpected effect {effect!r}')
 

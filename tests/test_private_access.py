@@ -375,6 +375,16 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._shared_requests'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._store'): (1, WHY_STORE_STEPS),
     },
+    'test_core_write_steps.py': {
+        ('import', 'python_dynamodb_lock._core.acquire'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core.effects'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core.events'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core.messages'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core.write'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._requests'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._schema'): (1, WHY_CORE),
+    },
     'test_core_undo_steps.py': {
         ('import', 'python_dynamodb_lock._core.acquire'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
