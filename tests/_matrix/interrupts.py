@@ -50,12 +50,9 @@ def _raised(call: Callable[[], Any]) -> BaseException:
 _NO_WAIT = datetime.timedelta(0)
 
 
-def cancel_waiting(cell: Cell) -> None:
-    """Cancelled while it waits for keys another client holds: it answers cancelled, leaves the
-    holder's rows alone, and once the holder releases, another client takes every key at once."""
-    blocker, waiter, checker = cell.make('blocker'), cell.make('waiter'), cell.make('checker')
-    blocks = [blocker.acquire_lock(partition_key, sort_key, retry_timeout=_NO_WAIT)
-              for partition_key, sort_key in cell.keys]
+def cancel_while_waiting(cell: Cell, waiter: Any) -> None:
+    """Start the entry point on ``waiter``, let it poll twice, cancel it: it answers cancelled
+    and what it left settles."""
     pending = Pending(waiter, cell.entry, retry_period=1, retry_timeout=3600)
     step(cell.clock, 2, waiter, threads=[pending.thread])        # two polls: it is waiting
     assert not pending.call.done, f'the waiting acquisition returned: {pending.call.error()!r}'
@@ -63,6 +60,15 @@ def cancel_waiting(cell: Cell) -> None:
     error = pending.call.error()
     assert is_cancellation(error), f'not cancelled: {error!r}'
     assert wait_settled(waiter, REAL_TIMEOUT), 'the cancelled acquisition did not settle'
+
+
+def cancel_waiting(cell: Cell) -> None:
+    """Cancelled while it waits for keys another client holds: it answers cancelled, leaves the
+    holder's rows alone, and once the holder releases, another client takes every key at once."""
+    blocker, waiter, checker = cell.make('blocker'), cell.make('waiter'), cell.make('checker')
+    blocks = [blocker.acquire_lock(partition_key, sort_key, retry_timeout=_NO_WAIT)
+              for partition_key, sort_key in cell.keys]
+    cancel_while_waiting(cell, waiter)
     for lock in blocks:
         row = cell.engine.read_held_row(lock.partition_key, lock.sort_key)
         assert row is not None and row['record_version_number'] == lock.record_version_number
@@ -77,13 +83,7 @@ def cancel_waiting_on_readers(cell: Cell) -> None:
     readers, waiter, checker = cell.make('readers'), cell.make('waiter'), cell.make('checker')
     shared = [readers.try_acquire_lock(partition_key, sort_key, shared=True) for partition_key, sort_key in cell.keys]
     assert all(lock is not None for lock in shared)
-    pending = Pending(waiter, cell.entry, retry_period=1, retry_timeout=3600)
-    step(cell.clock, 2, waiter, threads=[pending.thread])        # two polls: it is waiting
-    assert not pending.call.done, f'the waiting acquisition returned: {pending.call.error()!r}'
-    pending.cancel()
-    error = pending.call.error()
-    assert is_cancellation(error), f'not cancelled: {error!r}'
-    assert wait_settled(waiter, REAL_TIMEOUT), 'the cancelled acquisition did not settle'
+    cancel_while_waiting(cell, waiter)
     for partition_key, sort_key in cell.keys:
         joined = readers.try_acquire_lock(partition_key, sort_key, shared=True)
         assert joined is not None, f'readers were kept out of {partition_key}|{sort_key} after a cancelled writer'
