@@ -12,7 +12,7 @@ from ._locks import HeldLock
 from ._schema import TableLayout
 from ._core.shared import MAX_SHARED_HOLDERS, SharedHolder
 from .python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
-from ._multi import DynamoDBMultiLock
+from ._multi_locks import DynamoDBMultiLock
 from .recipes import LeaderElection, LossReason, Permit, Semaphore
 
 __all__ = ['MAX_SHARED_HOLDERS', 'BaseDynamoDBLock', 'DynamoDBLock', 'DynamoDBLockClient', 'DynamoDBLockError',

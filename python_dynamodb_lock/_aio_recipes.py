@@ -12,7 +12,7 @@ import datetime
 from types import TracebackType
 from typing import Any, Callable, List, Optional, Set, Tuple, Type, TypeVar
 
-from ._base import cancelled_error
+from ._errors import cancelled_error
 from .aio import AsyncDynamoDBLock, AsyncDynamoDBLockClient, BaseDynamoDBLock
 from .recipes import (
     AcquireFirst,

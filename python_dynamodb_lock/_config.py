@@ -10,16 +10,16 @@ import math
 from decimal import Decimal
 import socket
 import uuid
-from typing import Any, Callable, Iterable, List, Mapping, Optional, Set, Tuple
+from typing import Any, Iterable, List, Mapping, Optional, Set, Tuple
 
 from boto3.dynamodb.types import Binary
 
 from . import _validation as validation
 from ._observe import logger
 from ._requests import MAX_BATCH_STATEMENTS
-from ._schema import NO_SORT_KEY, SESSION_PREFIX, Item, Schema, binary_bytes
+from ._schema import NO_SORT_KEY, SESSION_PREFIX, Schema, binary_bytes
 
-__all__ = ['MIN_HEARTBEAT_PERIOD', 'AcquireArguments', 'Settings', 'acquire_arguments', 'check_attribute_update',
+__all__ = ['MIN_HEARTBEAT_PERIOD', 'Settings', 'check_attribute_update',
            'check_release_attributes', 'client_timeout_warning', 'lock_lease', 'make_settings']
 
 #: The shortest ``heartbeat_period`` accepted, in seconds. A renewal is a DynamoDB call: one
@@ -208,56 +208,6 @@ def client_timeout_warning(low_level_client: Any, safe_period: float) -> Optiona
             'botocore Config with connect_timeout + read_timeout well below safe_period, for example '
             "Config(connect_timeout=1, read_timeout=2, retries={'mode': 'standard', 'total_max_attempts': 3}) "
             'for the default periods (see "Timeouts and retries" in the docs)')
-
-
-@dataclasses.dataclass(frozen=True)
-class AcquireArguments:
-    retry_period: float
-    retry_timeout: float
-    item_template: Item
-    keep_row: bool = True               # the lock's row is kept (marked released) at release
-    lock_existing_item: bool = False    # the lock is added to the item at the key (UpdateItem)
-    only_if_exists: bool = False        # ... only if that item exists
-    shared: bool = False     # a shared (read) lock (docs/shared_locks.rst)
-
-
-def acquire_arguments(settings: Settings, partition_key: Any, sort_key: Any, retry_period: Any, retry_timeout: Any,
-                      additional_attributes: Any, app_callback: Any,
-                      check_callback: Callable[[str, Any], Any] = validation.require_callable,
-                      lease_duration: Any = None, *,
-                      lock_existing_item: Any = False, only_if_exists: Any = False,
-                      keep_row: Any = None) -> AcquireArguments:
-    """Check one acquisition's arguments; the item to write (without version and TTL).
-    ``lease_duration`` (None: the client's) is the lock's own lease, checked as the client's."""
-    check_key(settings.schema, partition_key, sort_key)
-    lease = lock_lease(settings, lease_duration)
-    existing = existing_item_options(lock_existing_item, only_if_exists, additional_attributes)
-    keep = settings.keep_released_rows if keep_row is None else require_bool('keep_row', keep_row)
-    retry_period_s = (settings.heartbeat_period if retry_period is None
-                      else validation.require_duration('retry_period', retry_period, allow_zero=True))
-    retry_timeout_s = (lease + settings.heartbeat_period if retry_timeout is None
-                       else validation.require_duration('retry_timeout', retry_timeout, allow_zero=True))
-    check_callback('app_callback', app_callback)
-    extra = check_additional_attributes(settings.schema, additional_attributes)
-    item = settings.schema.lock_item(partition_key, sort_key, settings.owner_name, lease, '', 0, extra)
-    if existing[0]:
-        del item[settings.schema.ttl_attribute_name]   # never on an existing item: its TTL would delete it
-    return AcquireArguments(retry_period_s, retry_timeout_s, item, keep, *existing)
-
-
-def existing_item_options(lock_existing_item: Any, only_if_exists: Any,
-                          additional_attributes: Any) -> Tuple[bool, bool]:
-    """Check ``lock_existing_item`` and ``only_if_exists`` (see "Locking an existing item" in
-    the usage page): ``(lock_existing_item, only_if_exists)``."""
-    existing = require_bool('lock_existing_item', lock_existing_item)
-    only = require_bool('only_if_exists', only_if_exists)
-    if only and not existing:
-        raise ValueError('only_if_exists=True needs lock_existing_item=True: a lock of its own always creates '
-                         'its row')
-    if existing and additional_attributes:
-        raise ValueError('a lock on an existing item (lock_existing_item=True) takes no additional_attributes: '
-                         "they would mix with the item's own attributes; keep the data in the item itself")
-    return existing, only
 
 
 def lock_lease(settings: Settings, lease_duration: Any) -> float:

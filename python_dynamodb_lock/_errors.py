@@ -95,3 +95,13 @@ class DynamoDBLockError(Exception):
 def _rebuild_error(cls: type, code: str, message: str, reason: Optional[str], holder: Any) -> DynamoDBLockError:
     error: DynamoDBLockError = cls(code, message, reason=reason, holder=holder)
     return error
+
+
+def is_cancellation(error: BaseException) -> bool:
+    """Whether ``error`` is the threaded client's ``ACQUIRE_CANCELLED`` (its ``cancel`` event)."""
+    return isinstance(error, DynamoDBLockError) and error.code == DynamoDBLockError.ACQUIRE_CANCELLED
+
+
+def cancelled_error() -> DynamoDBLockError:
+    return DynamoDBLockError(DynamoDBLockError.ACQUIRE_CANCELLED,
+                             'The acquisition was cancelled (its cancel event was set); nothing is held')

@@ -8,17 +8,25 @@ them from here, not from the threaded client's module.
 from __future__ import annotations
 
 import datetime
+import functools
 import logging
 import threading
+import urllib.parse
+from decimal import Decimal
 from types import TracebackType
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Type
 
-from ._base import APP_CALLBACK_THREADPOOL_SIZE, ClientCore, unique_identifier_of
+from boto3.dynamodb.types import Binary
+
 from ._core.shared import SharedHolder
 from ._core.state import LockState, Status
-from ._schema import PartitionKey
+from ._schema import PartitionKey, binary_bytes
 
-__all__ = ['BaseDynamoDBLock', 'Defaults', 'HeldLock', 'check_for_table_arguments', 'suppress_after_block']
+__all__ = ['APP_CALLBACK_THREADPOOL_SIZE', 'BaseDynamoDBLock', 'Defaults', 'HeldLock', 'check_for_table_arguments',
+           'mark_acquired', 'suppress_after_block', 'unique_identifier_of']
+
+#: Workers of the callback executor a client makes when it is given none (published: 5).
+APP_CALLBACK_THREADPOOL_SIZE = 5
 
 # The published module's logger: every log line of both clients goes here.
 logger = logging.getLogger('python_dynamodb_lock.python_dynamodb_lock')
@@ -127,8 +135,10 @@ class HeldLock(BaseDynamoDBLock):
         *,
         clock: Any,
         guard: Any = None,
+        describe: Optional[Callable[[Any], Optional['BaseDynamoDBLock']]] = None,
     ) -> None:
         self._clock = clock
+        self._describe = describe   # the client's reading of a row (for lost_to)
         self._state = LockState(record_version_number, expiry_time, clock.monotonic(), lease_duration,
                                 guard if guard is not None else threading.Lock())
         super().__init__(
@@ -250,11 +260,9 @@ class HeldLock(BaseDynamoDBLock):
     def lost_to(self) -> Optional[BaseDynamoDBLock]:
         """The lock found in its place when this lock was lost (None if the row was gone)."""
         loss = self._state.loss
-        client = self.lock_client
-        if not loss or not loss.row or not isinstance(client, ClientCore):
+        if not loss or not loss.row or self._describe is None:
             return None
-        described: Optional[BaseDynamoDBLock] = client._describe_row(loss.row)
-        return described
+        return self._describe(loss.row)
 
 
 def check_for_table_arguments(table_name: Any, kwargs: Mapping[str, Any]) -> None:
@@ -280,6 +288,52 @@ def suppress_after_block(lock: HeldLock, exc_type: Optional[Type[BaseException]]
     )
     return True
 
+
+
+def mark_acquired(lock: HeldLock, holder: Any, shared: bool, keep_row: bool, existing_item: bool, own_row: bool,
+                  took_over_from: Optional[BaseDynamoDBLock]) -> None:
+    """What a client records on a lock object it hands out: who acquired it (for reentrancy),
+    how (shared, keep_row, on an existing item, on a row of its own) and whom it took over from."""
+    lock._holder = holder
+    lock.shared = shared
+    lock._keep_row = keep_row
+    lock._existing_item = existing_item
+    lock._own_row = own_row
+    lock.took_over_from = took_over_from
+
+
+def holder_of(lock: HeldLock) -> Any:
+    """The thread or task that acquired ``lock``."""
+    return lock._holder
+
+
+def unique_identifier_of(partition_key: Any, sort_key: str) -> str:
+    """``quote(partition_key) + '|' + quote(sort_key)``, as the published package names locks
+    (a binary partition key is quoted as its bytes, a number one as its plain decimal text, the
+    way DynamoDB gives it back: ``5``, ``Decimal('5.0')`` and ``Decimal('5')`` name one lock)."""
+    if type(partition_key) is str and type(sort_key) is str:
+        return _quoted_pair(partition_key, sort_key)
+    if isinstance(partition_key, (str, bytes, bytearray)):
+        key: Any = partition_key
+    elif isinstance(partition_key, Binary):
+        key = binary_bytes(partition_key)
+    elif isinstance(partition_key, (int, Decimal)) and not isinstance(partition_key, bool):
+        key = _number_text(Decimal(partition_key))
+    else:
+        key = str(partition_key)
+    return urllib.parse.quote(key) + '|' + urllib.parse.quote(sort_key)
+
+
+@functools.lru_cache(maxsize=1024)
+def _quoted_pair(partition_key: str, sort_key: str) -> str:
+    return urllib.parse.quote(partition_key) + '|' + urllib.parse.quote(sort_key)
+
+
+def _number_text(number: Decimal) -> str:
+    if not number.is_finite():
+        return str(number)
+    text = format(number.normalize(), 'f')
+    return '0' if text in ('-0', '0') else text
 
 
 # Pickles and reprs name the published module, as they did.

@@ -24,6 +24,7 @@ import asyncio
 import concurrent.futures
 import datetime
 import logging
+import threading
 from types import TracebackType
 from typing import (
     TYPE_CHECKING,
@@ -37,25 +38,31 @@ from typing import (
     Mapping,
     Optional,
     Sequence,
+    Tuple,
     Type,
     TypeVar,
     Union,
     cast,
 )
 
-from . import _config
-from ._multi import Acquisition, AsyncDynamoDBMultiLock, TaskMultiKeys
+from ._client.acquiring import MAX_FIRST_KEYS
+from ._client.context import check_construction, make_state
+from ._client.orchestration import Orchestration
+from ._config import check_additional_attributes, check_key
+from ._multi_locks import Acquisition, AsyncDynamoDBMultiLock, Key, attach
 from ._clock import Clock
-from ._core.write import read_row
+from ._drivers.task_transport import TaskTransport
+from ._drivers.tasks import TaskDriver, Waiter
 from ._core.guard import single_action
 from ._core.heartbeat import check_locks
 from ._core.state import null_guard
 from ._errors import DynamoDBLockError, Reason
 from ._observe import MetricsHook
-from ._schema import PartitionKey
+from ._schema import PartitionKey, TableLayout
 from ._tables import creating_table, describing_table, run_admin_async
 from ._validation import require_asyncio_event
-from ._locks import BaseDynamoDBLock, HeldLock, check_for_table_arguments, suppress_after_block
+from ._locks import (APP_CALLBACK_THREADPOOL_SIZE, BaseDynamoDBLock, HeldLock, check_for_table_arguments,
+                     suppress_after_block)
 from ._locks import Defaults as _Defaults
 
 if TYPE_CHECKING:  # the types-aiobotocore types (pip install 'types-aiobotocore[dynamodb]'); nothing at run time
@@ -94,7 +101,7 @@ class AsyncDynamoDBLock(HeldLock):
         super().__init__(
             partition_key, sort_key, owner_name, lease_duration, record_version_number, expiry_time,
             additional_attributes, app_callback, lock_client, raise_context_exception,
-            clock=lock_client._clock, guard=null_guard(),
+            clock=lock_client._state.clock, guard=null_guard(), describe=lock_client._state.describe_row,
         )
         #: Serialises the calls to DynamoDB about this lock (a release, a heartbeat, a guarded
         #: write): the twin of the threaded lock's ``thread_lock``. Holding it holds them off.
@@ -161,12 +168,12 @@ class AsyncDynamoDBLock(HeldLock):
 class _Acquisition(Acquisition[AsyncDynamoDBLock]):
     """What :meth:`AsyncDynamoDBLockClient.acquire_lock` returns: a coroutine (await it for the
     lock, or schedule it with ``asyncio.create_task``), or an async context manager holding the
-    lock for the ``async with`` block (see :class:`~python_dynamodb_lock._multi.Acquisition`)."""
+    lock for the ``async with`` block (see :class:`~python_dynamodb_lock._multi_locks.Acquisition`)."""
 
     __slots__ = ()
 
 
-class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
+class AsyncDynamoDBLockClient:
     """Hands out distributed locks stored in one DynamoDB table, and keeps them alive, in asyncio.
 
     Create it inside a running event loop (it starts two tasks: the heartbeat sender and the
@@ -183,7 +190,8 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
     :raises RuntimeError: when no event loop is running.
     """
 
-    _base_lock_class = BaseDynamoDBLock
+    #: The most keys one :meth:`acquire_first_lock` may try.
+    MAX_FIRST_KEYS = MAX_FIRST_KEYS
 
     def __init__(
         self,
@@ -217,12 +225,12 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
                 f'not {type(dynamodb_client).__name__}'
             )
         try:
-            self._loop = asyncio.get_running_loop()
+            loop = asyncio.get_running_loop()
         except RuntimeError:
             raise RuntimeError('AsyncDynamoDBLockClient must be created inside a running event loop '
                                '(in a coroutine)') from None
-        settings = self._configure(
-            dynamodb_client, clock, app_callback_executor, metrics, background_heartbeats,
+        settings = check_construction(
+            dynamodb_client, app_callback_executor, metrics, background_heartbeats,
             table_name=table_name, partition_key_name=partition_key_name, sort_key_name=sort_key_name,
             ttl_attribute_name=ttl_attribute_name, owner_name=owner_name, heartbeat_period=heartbeat_period,
             safe_period=safe_period, lease_duration=lease_duration, expiry_period=expiry_period,
@@ -230,8 +238,84 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
             heartbeat_batch_size=heartbeat_batch_size, keep_released_rows=keep_released_rows,
             max_clock_skew=max_clock_skew, partition_key_type=partition_key_type, session=session)
         self._dynamodb_client = dynamodb_client
-        self._start_tasks(dynamodb_client, settings, background_heartbeats)
-        self._log_started('asyncio lock client', background_heartbeats)
+        self._owns_app_callback_executor = app_callback_executor is None
+        self._app_callback_executor = app_callback_executor or concurrent.futures.ThreadPoolExecutor(
+            max_workers=APP_CALLBACK_THREADPOOL_SIZE, thread_name_prefix=f'{type(self).__name__}-callback')
+        self._driver = driver = TaskDriver(TaskTransport(dynamodb_client), loop, settings.heartbeat_workers,
+                                           self._app_callback_executor)
+        self._orchestration = parts = Orchestration(make_state(
+            settings, clock, driver.dispatch_callback, metrics, self, self._new_lock, driver.shutdown,
+            threading.Lock), threading.Lock)
+        self._state = parts.state
+        self._settings, self._schema, self._clock = settings, settings.schema, parts.state.clock
+        self._shutdown, self._store = driver.shutdown, driver.transport
+        self._owner_name, self._table_name = settings.owner_name, settings.schema.table_name
+        driver.serve(parts, settings.heartbeat_period, background_heartbeats)
+        logger.info('Started asyncio lock client %s on table %s (heartbeat %ss, safe %ss, lease %ss%s)',
+                    self._owner_name, self._table_name, settings.heartbeat_period, settings.safe_period,
+                    settings.lease_duration, '' if background_heartbeats else ', heartbeats sent by the application')
+
+    # -- read-only views -----------------------------------------------------------------
+
+    @property
+    def owner_name(self) -> str:
+        """The ``owner_name`` this client writes into the rows of its locks (the constructor's,
+        or the host name and a random suffix it chose)."""
+        return self._owner_name
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has been called."""
+        return self._state.closed
+
+    @property
+    def table_layout(self) -> TableLayout:
+        """The table's name, key names and types, and TTL attribute, as this client uses them
+        (given to the constructor, or read from the table by ``for_table``)."""
+        return self._schema.layout
+
+    @property
+    def heartbeats_in_flight(self) -> int:
+        """How many held locks have a renewal on the wire right now (0: the client is quiet)."""
+        return self._orchestration.renewing.in_flight
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the client times everything with (``clock=`` of the constructor, or the
+        system clock): ``monotonic()``, ``time()``, ``sleep(seconds, event)``; recipes wait on it."""
+        return self._clock
+
+    @property
+    def heartbeat_period(self) -> float:
+        """Seconds between renewals of a held lock."""
+        return self._settings.heartbeat_period
+
+    @property
+    def safe_period(self) -> float:
+        """Seconds without a confirmed renewal after which a lock is ``IN_DANGER``."""
+        return self._settings.safe_period
+
+    @property
+    def lease_duration(self) -> float:
+        """Seconds a lock row of this client is presumed alive without a renewal."""
+        return self._settings.lease_duration
+
+    @property
+    def background_tasks(self) -> Tuple['asyncio.Task[None]', ...]:
+        """The client's background tasks (the heartbeat sender and the danger checker; none with
+        ``background_heartbeats=False``): running until ``close()``."""
+        return tuple(self._driver.background)
+
+    def check_lock_arguments(self, partition_key: PartitionKey, sort_key: str,
+                             additional_attributes: Optional[Mapping[str, Any]] = None) -> None:
+        """Check a key and additional attributes as ``acquire_lock`` would, without any call:
+        for code that builds on the client and wants to refuse bad input early.
+
+        :raises TypeError, ValueError: as ``acquire_lock``; a sort key on a table without one
+            (or none on a table with one) is a ValueError that names the sort key.
+        """
+        check_key(self._schema, partition_key, sort_key)
+        check_additional_attributes(self._schema, additional_attributes)
 
     # -- public API ----------------------------------------------------------------------
 
@@ -272,12 +356,11 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         row is freed, and a write that may still be on the wire is watched for one lease and freed
         if it lands late (:meth:`wait_settled` waits for that).
         """
-        arguments = self._acquire_arguments(partition_key, sort_key, retry_period, retry_timeout, additional_attributes,
-                                            app_callback, reentrant, dict(
-                                                shared=shared, lease_duration=lease_duration, keep_row=keep_row,
-                                                lock_existing_item=lock_existing_item, only_if_exists=only_if_exists))
-        acquiring = self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True,
-                                  reentrant)
+        call = self._orchestration.acquiring.call(
+            partition_key, sort_key, retry_period, retry_timeout, additional_attributes, app_callback,
+            raise_context_exception, reentrant=reentrant, shared=shared, lease_duration=lease_duration,
+            lock_existing_item=lock_existing_item, only_if_exists=only_if_exists, keep_row=keep_row)
+        acquiring = self._acquire(call)
         return _Acquisition(cast(Coroutine[Any, Any, AsyncDynamoDBLock], acquiring),
                             'AsyncDynamoDBLockClient.acquire_lock')
 
@@ -300,12 +383,20 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         ``reentrant``, the lock this very task already holds is returned with one more hold;
         ``shared`` and ``raise_context_exception`` (True: an exception in the block propagates)
         as :meth:`acquire_lock`'s."""
-        arguments = self._acquire_arguments(partition_key, sort_key, None, datetime.timedelta(0), additional_attributes,
-                                            app_callback, reentrant, dict(
-                                                shared=shared, lease_duration=lease_duration, keep_row=keep_row,
-                                                lock_existing_item=lock_existing_item, only_if_exists=only_if_exists))
-        return await self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
-                                   reentrant)
+        return await self._acquire(self._orchestration.acquiring.call(
+            partition_key, sort_key, None, datetime.timedelta(0), additional_attributes, app_callback,
+            raise_context_exception, False, reentrant=reentrant, shared=shared, lease_duration=lease_duration,
+            lock_existing_item=lock_existing_item, only_if_exists=only_if_exists, keep_row=keep_row))
+
+    async def _acquire(self, call: Any) -> Optional[AsyncDynamoDBLock]:
+        acquiring = self._orchestration.acquiring
+        holder = asyncio.current_task()
+        held, waiter = acquiring.queue(call, holder, Waiter)
+        if held is not None:
+            return held
+        acquired: Optional[AsyncDynamoDBLock] = await self._driver.run(acquiring.acquisition(waiter, holder, call),
+                                                                       waiter)
+        return acquired
 
     async def release_lock(self, lock: AsyncDynamoDBLock, best_effort: bool = True, *,
                            attributes: Optional[Mapping[str, Any]] = None,
@@ -326,39 +417,42 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
     def _begin_release(self, lock: AsyncDynamoDBLock, best_effort: bool, attributes: Optional[Mapping[str, Any]],
                        keep_row: Optional[bool]) -> 'asyncio.Task[bool]':
         """Check ``release_lock``'s arguments and start the release as a task of its own."""
-        self._check_process()
+        self._state.check_process()
         if not isinstance(lock, AsyncDynamoDBLock):
             raise TypeError(f'release_lock takes an AsyncDynamoDBLock, not {type(lock).__name__}')
-        attributes = self._release_attributes(lock, attributes, keep_row)
-        return self._start_release(lock, best_effort, attributes, keep_row)
+        releasing = self._orchestration.releasing
+        attributes = releasing.attributes(lock, attributes, keep_row)
+        return self._driver.detached(releasing.releasing(lock, best_effort, attributes, keep_row))
 
     async def close(self, release_locks: bool = False) -> None:
         """Stop the background tasks, promptly; a second call is a no-op. Held locks are released
         (best effort) only with ``release_locks=True``; the aiobotocore client is not closed."""
-        if not self._begin_close():
+        parts = self._orchestration
+        if not parts.releasing.begin_close():
             return
-        await self._stop_tasks()
-        for lock in self._locks_to_release_at_close(release_locks):
+        await self._driver.stop()
+        for lock in (self.held_locks() if release_locks and not self._state.forked() else []):
             await self.release_lock(lock, best_effort=True)
         await self.wait_settled()    # the undo work ends at once now (one last look at each row)
-        await self._run(self._ending_session())
-        self._end_close()
+        await self._driver.run(parts.sessions.ending())
+        if self._owns_app_callback_executor:
+            self._app_callback_executor.shutdown(wait=False)
+        logger.info('Closed lock client %s', self._owner_name)
 
     async def get_lock(self, partition_key: PartitionKey,
                        sort_key: str = _Defaults._DEFAULT_SORT_KEY_VALUE) -> Optional[BaseDynamoDBLock]:
         """Who holds ``(partition_key, sort_key)`` right now (a consistent read); None: nobody."""
-        self._check_process()
-        _config.check_key(self._schema, partition_key, sort_key)
-        row = await self._run(read_row(self._schema, partition_key, sort_key, None))
-        described: Optional[BaseDynamoDBLock] = self._describe_row(row)
+        described: Optional[BaseDynamoDBLock] = await self._driver.run(
+            self._orchestration.listing.reading(partition_key, sort_key))
         return described
 
     async def list_locks(self, partition_key: Optional[PartitionKey] = None) -> AsyncIterator[BaseDynamoDBLock]:
         """Every lock in the table (a consistent, paginated scan), or with ``partition_key`` the
         locks under that key (a query): ``async for lock in ...``."""
-        request: Optional[Any] = self._listing(partition_key)
+        listing = self._orchestration.listing
+        request: Optional[Any] = listing.first_page(partition_key)
         while request is not None:
-            locks, request = self._listed(request, await self._store.send(request))
+            locks, request = listing.page(request, await self._driver.transport.send(request))
             for lock in locks:
                 yield lock
 
@@ -366,25 +460,23 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         """Free a lock, whoever holds it, only if its row still carries ``lock``'s version: the row
         is kept, marked released, with its fencing token (deleted instead with
         ``keep_released_rows=False``); see the threaded client."""
-        self._check_process()
-        if not isinstance(lock, BaseDynamoDBLock):
-            raise TypeError(f'force_release_lock takes a BaseDynamoDBLock, not {type(lock).__name__}')
-        freed: bool = await self._run(self._force_release_protocol(lock))
+        freed: bool = await self._driver.run(self._orchestration.listing.force_releasing(lock))
         return freed
 
     def held_locks(self) -> List[AsyncDynamoDBLock]:
         """The locks this client holds and keeps alive right now (a snapshot)."""
-        return self._registry.held()
+        return self._state.registry.held()
 
     async def send_heartbeats(self, locks: Optional[Iterable[AsyncDynamoDBLock]] = None) -> None:
         """Renew held locks now: all of them, or those given; see the threaded client."""
-        self._check_process()
-        await asyncio.gather(*(self._renew(group) for group in self._heartbeat_groups(locks, AsyncDynamoDBLock)))
+        groups = self._orchestration.renewing.groups(locks, AsyncDynamoDBLock)
+        await asyncio.gather(*(self._driver.renew(group) for group in groups))
 
     def check_locks(self) -> None:
         """Flag held locks not renewed for ``safe_period`` as ``IN_DANGER`` now (with callbacks)."""
-        self._check_process()
-        self._finish(check_locks(self._heartbeat_settings, self._registry.held(), self._clock))
+        state = self._state
+        state.check_process()
+        self._driver.finish(check_locks(state.heartbeat_settings, state.registry.held(), state.clock))
 
     async def __aenter__(self) -> 'AsyncDynamoDBLockClient':
         return self
@@ -438,20 +530,20 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
     async def wait_settled(self, timeout: Optional[float] = None) -> bool:
         """Wait until the undo of every interrupted call of this client is done (see
         "Interruptions" in the documentation): True when it is, False after ``timeout`` seconds."""
-        return await self._wait_settled(timeout)
+        return await self._driver.wait_settled(timeout)
 
     async def _extend(self, lock: AsyncDynamoDBLock) -> None:
-        self._check_process()
-        async with lock._mutex:
-            await self._run(self._extend_protocol(lock))
+        self._state.check_process()
+        async with lock.task_lock:
+            await self._driver.run(self._orchestration.renewing.extending(lock))
 
     async def _update_attributes(self, lock: AsyncDynamoDBLock, values: Any, remove: Any) -> None:
-        await self._run(self._update_attributes_protocol(lock, values, remove))
+        await self._driver.run(self._orchestration.renewing.updating(lock, values, remove))
 
     async def _guarded_write(self, lock: AsyncDynamoDBLock, items: Any, typed: bool, options: Mapping[str, Any],
                              client_token: Optional[str]) -> Dict[str, Any]:
-        response: Dict[str, Any] = await self._run(
-            self._guard_protocol(lock, items, typed, options, client_token, self._store.wire))
+        response: Dict[str, Any] = await self._driver.run(self._orchestration.renewing.guarded(
+            lock, items, typed, options, client_token, self._driver.transport.wire))
         return response
 
     def _new_lock(self, **fields: Any) -> AsyncDynamoDBLock:
@@ -477,11 +569,46 @@ class AsyncDynamoDBLockClient(TaskMultiKeys[AsyncDynamoDBLock]):
         (``wake`` is an ``asyncio.Event``). Cancelling the task leaves nothing held, as for
         :meth:`acquire_lock`. ``raise_context_exception`` is True by default: an exception raised
         in the lock's ``async with`` block propagates."""
-        attempts = self._first_attempts(partition_key, sort_keys, retry_period, retry_timeout,
-                                        additional_attributes, app_callback)
+        acquiring = self._orchestration.acquiring
+        attempts = acquiring.first_attempts(partition_key, sort_keys, retry_period, retry_timeout,
+                                            additional_attributes, app_callback)
         require_asyncio_event('wake', wake)
-        return await self._run(self._first_acquisition(attempts, asyncio.current_task(), app_callback,
-                                                       raise_context_exception, self._new_lock), wake)
+        lock: AsyncDynamoDBLock = await self._driver.run(
+            acquiring.first(attempts, asyncio.current_task(), app_callback, raise_context_exception), wake)
+        return lock
+
+    # -- several keys at once, all or nothing ------------------------------------------------
+
+    def acquire_locks(self, keys: Sequence[Key], retry_period: Optional[datetime.timedelta] = None,
+                      retry_timeout: Optional[datetime.timedelta] = None,
+                      additional_attributes: Optional[Mapping[str, Any]] = None,
+                      app_callback: Optional[Callable[[str, AsyncDynamoDBMultiLock], Any]] = None,
+                      raise_context_exception: bool = True) -> Acquisition[AsyncDynamoDBMultiLock]:
+        """Acquire every key of ``keys`` or none (``await`` it, or ``async with``); see the
+        threaded client's :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.acquire_locks`
+        (an exception raised in the ``async with`` block propagates, unless
+        ``raise_context_exception=False``). Cancelling the task leaves no key held."""
+        attempts = self._orchestration.several.attempts(keys, retry_period, retry_timeout, additional_attributes,
+                                                        app_callback)
+        return Acquisition(cast(Coroutine[Any, Any, AsyncDynamoDBMultiLock],
+                                self._acquire_all(attempts, app_callback, raise_context_exception, True)),
+                           'AsyncDynamoDBLockClient.acquire_locks')
+
+    async def try_acquire_locks(self, keys: Sequence[Key], additional_attributes: Optional[Mapping[str, Any]] = None,
+                                app_callback: Optional[Callable[[str, AsyncDynamoDBMultiLock], Any]] = None,
+                                raise_context_exception: bool = True) -> Optional[AsyncDynamoDBMultiLock]:
+        """Acquire every key of ``keys`` if they can all be had right now; None otherwise."""
+        attempts = self._orchestration.several.attempts(keys, None, datetime.timedelta(0), additional_attributes,
+                                                        app_callback)
+        return await self._acquire_all(attempts, app_callback, raise_context_exception, False)
+
+    async def _acquire_all(self, attempts: Any, app_callback: Any, raise_context_exception: bool,
+                           timeout_is_error: bool) -> Optional[AsyncDynamoDBMultiLock]:
+        multi = AsyncDynamoDBMultiLock(self, app_callback, raise_context_exception, driver=self._driver,
+                                       orchestration=self._orchestration)
+        locks = await self._driver.run(self._orchestration.several.acquiring(
+            attempts, asyncio.current_task(), timeout_is_error, multi._member_callback, raise_context_exception))
+        return attach(multi, locks)
 
 
 def _is_async_dynamodb_client(client: Any) -> bool:

@@ -22,22 +22,27 @@ import logging
 import threading
 import time
 from types import TracebackType
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Type,
-                    TypeVar, Union)
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
+                    Type, TypeVar, Union)
 
 from botocore.exceptions import ClientError
 
-from . import _config
-from ._locks import BaseDynamoDBLock, Defaults, HeldLock, check_for_table_arguments, suppress_after_block
+from ._client.acquiring import MAX_FIRST_KEYS
+from ._config import check_additional_attributes, check_key
+from ._client.context import check_construction, make_state
+from ._client.orchestration import Orchestration
 from ._clock import Clock, SystemClock
-from ._core.write import read_row
 from ._core.guard import single_action
 from ._core.heartbeat import check_locks
+from ._drivers.thread_transport import ThreadTransport
+from ._drivers.threads import ThreadDriver, Waiter, check_cancel
 from ._errors import DynamoDBLockError, Reason  # noqa: F401  (Reason: importable here, not in __all__)
+from ._locks import (APP_CALLBACK_THREADPOOL_SIZE, BaseDynamoDBLock, Defaults, HeldLock, check_for_table_arguments,
+                     suppress_after_block)
+from ._multi_locks import DynamoDBMultiLock, Key, attach
 from ._observe import MetricsHook
-from ._schema import PartitionKey
+from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, Item, PartitionKey, TableLayout
 from ._tables import creating_table, describing_table, lock_transport_of, require_low_level_client, run_admin
-from ._multi import ThreadMultiKeys
 
 if TYPE_CHECKING:  # the boto3-stubs types (pip install 'boto3-stubs[dynamodb]'); nothing at run time
     from mypy_boto3_dynamodb import DynamoDBClient, DynamoDBServiceResource
@@ -75,10 +80,12 @@ class DynamoDBLock(HeldLock):
         lock_client: 'DynamoDBLockClient',
         raise_context_exception: bool = False,
     ) -> None:
-        clock = lock_client._clock if isinstance(lock_client, DynamoDBLockClient) else SystemClock()
+        state = lock_client._state if isinstance(lock_client, DynamoDBLockClient) else None
         super().__init__(
             partition_key, sort_key, owner_name, lease_duration, record_version_number, expiry_time,
-            additional_attributes, app_callback, lock_client, raise_context_exception, clock=clock,
+            additional_attributes, app_callback, lock_client, raise_context_exception,
+            clock=state.clock if state is not None else SystemClock(),
+            describe=state.describe_row if state is not None else None,
         )
         # Serialises the calls to DynamoDB about this lock (a release and a heartbeat).
         self.thread_lock = threading.RLock()
@@ -176,7 +183,7 @@ class DynamoDBLock(HeldLock):
         return suppress_after_block(self, exc_type, exc_value, traceback)
 
 
-class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
+class DynamoDBLockClient(Defaults):
     """Hands out distributed locks stored in one DynamoDB table, and keeps them alive.
 
     Create one client at start-up and :meth:`close` it at shut-down. The constructor starts
@@ -193,7 +200,13 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         warnings.
     """
 
-    _base_lock_class = BaseDynamoDBLock
+    #: The most keys one :meth:`acquire_first_lock` may try.
+    MAX_FIRST_KEYS = MAX_FIRST_KEYS
+
+    # What the published client kept in private attributes, for code that reads them.
+    _COL_OWNER_NAME = COL_OWNER_NAME
+    _COL_LEASE_DURATION = COL_LEASE_DURATION
+    _COL_RECORD_VERSION_NUMBER = COL_RECORD_VERSION_NUMBER
 
     def __init__(
         self,
@@ -221,8 +234,8 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         session: bool = False,
     ) -> None:
         low_level_client, typed = lock_transport_of(dynamodb_resource)
-        settings = self._configure(
-            low_level_client, clock, app_callback_executor, metrics, background_heartbeats,
+        settings = check_construction(
+            low_level_client, app_callback_executor, metrics, background_heartbeats,
             table_name=table_name, partition_key_name=partition_key_name, sort_key_name=sort_key_name,
             ttl_attribute_name=ttl_attribute_name, owner_name=owner_name, heartbeat_period=heartbeat_period,
             safe_period=safe_period, lease_duration=lease_duration, expiry_period=expiry_period,
@@ -230,10 +243,94 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
             heartbeat_batch_size=heartbeat_batch_size, keep_released_rows=keep_released_rows,
             max_clock_skew=max_clock_skew, partition_key_type=partition_key_type, session=session)
 
-        self._dynamodb_resource = dynamodb_resource   # published private attributes, as all below
-        self._keep_published_attributes(heartbeat_period, safe_period, lease_duration, expiry_period, heartbeat_tps)
-        self._start_threads(low_level_client, typed, settings, background_heartbeats)
-        self._log_started('lock client', background_heartbeats)
+        self._owns_app_callback_executor = app_callback_executor is None
+        self._app_callback_executor = app_callback_executor or concurrent.futures.ThreadPoolExecutor(
+            max_workers=APP_CALLBACK_THREADPOOL_SIZE, thread_name_prefix=f'{type(self).__name__}-callback')
+        self._driver = driver = ThreadDriver(ThreadTransport(low_level_client, typed), settings.heartbeat_workers,
+                                             self._app_callback_executor)
+        self._close_guard = threading.Lock()
+        self._orchestration = parts = Orchestration(make_state(
+            settings, clock, driver.dispatch_callback, metrics, self, self._new_lock, driver.shutdown,
+            threading.Lock), threading.Lock)
+        self._state = parts.state
+        self._settings, self._schema, self._clock = settings, settings.schema, parts.state.clock
+        self._shutdown, self._store = driver.shutdown, driver.transport
+        # Published private attributes, as all below.
+        self._dynamodb_resource = dynamodb_resource
+        self._owner_name, self._table_name = settings.owner_name, settings.schema.table_name
+        self._partition_key_name = settings.schema.partition_key_name
+        self._sort_key_name = settings.schema.sort_key_name
+        self._ttl_attribute_name = settings.schema.ttl_attribute_name
+        self._heartbeat_period, self._safe_period, self._lease_duration = heartbeat_period, safe_period, lease_duration
+        self._expiry_period, self._heartbeat_tps = expiry_period, heartbeat_tps
+        self._heartbeat_period_s, self._safe_period_s = settings.heartbeat_period, settings.safe_period
+        self._lease_duration_s, self._expiry_period_s = settings.lease_duration, settings.expiry_period
+        driver.serve(parts, settings.heartbeat_period, background_heartbeats)
+        logger.info('Started lock client %s on table %s (heartbeat %ss, safe %ss, lease %ss%s)', self._owner_name,
+                    self._table_name, settings.heartbeat_period, settings.safe_period, settings.lease_duration,
+                    '' if background_heartbeats else ', heartbeats sent by the application')
+
+    # -- read-only views -----------------------------------------------------------------
+
+    @property
+    def owner_name(self) -> str:
+        """The ``owner_name`` this client writes into the rows of its locks (the constructor's,
+        or the host name and a random suffix it chose)."""
+        return self._owner_name
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has been called."""
+        return self._state.closed
+
+    @property
+    def table_layout(self) -> TableLayout:
+        """The table's name, key names and types, and TTL attribute, as this client uses them
+        (given to the constructor, or read from the table by ``for_table``)."""
+        return self._schema.layout
+
+    @property
+    def heartbeats_in_flight(self) -> int:
+        """How many held locks have a renewal on the wire right now (0: the client is quiet)."""
+        return self._orchestration.renewing.in_flight
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the client times everything with (``clock=`` of the constructor, or the
+        system clock): ``monotonic()``, ``time()``, ``sleep(seconds, event)``; recipes wait on it."""
+        return self._clock
+
+    @property
+    def heartbeat_period(self) -> float:
+        """Seconds between renewals of a held lock."""
+        return self._settings.heartbeat_period
+
+    @property
+    def safe_period(self) -> float:
+        """Seconds without a confirmed renewal after which a lock is ``IN_DANGER``."""
+        return self._settings.safe_period
+
+    @property
+    def lease_duration(self) -> float:
+        """Seconds a lock row of this client is presumed alive without a renewal."""
+        return self._settings.lease_duration
+
+    @property
+    def background_threads(self) -> Tuple[threading.Thread, ...]:
+        """The client's background threads that were started (the heartbeat sender and the
+        danger checker; none with ``background_heartbeats=False``): alive until :meth:`close`."""
+        return self._driver.background_threads
+
+    def check_lock_arguments(self, partition_key: PartitionKey, sort_key: str,
+                             additional_attributes: Optional[Mapping[str, Any]] = None) -> None:
+        """Check a key and additional attributes as ``acquire_lock`` would, without any call:
+        for code that builds on the client and wants to refuse bad input early.
+
+        :raises TypeError, ValueError: as ``acquire_lock``; a sort key on a table without one
+            (or none on a table with one) is a ValueError that names the sort key.
+        """
+        check_key(self._schema, partition_key, sort_key)
+        check_additional_attributes(self._schema, additional_attributes)
 
     # -- public API ----------------------------------------------------------------------
 
@@ -288,15 +385,23 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
             :meth:`close`, ``UNKNOWN`` for any other failure (the cause is chained), including a
             missing table.
         """
-        arguments = self._acquire_arguments(partition_key, sort_key, retry_period, retry_timeout, additional_attributes,
-                                            app_callback, reentrant, dict(
-                                                shared=shared, lease_duration=lease_duration, keep_row=keep_row,
-                                                lock_existing_item=lock_existing_item, only_if_exists=only_if_exists))
-        self._check_cancel(cancel)
-        lock = self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, True,
-                             reentrant, cancel)
+        call = self._orchestration.acquiring.call(
+            partition_key, sort_key, retry_period, retry_timeout, additional_attributes, app_callback,
+            raise_context_exception, reentrant=reentrant, shared=shared, lease_duration=lease_duration,
+            lock_existing_item=lock_existing_item, only_if_exists=only_if_exists, keep_row=keep_row)
+        check_cancel(cancel)
+        lock = self._acquire(call, cancel)
         assert lock is not None   # a timeout raises here: timeout_is_error=True
         return lock
+
+    def _acquire(self, call: Any, cancel: Optional[threading.Event] = None) -> Optional[DynamoDBLock]:
+        acquiring = self._orchestration.acquiring
+        holder = threading.current_thread()   # not get_ident(): an ident is reused by later threads
+        held, waiter = acquiring.queue(call, holder, Waiter)
+        if held is not None:
+            return held
+        acquired: Optional[DynamoDBLock] = self._driver.run(acquiring.acquisition(waiter, holder, call), waiter, cancel)
+        return acquired
 
     def try_acquire_lock(
         self,
@@ -320,12 +425,10 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         :returns: the held :class:`DynamoDBLock`, or None when someone else holds the lock.
         :raises: as :meth:`acquire_lock`, except that a held lock is not an error.
         """
-        arguments = self._acquire_arguments(partition_key, sort_key, None, datetime.timedelta(0), additional_attributes,
-                                            app_callback, reentrant, dict(
-                                                shared=shared, lease_duration=lease_duration, keep_row=keep_row,
-                                                lock_existing_item=lock_existing_item, only_if_exists=only_if_exists))
-        return self._acquire(partition_key, sort_key, arguments, app_callback, raise_context_exception, False,
-                             reentrant)
+        return self._acquire(self._orchestration.acquiring.call(
+            partition_key, sort_key, None, datetime.timedelta(0), additional_attributes, app_callback,
+            raise_context_exception, False, reentrant=reentrant, shared=shared, lease_duration=lease_duration,
+            lock_existing_item=lock_existing_item, only_if_exists=only_if_exists, keep_row=keep_row))
 
     def release_lock(self, lock: DynamoDBLock, best_effort: bool = True, *,
                      attributes: Optional[Mapping[str, Any]] = None, keep_row: Optional[bool] = None) -> bool:
@@ -355,11 +458,13 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
             ``UNKNOWN`` for other failures, in which case the lock is still held and kept
             alive, so the release can be retried.
         """
-        self._check_process()
+        self._state.check_process()
         if not isinstance(lock, DynamoDBLock):
             raise TypeError(f'release_lock takes a DynamoDBLock, not {type(lock).__name__}')
-        attributes = self._release_attributes(lock, attributes, keep_row)
-        return self._run(self._releasing(lock, best_effort, attributes, keep_row))
+        releasing = self._orchestration.releasing
+        attributes = releasing.attributes(lock, attributes, keep_row)
+        released: bool = self._driver.run(releasing.releasing(lock, best_effort, attributes, keep_row))
+        return released
 
     def close(self, release_locks: bool = False) -> None:
         """Stop the background threads, promptly; safe to call twice and from any thread.
@@ -369,14 +474,17 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         DynamoDB's TTL. The callback executor is shut down if the client created it. In a
         process forked from the one that created the client, locks are never released.
         """
+        parts = self._orchestration
         with self._close_guard:
-            if not self._begin_close():
+            if not parts.releasing.begin_close():
                 return
-        self._stop_threads()
-        for lock in self._locks_to_release_at_close(release_locks):
+        self._driver.stop()
+        for lock in (self.held_locks() if release_locks and not self._state.forked() else []):
             self.release_lock(lock, best_effort=True)
-        self._run(self._ending_session())
-        self._end_close()
+        self._driver.run(parts.sessions.ending())
+        if self._owns_app_callback_executor:
+            self._app_callback_executor.shutdown(wait=False)
+        logger.info('Closed lock client %s', self._owner_name)
 
     def get_lock(self, partition_key: PartitionKey,
                  sort_key: str = Defaults._DEFAULT_SORT_KEY_VALUE) -> Optional[BaseDynamoDBLock]:
@@ -386,10 +494,8 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
             the lock), or None when there is no row.
         :raises DynamoDBLockError: ``UNKNOWN`` when the read fails.
         """
-        self._check_process()
-        _config.check_key(self._schema, partition_key, sort_key)
-        row = self._run(read_row(self._schema, partition_key, sort_key, None))
-        described: Optional[BaseDynamoDBLock] = self._describe_row(row)
+        described: Optional[BaseDynamoDBLock] = self._driver.run(
+            self._orchestration.listing.reading(partition_key, sort_key))
         return described
 
     def list_locks(self, partition_key: Optional[PartitionKey] = None) -> Iterator[BaseDynamoDBLock]:
@@ -400,9 +506,10 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
 
         :raises DynamoDBLockError: ``UNKNOWN`` when the scan or query fails.
         """
-        request: Optional[Any] = self._listing(partition_key)
+        listing = self._orchestration.listing
+        request: Optional[Any] = listing.first_page(partition_key)
         while request is not None:
-            locks, request = self._listed(request, self._store.send(request))
+            locks, request = listing.page(request, self._driver.transport.send(request))
             yield from locks
 
     def force_release_lock(self, lock: BaseDynamoDBLock) -> bool:
@@ -419,15 +526,12 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         :returns: True when the lock was freed, False when its row had changed or was gone.
         :raises DynamoDBLockError: ``UNKNOWN`` when the write fails.
         """
-        self._check_process()
-        if not isinstance(lock, BaseDynamoDBLock):
-            raise TypeError(f'force_release_lock takes a BaseDynamoDBLock, not {type(lock).__name__}')
-        freed: bool = self._run(self._force_release_protocol(lock))
+        freed: bool = self._driver.run(self._orchestration.listing.force_releasing(lock))
         return freed
 
     def held_locks(self) -> List[DynamoDBLock]:
         """The locks this client holds and keeps alive right now (a snapshot)."""
-        return self._registry.held()
+        return self._state.registry.held()
 
     def send_heartbeats(self, locks: Optional[Iterable[DynamoDBLock]] = None) -> None:
         """Renew held locks now, in the calling thread: all of them, or those given.
@@ -438,15 +542,15 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         client does not hold are skipped. With ``background_heartbeats=False`` this is how
         locks are kept alive; call it well within every ``heartbeat_period``.
         """
-        self._check_process()
-        for group in self._heartbeat_groups(locks, DynamoDBLock):
-            self._renew(group)
+        for group in self._orchestration.renewing.groups(locks, DynamoDBLock):
+            self._driver.renew(group)
 
     def check_locks(self) -> None:
         """Flag held locks not renewed for ``safe_period`` as ``IN_DANGER`` now, calling their
         callbacks with ``LOCK_IN_DANGER``: what the background checker does each period."""
-        self._check_process()
-        self._run(check_locks(self._heartbeat_settings, self._registry.held(), self._clock))
+        state = self._state
+        state.check_process()
+        self._driver.run(check_locks(state.heartbeat_settings, state.registry.held(), state.clock))
 
     def __enter__(self) -> 'DynamoDBLockClient':
         return self
@@ -500,24 +604,32 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         """Wait until the undo of every interrupted call of this client is done (see
         "Interruptions" in the documentation): True when it is, False after ``timeout`` real
         seconds (a thread join: real time, whatever clock the client was given)."""
-        return self._wait_settled(timeout)
+        return self._driver.wait_settled(timeout)
 
     def _extend(self, lock: DynamoDBLock) -> None:
-        self._check_process()
         with lock.thread_lock:
-            self._run(self._extend_protocol(lock))
+            self._driver.run(self._orchestration.renewing.extending(lock))
 
     def _update_attributes(self, lock: DynamoDBLock, values: Any, remove: Any) -> None:
-        self._run(self._update_attributes_protocol(lock, values, remove))
+        self._driver.run(self._orchestration.renewing.updating(lock, values, remove))
 
     def _guarded_write(self, lock: DynamoDBLock, items: Any, typed: bool, options: Mapping[str, Any],
                        client_token: Optional[str]) -> Dict[str, Any]:
-        response: Dict[str, Any] = self._run(
-            self._guard_protocol(lock, items, typed, options, client_token, self._store.wire))
+        response: Dict[str, Any] = self._driver.run(self._orchestration.renewing.guarded(
+            lock, items, typed, options, client_token, self._driver.transport.wire))
         return response
 
     def _new_lock(self, **fields: Any) -> DynamoDBLock:
         return DynamoDBLock(lock_client=self, **fields)
+
+    def _get_item_from_lock(self, lock: BaseDynamoDBLock) -> Item:
+        """The table item for ``lock``, in boto3's Python types."""
+        return self._schema.lock_item(lock.partition_key, lock.sort_key, lock.owner_name, lock.lease_duration,
+                                      lock.record_version_number, lock.expiry_time, lock.additional_attributes)
+
+    def _get_lock_from_item(self, item: Mapping[str, Any]) -> BaseDynamoDBLock:
+        """A :class:`BaseDynamoDBLock` describing a table item."""
+        return BaseDynamoDBLock(**self._schema.lock_fields(item, self._settings.lease_duration))
 
     # -- acquiring the first free of several keys ----------------------------------------
 
@@ -558,14 +670,61 @@ class DynamoDBLockClient(ThreadMultiKeys[DynamoDBLock], Defaults):
         :raises DynamoDBLockError: ``ACQUIRE_TIMEOUT`` when every key was held for
             ``retry_timeout``; otherwise as :meth:`acquire_lock`.
         """
-        attempts = self._first_attempts(partition_key, sort_keys, retry_period, retry_timeout,
-                                        additional_attributes, app_callback)
-        self._check_cancel(cancel, wake)
-        acquiring = self._first_acquisition(attempts, threading.current_thread(), app_callback,
-                                            raise_context_exception, self._new_lock)
+        acquiring = self._orchestration.acquiring
+        attempts = acquiring.first_attempts(partition_key, sort_keys, retry_period, retry_timeout,
+                                            additional_attributes, app_callback)
+        check_cancel(cancel, wake)
+        first = acquiring.first(attempts, threading.current_thread(), app_callback, raise_context_exception)
         if wake is None and cancel is not None:
             wake = threading.Event()     # the cancel relay sets it: never the client's shutdown event
-        return self._run(acquiring, wake, cancel)
+        lock: DynamoDBLock = self._driver.run(first, wake, cancel)
+        return lock
+
+    # -- several keys at once, all or nothing ------------------------------------------------
+
+    def acquire_locks(self, keys: Sequence[Key], retry_period: Optional[datetime.timedelta] = None,
+                      retry_timeout: Optional[datetime.timedelta] = None,
+                      additional_attributes: Optional[Mapping[str, Any]] = None,
+                      app_callback: Optional[Callable[[str, DynamoDBMultiLock], Any]] = None,
+                      raise_context_exception: bool = True, *,
+                      cancel: Optional[threading.Event] = None) -> DynamoDBMultiLock:
+        """Acquire every key of ``keys`` (partition keys, or ``(partition_key, sort_key)``
+        tuples; 1 to 100, distinct) or none, in one ``TransactWriteItems``, waiting as
+        :meth:`acquire_lock` waits; see :doc:`multi_keys`.
+
+        An exception raised in the multi-lock's ``with`` block propagates (after the keys are
+        released): ``raise_context_exception`` is True by default here, unlike the published
+        ``acquire_lock``'s; pass False to have it logged and suppressed instead.
+
+        :raises TypeError, ValueError: for bad arguments (any key), before anything is written.
+        :raises DynamoDBLockError: as :meth:`acquire_lock`; after ``ACQUIRE_TIMEOUT`` no key is held.
+        """
+        multi = self._acquire_all(keys, retry_period, retry_timeout, additional_attributes, app_callback,
+                                  raise_context_exception, True, cancel)
+        assert multi is not None
+        return multi
+
+    def try_acquire_locks(self, keys: Sequence[Key], additional_attributes: Optional[Mapping[str, Any]] = None,
+                          app_callback: Optional[Callable[[str, DynamoDBMultiLock], Any]] = None,
+                          raise_context_exception: bool = True) -> Optional[DynamoDBMultiLock]:
+        """Acquire every key of ``keys`` if they can all be had right now (one attempt); None
+        when any is held by someone else, and then none is. ``raise_context_exception`` as for
+        :meth:`acquire_locks` (True: an exception in the ``with`` block propagates)."""
+        return self._acquire_all(keys, None, datetime.timedelta(0), additional_attributes, app_callback,
+                                 raise_context_exception, False, None)
+
+    def _acquire_all(self, keys: Any, retry_period: Any, retry_timeout: Any, additional_attributes: Any,
+                     app_callback: Any, raise_context_exception: bool, timeout_is_error: bool,
+                     cancel: Optional[threading.Event]) -> Optional[DynamoDBMultiLock]:
+        several = self._orchestration.several
+        attempts = several.attempts(keys, retry_period, retry_timeout, additional_attributes, app_callback)
+        check_cancel(cancel)
+        multi = DynamoDBMultiLock(self, app_callback, raise_context_exception, driver=self._driver,
+                                  orchestration=self._orchestration)
+        wake = threading.Event() if cancel is not None else None   # never the client's shutdown event
+        locks = self._driver.run(several.acquiring(attempts, threading.current_thread(), timeout_is_error,
+                                                   multi._member_callback, raise_context_exception), wake, cancel)
+        return attach(multi, locks)
 
 # ``from python_dynamodb_lock.python_dynamodb_lock import *``: the published module had no
 # ``__all__``, so its star import also gave the modules and names it imported, and code written

@@ -28,7 +28,7 @@ from python_dynamodb_lock import DynamoDBLockError
 from python_dynamodb_lock._requests import Renewal
 from python_dynamodb_lock._schema import Schema
 from python_dynamodb_lock._shared_requests import entry, mark_writer
-from python_dynamodb_lock._store import Store
+from python_dynamodb_lock._drivers.thread_transport import ThreadTransport as Store
 from python_dynamodb_lock.testing import moto_lock_table
 from test_core_protocol import FakeClock
 

@@ -26,7 +26,8 @@ import pytest
 from _matrix import cells, interrupts, readers
 from _matrix.entries import ACCEPTS, ENTRY_POINTS, OPTIONS, accepts, waits
 from helpers import ASYNCIO, THREADED, LockClients
-from python_dynamodb_lock._base import ClientCore
+from python_dynamodb_lock._client.acquiring import Acquiring
+from python_dynamodb_lock._client.sessions import Sessions
 from python_dynamodb_lock.aio import AsyncDynamoDBLockClient
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient
 from python_dynamodb_lock.testing import LockTable
@@ -97,16 +98,16 @@ def test_the_table_of_accepted_options_is_the_signatures() -> None:
 # --- the matrix bites: a feature removed from one entry point turns its cell red ----------
 
 def _no_session_start(self: Any, attempts: Any) -> Any:
-    """``ClientCore._starting_session`` without the session row: the attempts as they are."""
+    """``Sessions.starting`` without the session row: the attempts as they are."""
     return list(attempts)
     yield   # a generator, as the protocol step it replaces
 
 
-_real_attempt = ClientCore._attempt
+_real_attempt = Acquiring.attempt
 
 
 def _no_writer_marker(self: Any, *args: Any) -> Any:
-    """``ClientCore._attempt`` with the writer-waiting marker turned off."""
+    """``Acquiring.attempt`` with the writer-waiting marker turned off."""
     return dataclasses.replace(_real_attempt(self, *args), writer_marker=False)
 
 
@@ -114,7 +115,7 @@ def _no_writer_marker(self: Any, *args: Any) -> Any:
 def test_the_session_cell_fails_when_acquire_lock_skips_the_session_start(
         local_engine: LockTable, matrix_clients: LockClients, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without its session row, ``acquire_lock`` under ``session=True`` fails its cell."""
-    monkeypatch.setattr(ClientCore, '_starting_session', _no_session_start)
+    monkeypatch.setattr(Sessions, 'starting', _no_session_start)
     with pytest.raises(AssertionError) as failed:
         cells.session(cells.Cell(local_engine, matrix_clients, 'acquire_lock'))
     assert 'two holders at once' in str(failed.value) or 'does not exist' in str(failed.value)
@@ -124,6 +125,6 @@ def test_the_session_cell_fails_when_acquire_lock_skips_the_session_start(
 def test_the_reader_stream_cell_fails_when_acquire_lock_sets_no_writer_marker(
         local_engine: LockTable, matrix_clients: LockClients, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without its writer-waiting marker, ``acquire_lock`` is starved by readers: its cell fails."""
-    monkeypatch.setattr(ClientCore, '_attempt', _no_writer_marker)
+    monkeypatch.setattr(Acquiring, 'attempt', _no_writer_marker)
     with pytest.raises(AssertionError, match='starved by a stream of readers'):
         readers.reader_stream(cells.Cell(local_engine, matrix_clients, 'acquire_lock'))

@@ -1,6 +1,6 @@
 """The threaded client's executor: the one place that sends requests to DynamoDB.
 
-:class:`Store` runs a :class:`~python_dynamodb_lock._requests.Request` on a boto3 client, which
+:class:`ThreadTransport` runs a :class:`~python_dynamodb_lock._requests.Request` on a boto3 client, which
 is safe to share between threads (a resource is not):
 
 - the low-level client of the application's DynamoDB resource (``resource.meta.client``), which
@@ -20,14 +20,14 @@ from typing import Any, List, Union
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ._core.answers import Answer, judge_answer, judge_error
-from ._requests import Request
-from ._wire import Wire
+from .._core.answers import Answer, judge_answer, judge_error
+from .._requests import Request
+from .._wire import Wire
 
-__all__ = ['Store']
+__all__ = ['ThreadTransport']
 
 
-class Store:
+class ThreadTransport:
     """Sends requests on one thread-safe boto3 client; ``typed``: the client takes and gives
     typed JSON (no resource layer on it)."""
 

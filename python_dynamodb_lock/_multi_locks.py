@@ -1,40 +1,35 @@
-"""Several keys at once, all or nothing: ``acquire_locks`` / ``try_acquire_locks`` of both clients,
-and the multi-lock objects they return.
+"""The multi-lock objects ``acquire_locks`` / ``try_acquire_locks`` of both clients return,
+and :class:`Acquisition`, what an asyncio acquisition returns: public faces.
 
 The decisions are in :mod:`python_dynamodb_lock._core.multi` (one transaction, the watch of each
-key) and :class:`~python_dynamodb_lock._base.ClientCore` (``_multi_attempts``,
-``_multi_acquisition``, ``_releasing_all``). Here are only the public faces: the two mixins the
-clients inherit their methods from, and :class:`DynamoDBMultiLock` /
-:class:`AsyncDynamoDBMultiLock`. Each key is an ordinary held lock of the client (registered,
+key) and the orchestration in :mod:`python_dynamodb_lock._client.several_keys`. Here are only
+:class:`DynamoDBMultiLock` / :class:`AsyncDynamoDBMultiLock`, which hold the client's driver and
+orchestration. Each key is an ordinary held lock of the client (registered,
 renewed by the batched heartbeats, listed by ``held_locks``); the multi-lock ties them together.
 See the "Several keys at once" page of the documentation.
 """
 from __future__ import annotations
 
 import asyncio
-import datetime
 import threading
 from types import TracebackType
-from typing import (TYPE_CHECKING, Any, Callable, Coroutine, Dict, Generator, Generic, Mapping, Optional, Sequence,
+from typing import (Any, Callable, Coroutine, Dict, Generator, Generic, Mapping, Optional, Sequence,
                     Set, Tuple, Type, TypeVar, Union, cast)
 
-from ._aio_runner import TaskRunner
+from ._client.orchestration import Orchestration
 from ._core.guard import MAX_ACTIONS
 from ._core.multi import set_name
 from ._core.state import Status
-from ._locks import suppress_after_block
+from ._drivers.tasks import TaskDriver
+from ._drivers.threads import ThreadDriver
+from ._locks import HeldLock, suppress_after_block
 from ._schema import PartitionKey
-from ._threaded import ThreadRunner
 
-if TYPE_CHECKING:
-    from .aio import AsyncDynamoDBLock  # noqa: F401  (named in quotes: a runtime import would be circular)
-    from .python_dynamodb_lock import DynamoDBLock  # noqa: F401
-
-__all__ = ['Acquisition', 'AsyncDynamoDBMultiLock', 'DynamoDBMultiLock', 'Key', 'TaskMultiKeys', 'ThreadMultiKeys']
+__all__ = ['Acquisition', 'AsyncDynamoDBMultiLock', 'DynamoDBMultiLock', 'Key', 'attach']
 
 #: One key of ``acquire_locks``: a partition key (sort key ``'-'``) or ``(partition_key, sort_key)``.
 Key = Union[PartitionKey, Tuple[PartitionKey, str]]
-L = TypeVar('L')
+L = TypeVar('L', bound=HeldLock)
 T = TypeVar('T')
 _CODES_TOLD_ONCE = frozenset({'LOCK_STOLEN'})
 
@@ -43,8 +38,11 @@ class _MultiLock(Generic[L]):
     """What both multi-locks share: the locks, the set's status, and its callback."""
 
     def __init__(self, lock_client: Any, app_callback: Optional[Callable[..., Any]],
-                 raise_context_exception: bool) -> None:
+                 raise_context_exception: bool, *, driver: Any = None,
+                 orchestration: Optional[Orchestration[Any]] = None) -> None:
         self.lock_client = lock_client
+        self._driver = driver
+        self._orchestration = orchestration
         self.app_callback = app_callback
         self.raise_context_exception = raise_context_exception
         self._locks: Tuple[L, ...] = ()
@@ -69,7 +67,7 @@ class _MultiLock(Generic[L]):
     def status(self) -> str:
         """The set's status: ``INVALID`` once any key was lost, ``RELEASED`` once any key was
         released, else ``IN_DANGER`` while any key is, else ``LOCKED``."""
-        statuses = {lock.status for lock in self._locks}  # type: ignore[attr-defined]
+        statuses = {lock.status for lock in self._locks}
         for status in (Status.INVALID, Status.RELEASED, Status.IN_DANGER, Status.PENDING):
             if status in statuses:
                 return status
@@ -78,7 +76,7 @@ class _MultiLock(Generic[L]):
     @property
     def fencing_tokens(self) -> Tuple[Optional[int], ...]:
         """Every key's fencing token, in the order of :attr:`locks`."""
-        return tuple(lock.fencing_token for lock in self._locks)  # type: ignore[attr-defined]
+        return tuple(lock.fencing_token for lock in self._locks)
 
     @property
     def actions_left(self) -> int:
@@ -97,8 +95,14 @@ class _MultiLock(Generic[L]):
         return None if self.app_callback is None else self.app_callback(code, self)
 
     def _guard(self, items: Any, typed: bool, options: Mapping[str, Any], client_token: Optional[str]) -> Any:
-        client = self.lock_client
-        return client._guard_protocol(self._locks, items, typed, options, client_token, client._store.wire)
+        assert self._orchestration is not None
+        return self._orchestration.renewing.guarded(self._locks, items, typed, options, client_token,
+                                                    self._driver.transport.wire)
+
+    def _releasing(self, best_effort: bool) -> Any:
+        assert self._orchestration is not None
+        self._orchestration.state.check_process()
+        return self._orchestration.several.releasing(self._locks, best_effort)
 
     def __str__(self) -> str:
         return f'{type(self).__name__}({self.unique_identifier}, status={self.status})'
@@ -106,7 +110,7 @@ class _MultiLock(Generic[L]):
     __repr__ = __str__
 
 
-class DynamoDBMultiLock(_MultiLock['DynamoDBLock']):
+class DynamoDBMultiLock(_MultiLock[HeldLock]):
     """Every key of :meth:`DynamoDBLockClient.acquire_locks
     <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.acquire_locks>`, held together.
 
@@ -124,9 +128,8 @@ class DynamoDBMultiLock(_MultiLock['DynamoDBLock']):
         :returns: True when this call released every key of the set; False when any key was
             not released by it (already released, lost, or, best effort, a release that failed).
         """
-        client = self.lock_client
-        client._check_process()
-        released: bool = client._run(client._releasing_all(self._locks, best_effort))
+        driver: ThreadDriver = self._driver
+        released: bool = driver.run(self._releasing(best_effort))
         return released
 
     def transact_write_items(self, TransactItems: Sequence[Mapping[str, Any]], *, typed: bool = False,
@@ -135,8 +138,8 @@ class DynamoDBMultiLock(_MultiLock['DynamoDBLock']):
         :attr:`actions_left`) and one check per key, in one transaction; otherwise as
         :meth:`DynamoDBLock.transact_write_items
         <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLock.transact_write_items>`."""
-        response: Dict[str, Any] = self.lock_client._run(self._guard(TransactItems, typed, options,
-                                                                     ClientRequestToken))
+        driver: ThreadDriver = self._driver
+        response: Dict[str, Any] = driver.run(self._guard(TransactItems, typed, options, ClientRequestToken))
         return response
 
     def __enter__(self) -> 'DynamoDBMultiLock':
@@ -148,7 +151,7 @@ class DynamoDBMultiLock(_MultiLock['DynamoDBLock']):
         return suppress_after_block(cast(Any, self), exc_type, exc_value, traceback)
 
 
-class AsyncDynamoDBMultiLock(_MultiLock['AsyncDynamoDBLock']):
+class AsyncDynamoDBMultiLock(_MultiLock[HeldLock]):
     """The asyncio twin of :class:`DynamoDBMultiLock`: ``await multi.release()``,
     ``await multi.transact_write_items(...)``, ``async with``."""
 
@@ -156,17 +159,16 @@ class AsyncDynamoDBMultiLock(_MultiLock['AsyncDynamoDBLock']):
         """Free every key still held; True when this call released every key (see
         :meth:`DynamoDBMultiLock.release`). A coroutine: once it has started, cancelling the
         awaiting task does not stop the release (it runs on as a task of its own)."""
-        client = self.lock_client
-        client._check_process()
-        releasing = client._start_detached(client._releasing_all(self._locks, best_effort))
+        driver: TaskDriver = self._driver
+        releasing = driver.detached(self._releasing(best_effort))
         released: bool = await asyncio.shield(releasing)
         return released
 
     async def transact_write_items(self, TransactItems: Sequence[Mapping[str, Any]], *, typed: bool = False,
                                    ClientRequestToken: Optional[str] = None, **options: Any) -> Dict[str, Any]:
         """Write only while every key is held; see :meth:`DynamoDBMultiLock.transact_write_items`."""
-        response: Dict[str, Any] = await self.lock_client._run(self._guard(TransactItems, typed, options,
-                                                                           ClientRequestToken))
+        driver: TaskDriver = self._driver
+        response: Dict[str, Any] = await driver.run(self._guard(TransactItems, typed, options, ClientRequestToken))
         return response
 
     async def __aenter__(self) -> 'AsyncDynamoDBMultiLock':
@@ -222,82 +224,15 @@ class Acquisition(Coroutine[Any, Any, T]):
         return suppress
 
 
-class ThreadMultiKeys(ThreadRunner[L]):
-    """``acquire_locks`` and ``try_acquire_locks`` of the threaded client."""
-
-    def acquire_locks(self, keys: Sequence[Key], retry_period: Optional[datetime.timedelta] = None,
-                      retry_timeout: Optional[datetime.timedelta] = None,
-                      additional_attributes: Optional[Mapping[str, Any]] = None,
-                      app_callback: Optional[Callable[[str, DynamoDBMultiLock], Any]] = None,
-                      raise_context_exception: bool = True, *,
-                      cancel: Optional[threading.Event] = None) -> DynamoDBMultiLock:
-        """Acquire every key of ``keys`` (partition keys, or ``(partition_key, sort_key)``
-        tuples; 1 to 100, distinct) or none, in one ``TransactWriteItems``, waiting as
-        :meth:`acquire_lock` waits; see :doc:`multi_keys`.
-
-        An exception raised in the multi-lock's ``with`` block propagates (after the keys are
-        released): ``raise_context_exception`` is True by default here, unlike the published
-        ``acquire_lock``'s; pass False to have it logged and suppressed instead.
-
-        :raises TypeError, ValueError: for bad arguments (any key), before anything is written.
-        :raises DynamoDBLockError: as :meth:`acquire_lock`; after ``ACQUIRE_TIMEOUT`` no key is held.
-        """
-        multi = self._acquire_all(keys, retry_period, retry_timeout, additional_attributes, app_callback,
-                                  raise_context_exception, True, cancel)
-        assert multi is not None
-        return multi
-
-    def try_acquire_locks(self, keys: Sequence[Key], additional_attributes: Optional[Mapping[str, Any]] = None,
-                          app_callback: Optional[Callable[[str, DynamoDBMultiLock], Any]] = None,
-                          raise_context_exception: bool = True) -> Optional[DynamoDBMultiLock]:
-        """Acquire every key of ``keys`` if they can all be had right now (one attempt); None
-        when any is held by someone else, and then none is. ``raise_context_exception`` as for
-        :meth:`acquire_locks` (True: an exception in the ``with`` block propagates)."""
-        return self._acquire_all(keys, None, datetime.timedelta(0), additional_attributes, app_callback,
-                                 raise_context_exception, False, None)
-
-    def _acquire_all(self, keys: Any, retry_period: Any, retry_timeout: Any, additional_attributes: Any,
-                     app_callback: Any, raise_context_exception: bool, timeout_is_error: bool,
-                     cancel: Optional[threading.Event]) -> Optional[DynamoDBMultiLock]:
-        attempts = self._multi_attempts(keys, retry_period, retry_timeout, additional_attributes, app_callback)
-        self._check_cancel(cancel)
-        multi = DynamoDBMultiLock(self, app_callback, raise_context_exception)
-        wake = threading.Event() if cancel is not None else None   # never the client's shutdown event
-        acquired: Optional[DynamoDBMultiLock] = self._run(self._multi_acquisition(
-            attempts, threading.current_thread(), timeout_is_error, multi, self._new_lock), wake, cancel)
-        return acquired
+M = TypeVar('M', bound=_MultiLock[Any])
 
 
-class TaskMultiKeys(TaskRunner[L]):
-    """``acquire_locks`` and ``try_acquire_locks`` of the asyncio client."""
-
-    def acquire_locks(self, keys: Sequence[Key], retry_period: Optional[datetime.timedelta] = None,
-                      retry_timeout: Optional[datetime.timedelta] = None,
-                      additional_attributes: Optional[Mapping[str, Any]] = None,
-                      app_callback: Optional[Callable[[str, AsyncDynamoDBMultiLock], Any]] = None,
-                      raise_context_exception: bool = True) -> Acquisition[AsyncDynamoDBMultiLock]:
-        """Acquire every key of ``keys`` or none (``await`` it, or ``async with``); see the
-        threaded client's :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.acquire_locks`
-        (an exception raised in the ``async with`` block propagates, unless
-        ``raise_context_exception=False``). Cancelling the task leaves no key held."""
-        attempts = self._multi_attempts(keys, retry_period, retry_timeout, additional_attributes, app_callback)
-        return Acquisition(cast(Coroutine[Any, Any, AsyncDynamoDBMultiLock],
-                                self._acquire_all(attempts, app_callback, raise_context_exception, True)),
-                           'AsyncDynamoDBLockClient.acquire_locks')
-
-    async def try_acquire_locks(self, keys: Sequence[Key], additional_attributes: Optional[Mapping[str, Any]] = None,
-                                app_callback: Optional[Callable[[str, AsyncDynamoDBMultiLock], Any]] = None,
-                                raise_context_exception: bool = True) -> Optional[AsyncDynamoDBMultiLock]:
-        """Acquire every key of ``keys`` if they can all be had right now; None otherwise."""
-        attempts = self._multi_attempts(keys, None, datetime.timedelta(0), additional_attributes, app_callback)
-        return await self._acquire_all(attempts, app_callback, raise_context_exception, False)
-
-    async def _acquire_all(self, attempts: Any, app_callback: Any, raise_context_exception: bool,
-                           timeout_is_error: bool) -> Optional[AsyncDynamoDBMultiLock]:
-        multi = AsyncDynamoDBMultiLock(self, app_callback, raise_context_exception)
-        acquired: Optional[AsyncDynamoDBMultiLock] = await self._run(self._multi_acquisition(
-            attempts, asyncio.current_task(), timeout_is_error, multi, self._new_lock))
-        return acquired
+def attach(multi: M, locks: Optional[Sequence[Any]]) -> Optional[M]:
+    """The multi-lock holding ``locks`` (None: the acquisition timed out, and none is held)."""
+    if locks is None:
+        return None
+    multi._attach(locks)
+    return multi
 
 
 # Reprs, pickles and the documentation name the public import paths.

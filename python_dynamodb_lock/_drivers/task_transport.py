@@ -10,14 +10,14 @@ from typing import Any, List, Union
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ._core.answers import Answer, judge_answer, judge_error
-from ._requests import Request
-from ._wire import Wire
+from .._core.answers import Answer, judge_answer, judge_error
+from .._requests import Request
+from .._wire import Wire
 
-__all__ = ['AsyncStore']
+__all__ = ['TaskTransport']
 
 
-class AsyncStore:
+class TaskTransport:
     """Sends requests on one aiobotocore DynamoDB client."""
 
     def __init__(self, client: Any) -> None:
@@ -25,7 +25,7 @@ class AsyncStore:
         self.wire = Wire(client)
 
     async def send(self, request: Request) -> Union[Answer, List[Answer]]:
-        """Like :meth:`python_dynamodb_lock._store.Store.send`."""
+        """Like :meth:`python_dynamodb_lock._drivers.thread_transport.ThreadTransport.send`."""
         params = self.wire.to_typed(request.operation, request.params)
         try:
             response = await getattr(self.client, request.operation)(**params)

@@ -1,0 +1,87 @@
+"""One acquire call, checked once: :class:`AcquireCall` is what ``acquire_lock``,
+``try_acquire_lock``, ``acquire_first_lock``, ``acquire_locks`` and ``try_acquire_locks`` were
+asked (for one key), every argument checked before anything is written; the orchestration
+reads each option from it where it is used, and makes the core's ``AcquireAttempt`` of it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Optional, Tuple
+
+from .. import _validation as validation
+from .._config import Settings, check_additional_attributes, check_key, lock_lease, require_bool
+from .._locks import unique_identifier_of
+from .._schema import Item, PartitionKey
+
+__all__ = ['AcquireCall', 'acquire_call']
+
+
+@dataclasses.dataclass(frozen=True)
+class AcquireCall:
+    """One acquisition of one key, as asked for (see the module docstring)."""
+
+    partition_key: PartitionKey
+    sort_key: str
+    unique_identifier: str
+    item_template: Item           # the lock item to write, without version, TTL and acquisition id
+    retry_period: float
+    retry_timeout: float
+    app_callback: Optional[Callable[..., Any]]
+    raise_context_exception: bool
+    timeout_is_error: bool = True        # False: a timeout answers None (the try_ entry points)
+    reentrant: bool = False              # the holder's own lock is returned with one more hold
+    shared: bool = False                 # a shared (read) lock (docs/shared_locks.rst)
+    keep_row: bool = True                # the lock's row is kept (marked released) at release
+    lock_existing_item: bool = False     # the lock is added to the item at the key (UpdateItem)
+    only_if_exists: bool = False         # ... only if that item exists
+
+
+def acquire_call(settings: Settings, partition_key: Any, sort_key: Any, retry_period: Any, retry_timeout: Any,
+                 additional_attributes: Any, app_callback: Any, raise_context_exception: bool,
+                 timeout_is_error: bool = True, *, reentrant: Any = False, shared: Any = False,
+                 lease_duration: Any = None, lock_existing_item: Any = False, only_if_exists: Any = False,
+                 keep_row: Any = None, sessions: bool = False) -> AcquireCall:
+    """Check one acquisition's arguments (before anything is written). ``lease_duration``
+    (None: the client's) is the lock's own lease, checked as the client's; ``sessions``: the
+    client holds its locks under a session (no shared lock then)."""
+    schema = settings.schema
+    check_key(schema, partition_key, sort_key)
+    lease = lock_lease(settings, lease_duration)
+    existing, only = _existing_item_options(lock_existing_item, only_if_exists, additional_attributes)
+    keep = settings.keep_released_rows if keep_row is None else require_bool('keep_row', keep_row)
+    retry_period_s = (settings.heartbeat_period if retry_period is None
+                      else validation.require_duration('retry_period', retry_period, allow_zero=True))
+    retry_timeout_s = (lease + settings.heartbeat_period if retry_timeout is None
+                       else validation.require_duration('retry_timeout', retry_timeout, allow_zero=True))
+    validation.require_callable('app_callback', app_callback)
+    extra = check_additional_attributes(schema, additional_attributes)
+    item = schema.lock_item(partition_key, sort_key, settings.owner_name, lease, '', 0, extra)
+    if existing:
+        del item[schema.ttl_attribute_name]   # never on an existing item: its TTL would delete it
+    require_bool('reentrant', reentrant)
+    if require_bool('shared', shared):
+        if extra:
+            raise ValueError('a shared lock takes no additional_attributes (the row belongs to all its holders)')
+        if existing:
+            raise ValueError('a shared lock cannot be on an existing item (lock_existing_item=True)')
+        if sessions:
+            raise ValueError('a shared lock is not held under a client session (session=True): use a client '
+                             'without one for shared locks')
+    return AcquireCall(partition_key, sort_key, unique_identifier_of(partition_key, sort_key), item, retry_period_s,
+                       retry_timeout_s, app_callback, raise_context_exception, timeout_is_error, reentrant, shared,
+                       keep, existing, only)
+
+
+def _existing_item_options(lock_existing_item: Any, only_if_exists: Any,
+                           additional_attributes: Any) -> Tuple[bool, bool]:
+    """Check ``lock_existing_item`` and ``only_if_exists`` (see "Locking an existing item" in
+    the usage page): ``(lock_existing_item, only_if_exists)``."""
+    existing = require_bool('lock_existing_item', lock_existing_item)
+    only = require_bool('only_if_exists', only_if_exists)
+    if only and not existing:
+        raise ValueError('only_if_exists=True needs lock_existing_item=True: a lock of its own always creates '
+                         'its row')
+    if existing and additional_attributes:
+        raise ValueError('a lock on an existing item (lock_existing_item=True) takes no additional_attributes: '
+                         "they would mix with the item's own attributes; keep the data in the item itself")
+    return existing, only

@@ -1,0 +1,87 @@
+"""What both drivers share: :class:`Host`, what a driver needs of the client it runs protocols
+for, and :class:`Steps`, what it keeps while it runs one protocol.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, List, Mapping, Optional, Protocol, Sequence
+
+from .._clock import Clock
+from .._core.effects import Protocol as CoreProtocol
+from .._errors import DynamoDBLockError, is_cancellation
+from .._registry import WaiterState
+
+__all__ = ['Host', 'Steps', 'woken']
+
+
+class Host(Protocol):
+    """What a driver needs of the client it runs protocols for (the orchestration gives it)."""
+
+    clock: Clock
+    owner_name: str
+    #: The effects that need no I/O (events, registry updates), by type: performed on the way.
+    local: Mapping[type, Callable[[Any], Any]]
+
+    def public_error(self, error: DynamoDBLockError) -> DynamoDBLockError: ...
+
+    def take_due(self, locks: Sequence[Any]) -> List[Any]: ...
+
+    def done_with(self, locks: Sequence[Any], failure: Optional[BaseException] = None) -> None: ...
+
+    def renewals(self, locks: Sequence[Any]) -> CoreProtocol[None]: ...
+
+    def heartbeat_round(self) -> CoreProtocol[None]: ...
+
+    def checker_round(self) -> CoreProtocol[None]: ...
+
+
+class Steps:
+    """What a driver keeps while it runs one protocol.
+
+    ``wake`` cuts the protocol's sleeps short; ``cancel`` (the threaded client's
+    ``acquire_lock(cancel=...)``) ends it; ``thrown`` is the last exception thrown into it;
+    ``inflight`` the call an interruption left on the wire (a future or task whose answer will
+    still arrive), handed to the protocol that settles it; ``pending`` is that call, for a
+    settling protocol; ``settle_by`` when an interrupted caller stops waiting for its undo.
+    """
+
+    __slots__ = ('wake', 'cancel', 'thrown', 'inflight', 'pending', 'kick', 'settle_by')
+
+    def __init__(self, wake: Any, cancel: Any = None, pending: Any = None) -> None:
+        self.wake = wake
+        self.cancel = cancel
+        self.thrown: Optional[BaseException] = None
+        self.inflight: Any = None
+        self.pending = pending
+        self.kick: Any = None
+        self.settle_by: Optional[float] = None
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether the caller is being interrupted (Ctrl-C, cancellation), so that settling
+        work must not keep it waiting."""
+        thrown = self.thrown
+        return thrown is not None and (not isinstance(thrown, Exception) or is_cancellation(thrown))
+
+    def settle_timeout(self, now: float, grace: float) -> Optional[float]:
+        """How long the caller waits for undo work it hands off (``Settle``): until it is done
+        (None), unless the caller is being interrupted; then for what is left of ``grace``
+        seconds from its first undo, all of its undo work together, the rest going on in the
+        background."""
+        if not self.interrupted:
+            return None
+        if self.settle_by is None:
+            self.settle_by = now + grace
+        return max(0.0, self.settle_by - now)
+
+
+def woken(wake: Any, was_woken: bool, shutdown: Any) -> Any:
+    """What a ``Sleep`` on ``wake`` answers: False when its time ran out; for a waiter woken
+    early, the row a release handed over to it or True (see ``WaiterState.take_wake``). The
+    ``wake`` event of ``acquire_first_lock`` is used up (cleared), so the next wait is real."""
+    if not was_woken:
+        return False
+    if isinstance(wake, WaiterState):
+        return wake.take_wake()
+    if wake is not shutdown:
+        wake.clear()
+    return True
