@@ -77,7 +77,7 @@ def test_cancel_answers_while_the_acquiring_write_is_unanswered(local_engine: Lo
     callbacks = CallbackRecorder()
     client = local_engine.lock_client(heartbeat_period=seconds(milliseconds=200),
                                       safe_period=seconds(seconds=2), lease_duration=seconds(seconds=3))
-    monkeypatch.setattr(client, '_SETTLE_GRACE', 3600.0)
+    monkeypatch.setattr(client._driver, 'settle_grace', 3600.0)  # private: the driver's grace after Ctrl-C
     cancel = threading.Event()
     with HoldAnswer(local_engine.resource, operation, when=_only_acquires(operation)) as held:
         acquiring = BackgroundCall(call, client, cancel, callbacks)

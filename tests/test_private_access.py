@@ -240,7 +240,7 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._supervise'): (1, WHY_CLI),
     },
     'test_cancel_promptly.py': {
-        ('attr', '_SETTLE_GRACE'): (1, WHY_GRACE),
+        ('attr', '_driver'): (1, WHY_GRACE),
     },
     'test_close.py': {
         ('attr', '_app_callback_executor'): (1, WHY_COMPAT),
