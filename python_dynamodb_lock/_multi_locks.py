@@ -17,15 +17,17 @@ from typing import (Any, Callable, Coroutine, Dict, Generator, Generic, Mapping,
                     Set, Tuple, Type, TypeVar, Union, cast)
 
 from ._client.orchestration import Orchestration
+from ._core.effects import Protocol as CoreProtocol
 from ._core.guard import MAX_ACTIONS
 from ._core.multi import set_name
 from ._core.state import Status
+from ._core.write import AcquireAttempt
 from ._drivers.tasks import TaskDriver
 from ._drivers.threads import ThreadDriver
 from ._locks import HeldLock, suppress_after_block
 from ._schema import PartitionKey
 
-__all__ = ['Acquisition', 'AsyncDynamoDBMultiLock', 'DynamoDBMultiLock', 'Key', 'attach']
+__all__ = ['Acquisition', 'AsyncDynamoDBMultiLock', 'DynamoDBMultiLock', 'Key', 'acquiring']
 
 #: One key of ``acquire_locks``: a partition key (sort key ``'-'``) or ``(partition_key, sort_key)``.
 Key = Union[PartitionKey, Tuple[PartitionKey, str]]
@@ -38,11 +40,10 @@ class _MultiLock(Generic[L]):
     """What both multi-locks share: the locks, the set's status, and its callback."""
 
     def __init__(self, lock_client: Any, app_callback: Optional[Callable[..., Any]],
-                 raise_context_exception: bool, *, driver: Any = None,
-                 orchestration: Optional[Orchestration[Any]] = None) -> None:
+                 raise_context_exception: bool) -> None:
         self.lock_client = lock_client
-        self._driver = driver
-        self._orchestration = orchestration
+        self._driver: Any = None        # the client's driver and orchestration (see ``acquiring``)
+        self._orchestration: Optional[Orchestration[Any]] = None
         self.app_callback = app_callback
         self.raise_context_exception = raise_context_exception
         self._locks: Tuple[L, ...] = ()
@@ -227,8 +228,14 @@ class Acquisition(Coroutine[Any, Any, T]):
 M = TypeVar('M', bound=_MultiLock[Any])
 
 
-def attach(multi: M, locks: Optional[Sequence[Any]]) -> Optional[M]:
-    """The multi-lock holding ``locks`` (None: the acquisition timed out, and none is held)."""
+def acquiring(multi: M, driver: Any, orchestration: Orchestration[Any], attempts: Sequence[AcquireAttempt],
+              holder: Any, timeout_is_error: bool) -> CoreProtocol[Optional[M]]:
+    """``acquire_locks``: ``multi`` holding every key of ``attempts`` (None: the acquisition
+    timed out, and none is held); each key's callback is the set's. ``driver`` and
+    ``orchestration`` are the client's: the set's release and guarded writes use them."""
+    multi._driver, multi._orchestration = driver, orchestration
+    locks = yield from orchestration.several.acquiring(attempts, holder, timeout_is_error,
+                                                              multi._member_callback, multi.raise_context_exception)
     if locks is None:
         return None
     multi._attach(locks)

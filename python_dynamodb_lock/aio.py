@@ -46,10 +46,12 @@ from typing import (
 )
 
 from ._client.acquiring import MAX_FIRST_KEYS
+from ._client.call import acquire_call
 from ._client.context import check_construction, make_state
 from ._client.orchestration import Orchestration
 from ._config import check_additional_attributes, check_key
-from ._multi_locks import Acquisition, AsyncDynamoDBMultiLock, Key, attach
+from ._multi_locks import Acquisition, AsyncDynamoDBMultiLock, Key
+from ._multi_locks import acquiring as several_keys
 from ._clock import Clock
 from ._drivers.task_transport import TaskTransport
 from ._drivers.tasks import TaskDriver, Waiter
@@ -249,7 +251,9 @@ class AsyncDynamoDBLockClient:
         self._state = parts.state
         self._settings, self._schema, self._clock = settings, settings.schema, parts.state.clock
         self._shutdown, self._store = driver.shutdown, driver.transport
+        self._loop = loop
         self._owner_name, self._table_name = settings.owner_name, settings.schema.table_name
+        self._safe_period_s = settings.safe_period
         driver.serve(parts, settings.heartbeat_period, background_heartbeats)
         logger.info('Started asyncio lock client %s on table %s (heartbeat %ss, safe %ss, lease %ss%s)',
                     self._owner_name, self._table_name, settings.heartbeat_period, settings.safe_period,
@@ -356,9 +360,9 @@ class AsyncDynamoDBLockClient:
         row is freed, and a write that may still be on the wire is watched for one lease and freed
         if it lands late (:meth:`wait_settled` waits for that).
         """
-        call = self._orchestration.acquiring.call(
-            partition_key, sort_key, retry_period, retry_timeout, additional_attributes, app_callback,
-            raise_context_exception, reentrant=reentrant, shared=shared, lease_duration=lease_duration,
+        call = acquire_call(
+            self._state, partition_key, sort_key, retry_period, retry_timeout, additional_attributes,
+            app_callback, raise_context_exception, reentrant=reentrant, shared=shared, lease_duration=lease_duration,
             lock_existing_item=lock_existing_item, only_if_exists=only_if_exists, keep_row=keep_row)
         acquiring = self._acquire(call)
         return _Acquisition(cast(Coroutine[Any, Any, AsyncDynamoDBLock], acquiring),
@@ -383,10 +387,11 @@ class AsyncDynamoDBLockClient:
         ``reentrant``, the lock this very task already holds is returned with one more hold;
         ``shared`` and ``raise_context_exception`` (True: an exception in the block propagates)
         as :meth:`acquire_lock`'s."""
-        return await self._acquire(self._orchestration.acquiring.call(
-            partition_key, sort_key, None, datetime.timedelta(0), additional_attributes, app_callback,
-            raise_context_exception, False, reentrant=reentrant, shared=shared, lease_duration=lease_duration,
-            lock_existing_item=lock_existing_item, only_if_exists=only_if_exists, keep_row=keep_row))
+        return await self._acquire(acquire_call(
+            self._state, partition_key, sort_key, None, datetime.timedelta(0), additional_attributes,
+            app_callback, raise_context_exception, False, reentrant=reentrant, shared=shared,
+            lease_duration=lease_duration, lock_existing_item=lock_existing_item, only_if_exists=only_if_exists,
+            keep_row=keep_row))
 
     async def _acquire(self, call: Any) -> Optional[AsyncDynamoDBLock]:
         acquiring = self._orchestration.acquiring
@@ -604,11 +609,10 @@ class AsyncDynamoDBLockClient:
 
     async def _acquire_all(self, attempts: Any, app_callback: Any, raise_context_exception: bool,
                            timeout_is_error: bool) -> Optional[AsyncDynamoDBMultiLock]:
-        multi = AsyncDynamoDBMultiLock(self, app_callback, raise_context_exception, driver=self._driver,
-                                       orchestration=self._orchestration)
-        locks = await self._driver.run(self._orchestration.several.acquiring(
-            attempts, asyncio.current_task(), timeout_is_error, multi._member_callback, raise_context_exception))
-        return attach(multi, locks)
+        multi = AsyncDynamoDBMultiLock(self, app_callback, raise_context_exception)
+        acquired: Optional[AsyncDynamoDBMultiLock] = await self._driver.run(several_keys(
+            multi, self._driver, self._orchestration, attempts, asyncio.current_task(), timeout_is_error))
+        return acquired
 
 
 def _is_async_dynamodb_client(client: Any) -> bool:

@@ -28,6 +28,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List
 from botocore.exceptions import ClientError
 
 from ._client.acquiring import MAX_FIRST_KEYS
+from ._client.call import acquire_call
 from ._config import check_additional_attributes, check_key
 from ._client.context import check_construction, make_state
 from ._client.orchestration import Orchestration
@@ -39,7 +40,8 @@ from ._drivers.threads import ThreadDriver, Waiter, check_cancel
 from ._errors import DynamoDBLockError, Reason  # noqa: F401  (Reason: importable here, not in __all__)
 from ._locks import (APP_CALLBACK_THREADPOOL_SIZE, BaseDynamoDBLock, Defaults, HeldLock, check_for_table_arguments,
                      suppress_after_block)
-from ._multi_locks import DynamoDBMultiLock, Key, attach
+from ._multi_locks import DynamoDBMultiLock, Key
+from ._multi_locks import acquiring as several_keys
 from ._observe import MetricsHook
 from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, Item, PartitionKey, TableLayout
 from ._tables import creating_table, describing_table, lock_transport_of, require_low_level_client, run_admin
@@ -385,9 +387,9 @@ class DynamoDBLockClient(Defaults):
             :meth:`close`, ``UNKNOWN`` for any other failure (the cause is chained), including a
             missing table.
         """
-        call = self._orchestration.acquiring.call(
-            partition_key, sort_key, retry_period, retry_timeout, additional_attributes, app_callback,
-            raise_context_exception, reentrant=reentrant, shared=shared, lease_duration=lease_duration,
+        call = acquire_call(
+            self._state, partition_key, sort_key, retry_period, retry_timeout, additional_attributes,
+            app_callback, raise_context_exception, reentrant=reentrant, shared=shared, lease_duration=lease_duration,
             lock_existing_item=lock_existing_item, only_if_exists=only_if_exists, keep_row=keep_row)
         check_cancel(cancel)
         lock = self._acquire(call, cancel)
@@ -425,10 +427,11 @@ class DynamoDBLockClient(Defaults):
         :returns: the held :class:`DynamoDBLock`, or None when someone else holds the lock.
         :raises: as :meth:`acquire_lock`, except that a held lock is not an error.
         """
-        return self._acquire(self._orchestration.acquiring.call(
-            partition_key, sort_key, None, datetime.timedelta(0), additional_attributes, app_callback,
-            raise_context_exception, False, reentrant=reentrant, shared=shared, lease_duration=lease_duration,
-            lock_existing_item=lock_existing_item, only_if_exists=only_if_exists, keep_row=keep_row))
+        return self._acquire(acquire_call(
+            self._state, partition_key, sort_key, None, datetime.timedelta(0), additional_attributes,
+            app_callback, raise_context_exception, False, reentrant=reentrant, shared=shared,
+            lease_duration=lease_duration, lock_existing_item=lock_existing_item, only_if_exists=only_if_exists,
+            keep_row=keep_row))
 
     def release_lock(self, lock: DynamoDBLock, best_effort: bool = True, *,
                      attributes: Optional[Mapping[str, Any]] = None, keep_row: Optional[bool] = None) -> bool:
@@ -719,12 +722,12 @@ class DynamoDBLockClient(Defaults):
         several = self._orchestration.several
         attempts = several.attempts(keys, retry_period, retry_timeout, additional_attributes, app_callback)
         check_cancel(cancel)
-        multi = DynamoDBMultiLock(self, app_callback, raise_context_exception, driver=self._driver,
-                                  orchestration=self._orchestration)
+        multi = DynamoDBMultiLock(self, app_callback, raise_context_exception)
         wake = threading.Event() if cancel is not None else None   # never the client's shutdown event
-        locks = self._driver.run(several.acquiring(attempts, threading.current_thread(), timeout_is_error,
-                                                   multi._member_callback, raise_context_exception), wake, cancel)
-        return attach(multi, locks)
+        acquired: Optional[DynamoDBMultiLock] = self._driver.run(several_keys(
+            multi, self._driver, self._orchestration, attempts, threading.current_thread(), timeout_is_error),
+            wake, cancel)
+        return acquired
 
 # ``from python_dynamodb_lock.python_dynamodb_lock import *``: the published module had no
 # ``__all__``, so its star import also gave the modules and names it imported, and code written

@@ -27,9 +27,10 @@ from bench_worker import update_item_answer  # noqa: E402
 
 #: Calls of this package's code per uncontended acquire + release (recorded 2026-11-29: 213 on
 #: Python 3.9 and 3.11, 204 on 3.13, which reports generator resumptions differently; 217 since
-#: release attributes are size-checked before sending and ``cancel`` / ``wake`` are type-checked).
+#: release attributes are size-checked before sending and ``cancel`` / ``wake`` are type-checked;
+#: 205 on 3.11 since the clients are composed of an orchestration and a driver, issue 28).
 #: Lower it when a change makes the path cheaper; raise it only with a reason in the commit.
-CALL_BUDGET = 220
+CALL_BUDGET = 208
 
 PACKAGE = os.path.dirname(python_dynamodb_lock.__file__) + os.sep
 

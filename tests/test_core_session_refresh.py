@@ -1,7 +1,7 @@
 """Issue 27, finding 7b: under a client session each lock row gets one slow refresh per wave.
 
-The heartbeat loop of a ``session=True`` client (``ClientCore._heartbeat_round``) renews the
-session, picks the lock rows whose slow refresh is due (``due_for_refresh``) and spreads their
+The heartbeat loop of a ``session=True`` client (``Renewing.heartbeat_round`` in
+``_client/renewing.py``) renews the session, picks the lock rows whose slow refresh is due (``due_for_refresh``) and spreads their
 refreshes over the period (``heartbeat_round``). A refresh sent late in a period can still be in
 flight when the next period starts: it used to be found due again (its row not yet confirmed)
 and sent a second time once its first send was answered.
@@ -62,7 +62,7 @@ class Client:
         self.refreshes: Dict[str, List[float]] = collections.defaultdict(list)   # lock -> sent at
 
     def round(self) -> Any:
-        """ClientCore._heartbeat_round of a client with a session."""
+        """Renewing.heartbeat_round of a client with a session."""
         yield from session_round(SESSION, self.session, self.locks, self.clock)
         locks = due_for_refresh(SESSION, self.locks, self.clock.monotonic())
         yield from heartbeat_round(HEARTBEATS, locks, Batching(1), self.clock, lambda: False)

@@ -241,7 +241,7 @@ LEVEL_NAMES = {'DEBUG': logging.DEBUG, 'INFO': logging.INFO, 'WARNING': logging.
 REQUIRED_LEVEL = logging.WARNING
 #: ``(module, function)`` of the logging calls whose message is made elsewhere and collected there:
 #: the client's risky-settings warnings (``_config.py``) and the observer's event lines (``_LINES``).
-RELAYS = {('_base.py', '_configure'), ('_config.py', 'lock_lease'), ('_observe.py', 'emit')}
+RELAYS = {('_client/context.py', 'check_construction'), ('_config.py', 'lock_lease'), ('_observe.py', 'emit')}
 
 
 def level_of(node: ast.AST, module: Module, seen: FrozenSet[str] = frozenset()) -> Optional[int]:
@@ -492,7 +492,7 @@ def test_a_warning_without_literal_text_is_reported_unless_a_known_relay() -> No
     assert not opaque, (
         'These WARNING+ logging calls have no literal text, so the page cannot be checked for them: '
         f'{opaque}. Log a literal %-template instead, or, if the call relays messages collected '
-        'elsewhere in all_templates() (as _base.py relays _config.py\'s warnings), add its '
+        'elsewhere in all_templates() (as _client/context.py relays _config.py\'s warnings), add its '
         '(module, function) to RELAYS.')
     source = ("import logging\n"
               "logger = logging.getLogger(__name__)\n"

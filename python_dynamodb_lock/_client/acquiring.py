@@ -7,6 +7,7 @@ and giving up what an interrupted or refused acquisition wrote.
 from __future__ import annotations
 
 import dataclasses
+from operator import itemgetter
 from typing import Any, Callable, Generic, List, Optional, Sequence, Tuple
 
 from .._core.acquire import TimedOut, acquire
@@ -42,23 +43,13 @@ class Acquiring(Generic[L]):
         self._sessions = sessions
         self._releasing = releasing
 
-    def call(self, partition_key: Any, sort_key: Any, retry_period: Any, retry_timeout: Any,
-             additional_attributes: Any, app_callback: Any, raise_context_exception: bool,
-             timeout_is_error: bool = True, **options: Any) -> AcquireCall:
-        """``acquire_lock``'s (or ``try_acquire_lock``'s) arguments, checked before anything is
-        written; ``options``: its keyword-only ones."""
-        state = self._state
-        state.check_process()
-        return acquire_call(state.settings, partition_key, sort_key, retry_period, retry_timeout,
-                            additional_attributes, app_callback, raise_context_exception, timeout_is_error,
-                            sessions=state.session is not None, **options)
-
     def attempt(self, call: AcquireCall) -> AcquireAttempt:
         """The core's description of ``call``'s acquisition."""
         state = self._state
         settings = state.settings
+        template = call.item_template if state.session is None else self._sessions.template(call.item_template)
         return AcquireAttempt(state.schema, call.partition_key, call.sort_key, call.unique_identifier,
-                              self._sessions.template(call.item_template), call.retry_period, call.retry_timeout,
+                              template, call.retry_period, call.retry_timeout,
                               settings.expiry_period, settings.lease_duration, call.keep_row,
                               settings.max_clock_skew, call.shared,
                               join_beside=state.joined_beside.get(call.unique_identifier, False),
@@ -109,7 +100,8 @@ class Acquiring(Generic[L]):
         attempt = waiter.attempt
         unique_identifier = attempt.unique_identifier
         try:
-            attempt = waiter.attempt = (yield from self._sessions.starting([attempt]))[0]
+            if state.session is not None:
+                attempt = waiter.attempt = (yield from self._sessions.starting([attempt]))[0]
             outcome = yield from acquire(attempt, state.clock, state.shutdown.is_set, state.observations)
         except BaseException:
             handed = state.registry.leave(unique_identifier, waiter)
@@ -125,7 +117,7 @@ class Acquiring(Generic[L]):
                 raise self._timeout_error(attempt, outcome)
             return None
         adopted = self.adopt(outcome, call.app_callback, call.raise_context_exception, holder, attempt)
-        return (yield from self.installing(*adopted))
+        return (yield from self.installing_all((adopted,)))[0]
 
     def _timeout_error(self, attempt: AcquireAttempt, timed_out: TimedOut) -> DynamoDBLockError:
         state = self._state
@@ -171,7 +163,8 @@ class Acquiring(Generic[L]):
         lock_state.safe_period = lock_safe_period(settings.safe_period, settings.lease_duration,
                                                   lock_state.lease_duration)
         mark_acquired(lock, holder, written.shared, attempt.keep_released_rows,
-                      attempt.lock_existing_item, written.own_row, state.describe_row(written.replaced))
+                      attempt.lock_existing_item, written.own_row,
+                      None if written.replaced is None else state.describe_row(written.replaced))
         if written.shared:
             if len(state.joined_beside) >= _MAX_JOIN_GUESSES:
                 state.joined_beside.clear()
@@ -214,7 +207,7 @@ class Acquiring(Generic[L]):
             yield Settle(self._give_up_all([(lock, previous if index >= settled else None)
                                             for index, (lock, previous) in enumerate(adopted)]))
             raise
-        return [lock for lock, _ in adopted]
+        return list(map(itemgetter(0), adopted))
 
     def _give_up_all(self, adopted: Sequence[Tuple[Held, Optional[Held]]]) -> Protocol[None]:
         """An acquisition whose caller is not handed its locks: settle the older lock objects
@@ -242,7 +235,7 @@ class Acquiring(Generic[L]):
             raise ValueError('sort_keys may not repeat a key')
         attempts = []
         for sort_key in sort_keys:
-            call = acquire_call(state.settings, partition_key, sort_key, retry_period, retry_timeout,
+            call = acquire_call(state, partition_key, sort_key, retry_period, retry_timeout,
                                 additional_attributes, app_callback, True)
             # No writer-waiting marker: the keys it does not take would keep theirs (shared_locks.rst).
             attempts.append(dataclasses.replace(self.attempt(call), writer_marker=False))

@@ -6,12 +6,13 @@ reads each option from it where it is used, and makes the core's ``AcquireAttemp
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Optional
 
 from .. import _validation as validation
-from .._config import Settings, check_additional_attributes, check_key, lock_lease, require_bool
+from .._config import check_additional_attributes, check_key, lock_lease, require_bool
 from .._locks import unique_identifier_of
 from .._schema import Item, PartitionKey
+from .context import ClientState
 
 __all__ = ['AcquireCall', 'acquire_call']
 
@@ -36,18 +37,27 @@ class AcquireCall:
     only_if_exists: bool = False         # ... only if that item exists
 
 
-def acquire_call(settings: Settings, partition_key: Any, sort_key: Any, retry_period: Any, retry_timeout: Any,
+def acquire_call(state: ClientState[Any], partition_key: Any, sort_key: Any, retry_period: Any, retry_timeout: Any,
                  additional_attributes: Any, app_callback: Any, raise_context_exception: bool,
                  timeout_is_error: bool = True, *, reentrant: Any = False, shared: Any = False,
                  lease_duration: Any = None, lock_existing_item: Any = False, only_if_exists: Any = False,
-                 keep_row: Any = None, sessions: bool = False) -> AcquireCall:
-    """Check one acquisition's arguments (before anything is written). ``lease_duration``
-    (None: the client's) is the lock's own lease, checked as the client's; ``sessions``: the
-    client holds its locks under a session (no shared lock then)."""
+                 keep_row: Any = None) -> AcquireCall:
+    """Check one acquisition's arguments for the client of ``state`` (before anything is
+    written). ``lease_duration`` (None: the client's) is the lock's own lease, checked as the
+    client's."""
+    state.check_process()
+    settings = state.settings
     schema = settings.schema
     check_key(schema, partition_key, sort_key)
     lease = lock_lease(settings, lease_duration)
-    existing, only = _existing_item_options(lock_existing_item, only_if_exists, additional_attributes)
+    existing = require_bool('lock_existing_item', lock_existing_item)
+    only = require_bool('only_if_exists', only_if_exists)
+    if only and not existing:
+        raise ValueError('only_if_exists=True needs lock_existing_item=True: a lock of its own always creates '
+                         'its row')
+    if existing and additional_attributes:
+        raise ValueError('a lock on an existing item (lock_existing_item=True) takes no additional_attributes: '
+                         "they would mix with the item's own attributes; keep the data in the item itself")
     keep = settings.keep_released_rows if keep_row is None else require_bool('keep_row', keep_row)
     retry_period_s = (settings.heartbeat_period if retry_period is None
                       else validation.require_duration('retry_period', retry_period, allow_zero=True))
@@ -64,24 +74,10 @@ def acquire_call(settings: Settings, partition_key: Any, sort_key: Any, retry_pe
             raise ValueError('a shared lock takes no additional_attributes (the row belongs to all its holders)')
         if existing:
             raise ValueError('a shared lock cannot be on an existing item (lock_existing_item=True)')
-        if sessions:
+        if state.session is not None:
             raise ValueError('a shared lock is not held under a client session (session=True): use a client '
                              'without one for shared locks')
     return AcquireCall(partition_key, sort_key, unique_identifier_of(partition_key, sort_key), item, retry_period_s,
                        retry_timeout_s, app_callback, raise_context_exception, timeout_is_error, reentrant, shared,
                        keep, existing, only)
 
-
-def _existing_item_options(lock_existing_item: Any, only_if_exists: Any,
-                           additional_attributes: Any) -> Tuple[bool, bool]:
-    """Check ``lock_existing_item`` and ``only_if_exists`` (see "Locking an existing item" in
-    the usage page): ``(lock_existing_item, only_if_exists)``."""
-    existing = require_bool('lock_existing_item', lock_existing_item)
-    only = require_bool('only_if_exists', only_if_exists)
-    if only and not existing:
-        raise ValueError('only_if_exists=True needs lock_existing_item=True: a lock of its own always creates '
-                         'its row')
-    if existing and additional_attributes:
-        raise ValueError('a lock on an existing item (lock_existing_item=True) takes no additional_attributes: '
-                         "they would mix with the item's own attributes; keep the data in the item itself")
-    return existing, only

@@ -30,6 +30,8 @@ class Releasing:
     def attributes(self, lock: Held, attributes: Any, keep_row: Any) -> Optional[Mapping[str, Any]]:
         """``release_lock(attributes=..., keep_row=...)`` checked before anything is written: the
         attributes to write (None: none), which only a release that keeps the row can write."""
+        if attributes is None and keep_row is None:
+            return None      # the common release: nothing to check
         if keep_row is not None:
             require_bool('keep_row', keep_row)
         schema = self._state.schema
@@ -54,19 +56,16 @@ class Releasing:
                 raise ValueError(f'attributes are written when the last hold of {lock.unique_identifier} is released; '
                                  f'{lock._holds} holds remain (it was acquired reentrantly)')
             keep = lock.keep_row if keep_row is None else keep_row
-            nested = self._release_nested(lock, best_effort)
-            if nested is not None:
-                return nested
+            if lock._holds > 1:
+                return self._release_nested(lock, best_effort)
             return (yield from self.flow(lock, best_effort, attributes, keep))
         finally:
             yield Drop(lock)
 
-    def _release_nested(self, lock: Held, best_effort: bool) -> Optional[bool]:
-        """Release one hold of a lock acquired more than once (reentrantly): when holds remain,
-        nothing is written and the answer is whether the lock is still held (None: this is the
-        last hold, to be released for real); a strict release of a lost lock still raises."""
-        if lock._holds <= 1:
-            return None
+    def _release_nested(self, lock: Held, best_effort: bool) -> bool:
+        """Release one hold of a lock acquired more than once (reentrantly), not the last:
+        nothing is written and the answer is whether the lock is still held; a strict release of
+        a lost lock still raises."""
         lock._holds -= 1
         if not best_effort and lock._state.status == Status.INVALID:
             state = self._state

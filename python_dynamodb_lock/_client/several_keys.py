@@ -56,7 +56,7 @@ class SeveralKeys(Generic[L]):
                 raise ValueError(f'keys[{index}] must be a partition key or a (partition_key, sort_key) tuple, '
                                  f'got a tuple of {len(key)}')
             partition_key, sort_key = key if isinstance(key, tuple) else (key, '-')
-            call = acquire_call(state.settings, partition_key, sort_key, retry_period, retry_timeout,
+            call = acquire_call(state, partition_key, sort_key, retry_period, retry_timeout,
                                 additional_attributes, app_callback, True)
             attempt = self._acquiring.attempt(call)
             if attempt.unique_identifier in seen:

@@ -3,7 +3,7 @@ client (the threaded ``DynamoDBLockClient``, or the asyncio client behind
 :class:`aio_facade.BlockingAsyncClient`).
 
 Which options each entry point accepts is written out in :data:`ACCEPTS` (from the signatures in
-``python_dynamodb_lock.py``, ``aio.py`` and ``_multi.py``); ``test_matrix.py`` checks it against
+``python_dynamodb_lock.py`` and ``aio.py``); ``test_matrix.py`` checks it against
 the signatures, so that a change of a signature is a change of this table too.
 """
 from __future__ import annotations
