@@ -23,7 +23,7 @@ from ._core.state import LockState, Status
 from ._schema import PartitionKey, binary_bytes
 
 __all__ = ['APP_CALLBACK_THREADPOOL_SIZE', 'BaseDynamoDBLock', 'Defaults', 'HeldLock', 'check_for_table_arguments',
-           'mark_acquired', 'suppress_after_block', 'unique_identifier_of']
+           'holder_of', 'mark_acquired', 'suppress_after_block', 'unique_identifier_of']
 
 #: Workers of the callback executor a client makes when it is given none (published: 5).
 APP_CALLBACK_THREADPOOL_SIZE = 5
@@ -135,10 +135,9 @@ class HeldLock(BaseDynamoDBLock):
         *,
         clock: Any,
         guard: Any = None,
-        describe: Optional[Callable[[Any], Optional['BaseDynamoDBLock']]] = None,
     ) -> None:
         self._clock = clock
-        self._describe = describe   # the client's reading of a row (for lost_to)
+        self._describe: Optional[Callable[[Any], Optional[BaseDynamoDBLock]]] = None   # set at acquisition
         self._state = LockState(record_version_number, expiry_time, clock.monotonic(), lease_duration,
                                 guard if guard is not None else threading.Lock())
         super().__init__(
@@ -291,10 +290,13 @@ def suppress_after_block(lock: HeldLock, exc_type: Optional[Type[BaseException]]
 
 
 def mark_acquired(lock: HeldLock, holder: Any, shared: bool, keep_row: bool, existing_item: bool, own_row: bool,
-                  took_over_from: Optional[BaseDynamoDBLock]) -> None:
+                  took_over_from: Optional[BaseDynamoDBLock],
+                  describe: Callable[[Any], Optional[BaseDynamoDBLock]]) -> None:
     """What a client records on a lock object it hands out: who acquired it (for reentrancy),
-    how (shared, keep_row, on an existing item, on a row of its own) and whom it took over from."""
+    how (shared, keep_row, on an existing item, on a row of its own), whom it took over from, and
+    how the client describes a row (for :attr:`HeldLock.lost_to`)."""
     lock._holder = holder
+    lock._describe = describe
     lock.shared = shared
     lock._keep_row = keep_row
     lock._existing_item = existing_item

@@ -103,7 +103,7 @@ class AsyncDynamoDBLock(HeldLock):
         super().__init__(
             partition_key, sort_key, owner_name, lease_duration, record_version_number, expiry_time,
             additional_attributes, app_callback, lock_client, raise_context_exception,
-            clock=lock_client._state.clock, guard=null_guard(), describe=lock_client._state.describe_row,
+            clock=lock_client._state.clock, guard=null_guard(),
         )
         #: Serialises the calls to DynamoDB about this lock (a release, a heartbeat, a guarded
         #: write): the twin of the threaded lock's ``thread_lock``. Holding it holds them off.
@@ -399,6 +399,7 @@ class AsyncDynamoDBLockClient:
         held, waiter = acquiring.queue(call, holder, Waiter)
         if held is not None:
             return held
+        assert waiter is not None
         acquired: Optional[AsyncDynamoDBLock] = await self._driver.run(acquiring.acquisition(waiter, holder, call),
                                                                        waiter)
         return acquired

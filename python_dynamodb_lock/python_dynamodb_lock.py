@@ -87,7 +87,6 @@ class DynamoDBLock(HeldLock):
             partition_key, sort_key, owner_name, lease_duration, record_version_number, expiry_time,
             additional_attributes, app_callback, lock_client, raise_context_exception,
             clock=state.clock if state is not None else SystemClock(),
-            describe=state.describe_row if state is not None else None,
         )
         # Serialises the calls to DynamoDB about this lock (a release and a heartbeat).
         self.thread_lock = threading.RLock()
@@ -402,6 +401,7 @@ class DynamoDBLockClient(Defaults):
         held, waiter = acquiring.queue(call, holder, Waiter)
         if held is not None:
             return held
+        assert waiter is not None
         acquired: Optional[DynamoDBLock] = self._driver.run(acquiring.acquisition(waiter, holder, call), waiter, cancel)
         return acquired
 

@@ -26,7 +26,7 @@ import pytest
 from _matrix import cells, interrupts, readers
 from _matrix.entries import ACCEPTS, ENTRY_POINTS, OPTIONS, accepts, waits
 from helpers import ASYNCIO, THREADED, LockClients
-from python_dynamodb_lock._client.acquiring import Acquiring
+from python_dynamodb_lock._client.call import AcquireCall
 from python_dynamodb_lock._client.sessions import Sessions
 from python_dynamodb_lock.aio import AsyncDynamoDBLockClient
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient
@@ -103,11 +103,11 @@ def _no_session_start(self: Any, attempts: Any) -> Any:
     yield   # a generator, as the protocol step it replaces
 
 
-_real_attempt = Acquiring.attempt
+_real_attempt = AcquireCall.attempt
 
 
 def _no_writer_marker(self: Any, *args: Any) -> Any:
-    """``Acquiring.attempt`` with the writer-waiting marker turned off."""
+    """``AcquireCall.attempt`` with the writer-waiting marker turned off."""
     return dataclasses.replace(_real_attempt(self, *args), writer_marker=False)
 
 
@@ -125,6 +125,6 @@ def test_the_session_cell_fails_when_acquire_lock_skips_the_session_start(
 def test_the_reader_stream_cell_fails_when_acquire_lock_sets_no_writer_marker(
         local_engine: LockTable, matrix_clients: LockClients, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without its writer-waiting marker, ``acquire_lock`` is starved by readers: its cell fails."""
-    monkeypatch.setattr(Acquiring, 'attempt', _no_writer_marker)
+    monkeypatch.setattr(AcquireCall, 'attempt', _no_writer_marker)
     with pytest.raises(AssertionError, match='starved by a stream of readers'):
         readers.reader_stream(cells.Cell(local_engine, matrix_clients, 'acquire_lock'))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from operator import itemgetter
-from typing import Any, Callable, Generic, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Generic, List, Optional, Sequence, Tuple, TypeVar
 
 from .._core.acquire import TimedOut, acquire
 from .._core.effects import Drop, Hold, Protocol, Settle
@@ -21,6 +21,7 @@ from .._core.state import Status, lock_safe_period
 from .._core.write import AcquireAttempt, Written
 from .._errors import DynamoDBLockError
 from .._locks import holder_of, mark_acquired
+from .._registry import WaiterState
 from .._schema import PartitionKey, Schema
 from .call import AcquireCall, acquire_call
 from .context import ClientState, Held, L, slot
@@ -31,6 +32,8 @@ __all__ = ['Acquiring', 'MAX_FIRST_KEYS']
 
 #: How many keys the guesses of shared acquisitions are kept for (then they start over).
 _MAX_JOIN_GUESSES = 10_000
+
+W = TypeVar('W', bound=WaiterState)
 #: The most keys one ``acquire_first_lock`` may try.
 MAX_FIRST_KEYS = 1000
 
@@ -43,26 +46,13 @@ class Acquiring(Generic[L]):
         self._sessions = sessions
         self._releasing = releasing
 
-    def attempt(self, call: AcquireCall) -> AcquireAttempt:
-        """The core's description of ``call``'s acquisition."""
-        state = self._state
-        settings = state.settings
-        template = call.item_template if state.session is None else self._sessions.template(call.item_template)
-        return AcquireAttempt(state.schema, call.partition_key, call.sort_key, call.unique_identifier,
-                              template, call.retry_period, call.retry_timeout,
-                              settings.expiry_period, settings.lease_duration, call.keep_row,
-                              settings.max_clock_skew, call.shared,
-                              join_beside=state.joined_beside.get(call.unique_identifier, False),
-                              lock_existing_item=call.lock_existing_item, only_if_exists=call.only_if_exists,
-                              sessions=state.session is not None)
-
     # -- one key -------------------------------------------------------------------------
 
-    def queue(self, call: AcquireCall, holder: Any,
-              make_waiter: Callable[[AcquireAttempt], Any]) -> Tuple[Optional[L], Any]:
+    def queue(self, call: AcquireCall, holder: object,
+              make_waiter: Callable[[AcquireAttempt], W]) -> Tuple[Optional[L], Optional[W]]:
         """The first step of an acquisition: the lock this very holder already holds (reentrant),
         or a new waiter, queued for the key in this client."""
-        attempt = self.attempt(call)
+        attempt = call.attempt(self._state)
         if call.reentrant:
             held = self._reenter(attempt.unique_identifier, holder)
             if held is not None:
@@ -76,7 +66,7 @@ class Acquiring(Generic[L]):
         self._state.registry.add_waiter(attempt.unique_identifier, waiter)
         return None, waiter
 
-    def _reenter(self, unique_identifier: str, holder: Any) -> Optional[L]:
+    def _reenter(self, unique_identifier: str, holder: object) -> Optional[L]:
         """A reentrant acquisition: the lock this very thread (or task) already holds for the
         key, with one more hold on it; None when it holds none."""
         lock = self._state.registry.get(unique_identifier)
@@ -85,7 +75,7 @@ class Acquiring(Generic[L]):
         lock._holds += 1
         return lock
 
-    def acquisition(self, waiter: Any, holder: Any, call: AcquireCall) -> Protocol[Optional[L]]:
+    def acquisition(self, waiter: WaiterState, holder: object, call: AcquireCall) -> Protocol[Optional[L]]:
         """An acquisition from its first write to the lock handed to the caller, for both
         clients: wait (``waiter`` is this acquisition's place in the client's queue for the
         key), adopt the row written, settle the older lock object it replaced, and refuse the
@@ -141,7 +131,7 @@ class Acquiring(Generic[L]):
 
     # -- adopting the row written ----------------------------------------------------------
 
-    def adopt(self, written: Written, app_callback: Any, raise_context_exception: bool, holder: Any,
+    def adopt(self, written: Written, app_callback: Any, raise_context_exception: bool, holder: object,
               attempt: AcquireAttempt) -> Tuple[L, Optional[L]]:
         """Make the lock object for a row we wrote and register it.
 
@@ -164,7 +154,7 @@ class Acquiring(Generic[L]):
                                                   lock_state.lease_duration)
         mark_acquired(lock, holder, written.shared, attempt.keep_released_rows,
                       attempt.lock_existing_item, written.own_row,
-                      None if written.replaced is None else state.describe_row(written.replaced))
+                      None if written.replaced is None else state.describe_row(written.replaced), state.describe_row)
         if written.shared:
             if len(state.joined_beside) >= _MAX_JOIN_GUESSES:
                 state.joined_beside.clear()
@@ -238,10 +228,10 @@ class Acquiring(Generic[L]):
             call = acquire_call(state, partition_key, sort_key, retry_period, retry_timeout,
                                 additional_attributes, app_callback, True)
             # No writer-waiting marker: the keys it does not take would keep theirs (shared_locks.rst).
-            attempts.append(dataclasses.replace(self.attempt(call), writer_marker=False))
+            attempts.append(dataclasses.replace(call.attempt(state), writer_marker=False))
         return attempts
 
-    def first(self, attempts: Sequence[AcquireAttempt], holder: Any, app_callback: Any,
+    def first(self, attempts: Sequence[AcquireAttempt], holder: object, app_callback: Any,
               raise_context_exception: bool) -> Protocol[L]:
         """``acquire_first_lock``: the lock of the first key written, adopted and installed as
         ``acquire_lock``'s is (interrupted, what was written is settled the same way)."""

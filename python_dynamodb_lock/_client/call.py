@@ -1,7 +1,7 @@
 """One acquire call, checked once: :class:`AcquireCall` is what ``acquire_lock``,
 ``try_acquire_lock``, ``acquire_first_lock``, ``acquire_locks`` and ``try_acquire_locks`` were
-asked (for one key), every argument checked before anything is written; the orchestration
-reads each option from it where it is used, and makes the core's ``AcquireAttempt`` of it.
+asked (for one key), every argument checked before anything is written; the core's
+``AcquireAttempt`` is made of it (:meth:`AcquireCall.attempt`), where each option is used.
 """
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from .. import _validation as validation
 from .._config import check_additional_attributes, check_key, lock_lease, require_bool
 from .._locks import unique_identifier_of
 from .._schema import Item, PartitionKey
+from .._core.write import AcquireAttempt
 from .context import ClientState
+from .sessions import session_template
 
 __all__ = ['AcquireCall', 'acquire_call']
 
@@ -35,6 +37,17 @@ class AcquireCall:
     keep_row: bool = True                # the lock's row is kept (marked released) at release
     lock_existing_item: bool = False     # the lock is added to the item at the key (UpdateItem)
     only_if_exists: bool = False         # ... only if that item exists
+
+    def attempt(self, state: ClientState[Any]) -> AcquireAttempt:
+        """The core's description of this acquisition, by the client of ``state``."""
+        settings = state.settings
+        template = self.item_template if state.session is None else session_template(state, self.item_template)
+        return AcquireAttempt(state.schema, self.partition_key, self.sort_key, self.unique_identifier, template,
+                              self.retry_period, self.retry_timeout, settings.expiry_period, settings.lease_duration,
+                              self.keep_row, settings.max_clock_skew, self.shared,
+                              join_beside=state.joined_beside.get(self.unique_identifier, False),
+                              lock_existing_item=self.lock_existing_item, only_if_exists=self.only_if_exists,
+                              sessions=state.session is not None)
 
 
 def acquire_call(state: ClientState[Any], partition_key: Any, sort_key: Any, retry_period: Any, retry_timeout: Any,

@@ -41,7 +41,7 @@ Held = HeldLock
 L = TypeVar('L', bound=HeldLock)
 
 
-def slot(lock: Any) -> str:
+def slot(lock: Held) -> str:
     """Where the registry keeps a held lock: its key, or for a shared lock its key and its
     holder id (a client may hold several shared locks on one key)."""
     if lock.shared:
@@ -119,18 +119,18 @@ class ClientState(Generic[L]):
         """Whether this client is being used in a process forked from the one that made it."""
         return os.getpid() != self.pid
 
-    def emit(self, kind: Kind, lock: Any = None, key: str = '', **fields: Any) -> None:
+    def emit(self, kind: Kind, lock: Optional[object] = None, key: str = '', **fields: Any) -> None:
         self.observer.emit(Event(kind, key or getattr(lock, 'unique_identifier', ''), lock, fields))
 
-    def owns(self, lock: Any) -> bool:
+    def owns(self, lock: L) -> bool:
         return lock.lock_client is self.client and self.registry.holds(lock, slot(lock))
 
-    def unregister(self, lock: Any, wake: bool = True) -> None:
+    def unregister(self, lock: L, wake: bool = True) -> None:
         self.registry.forget(lock, slot(lock))
         if wake:
             self.registry.wake_longest_waiting(lock.unique_identifier)
 
-    def not_owned(self, lock: Any) -> DynamoDBLockError:
+    def not_owned(self, lock: BaseDynamoDBLock) -> DynamoDBLockError:
         return DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED, f'{lock.unique_identifier} is not held by '
                                  f'this client ({self.owner_name})')
 

@@ -54,7 +54,7 @@ class Listing:
         rows, following = next_page(state.schema, request, answer)
         return state.rows_to_locks(rows), following
 
-    def force_releasing(self, lock: Any) -> Protocol[bool]:
+    def force_releasing(self, lock: object) -> Protocol[bool]:
         """``force_release_lock``: ``lock`` checked, and the protocol that frees its row if it
         still carries that version (an operator's release); a waiter of this client for the key
         is woken."""
@@ -64,7 +64,7 @@ class Listing:
             raise TypeError(f'force_release_lock takes a BaseDynamoDBLock, not {type(lock).__name__}')
         return self._force_releasing(lock)
 
-    def _force_releasing(self, lock: Any) -> Protocol[bool]:
+    def _force_releasing(self, lock: BaseDynamoDBLock) -> Protocol[bool]:
         state = self._state
         freed: bool = yield from force_release(state.release_settings, lock, state.clock)
         if freed:

@@ -15,6 +15,7 @@ from .._core.item_size import check_release_size, handover_fits
 from .._core.release import ReleaseVerdict, free_handed, precheck_release, release, release_again, release_verdict
 from .._core.state import Status
 from .._observe import logger
+from .._registry import WaiterState
 from .._schema import Schema
 from .context import ClientState, Held
 
@@ -112,7 +113,7 @@ class Releasing:
         self.apply(lock, verdict, verdict.handed_over)
         return verdict.released
 
-    def _release_protocol(self, lock: Held, best_effort: bool, successor: Any,
+    def _release_protocol(self, lock: Held, best_effort: bool, successor: Optional[WaiterState],
                           attributes: Optional[Mapping[str, Any]] = None,
                           keep_row: Optional[bool] = None) -> Protocol[ReleaseVerdict]:
         """Release ``lock`` (handing it to ``successor``, a claimed waiter, if any): the verdict."""

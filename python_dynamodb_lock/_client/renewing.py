@@ -5,7 +5,7 @@ core's (:mod:`.._core.heartbeat`, :mod:`.._core.session`, :mod:`.._core.guard`).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional, Sequence, Set, TypeVar
+from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar, Union
 
 from .._config import check_attribute_update
 from .._core.effects import Drop, Hold, Protocol
@@ -14,6 +14,7 @@ from .._core.guard import check_actions, guarded_write
 from .._core.heartbeat import check_round, extend, heartbeat_round, renew_batch, renew_one, update_attributes
 from .._core.item_size import check_update_size
 from .._core.session import due_for_refresh, extend_session, session_round
+from .._wire import Wire
 from .context import ClientState, Held
 
 __all__ = ['Renewing']
@@ -148,8 +149,8 @@ class Renewing:
         check_update_size(state.schema, lock, dict(update[0]), update[1])
         return _holding(lock, update_attributes(state.heartbeat_settings, lock, state.clock, update))
 
-    def guarded(self, lock: Any, items: Any, typed: bool, options: Mapping[str, Any], client_token: Optional[str],
-                wire: Any) -> Protocol[Dict[str, Any]]:
+    def guarded(self, lock: Union[Held, Tuple[Held, ...]], items: Any, typed: bool, options: Mapping[str, Any],
+                client_token: Optional[str], wire: Wire) -> Protocol[Dict[str, Any]]:
         """Check a guarded write before anything is sent (``lock``: a lock, or a tuple of a
         multi-lock's locks), and the protocol that sends it."""
         state = self._state

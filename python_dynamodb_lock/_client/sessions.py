@@ -14,7 +14,15 @@ from .._core.write import AcquireAttempt
 from .._schema import COL_LEASE_DURATION, COL_LOCK_SESSION, Item
 from .context import ClientState
 
-__all__ = ['Sessions']
+__all__ = ['Sessions', 'session_template']
+
+
+def session_template(state: ClientState[Any], item_template: Item) -> Item:
+    """A lock row under the client's session: it names the session, with the long row lease."""
+    if state.session is None:
+        return item_template
+    return {**item_template, COL_LOCK_SESSION: state.session.id,
+            COL_LEASE_DURATION: Decimal(repr(state.session_settings.row_lease))}
 
 
 class Sessions:
@@ -22,14 +30,6 @@ class Sessions:
 
     def __init__(self, state: ClientState[Any]) -> None:
         self._state = state
-
-    def template(self, item_template: Item) -> Item:
-        """A lock row under a session: it names the session, with the long row lease."""
-        state = self._state
-        if state.session is None:
-            return item_template
-        return {**item_template, COL_LOCK_SESSION: state.session.id,
-                COL_LEASE_DURATION: Decimal(repr(state.session_settings.row_lease))}
 
     def starting(self, attempts: Sequence[AcquireAttempt]) -> Protocol[List[AcquireAttempt]]:
         """Before an acquisition of a client with ``session=True`` writes: its session row; the

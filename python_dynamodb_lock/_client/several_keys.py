@@ -58,7 +58,7 @@ class SeveralKeys(Generic[L]):
             partition_key, sort_key = key if isinstance(key, tuple) else (key, '-')
             call = acquire_call(state, partition_key, sort_key, retry_period, retry_timeout,
                                 additional_attributes, app_callback, True)
-            attempt = self._acquiring.attempt(call)
+            attempt = call.attempt(state)
             if attempt.unique_identifier in seen:
                 raise ValueError(f'keys names {attempt.unique_identifier} more than once')
             seen.add(attempt.unique_identifier)
@@ -69,7 +69,7 @@ class SeveralKeys(Generic[L]):
                              f'transaction; DynamoDB takes at most {MAX_TRANSACTION_BYTES}')
         return attempts
 
-    def acquiring(self, attempts: Sequence[AcquireAttempt], holder: Any, timeout_is_error: bool,
+    def acquiring(self, attempts: Sequence[AcquireAttempt], holder: object, timeout_is_error: bool,
                   member_callback: Callable[..., Any], raise_context_exception: bool) -> Protocol[Optional[List[L]]]:
         """``acquire_locks``: every key written in one transaction (:func:`acquire_all`), each
         row adopted and installed as ``acquire_lock``'s is, with ``member_callback`` (the
@@ -91,7 +91,7 @@ class SeveralKeys(Generic[L]):
                    for attempt, written in zip(attempts, outcome.written)]
         return (yield from self._acquiring.installing_all(adopted))
 
-    def releasing(self, locks: Sequence[Held], best_effort: bool) -> Protocol[bool]:
+    def releasing(self, locks: Sequence[L], best_effort: bool) -> Protocol[bool]:
         """A multi-lock's release: the rows of every held lock freed in one transaction per 100
         (under every lock's mutex, taken in one order); when a transaction cannot free them all
         (a key lost meanwhile, DynamoDB failing), the locks are released one by one, each judged
@@ -99,9 +99,9 @@ class SeveralKeys(Generic[L]):
         call released every lock."""
         state = self._state
         released = True
-        held: List[Held] = []
+        held: List[L] = []
         errors: List[DynamoDBLockError] = []
-        pending: List[Held] = []
+        pending: List[L] = []
         try:
             for lock in sorted(locks, key=lambda each: str(each.unique_identifier)):
                 yield Hold(lock)
