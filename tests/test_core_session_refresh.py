@@ -1,10 +1,11 @@
 """Issue 27, finding 7b: under a client session each lock row gets one slow refresh per wave.
 
 The heartbeat loop of a ``session=True`` client (``Renewing.heartbeat_round`` in
-``_client/renewing.py``) renews the session, picks the lock rows whose slow refresh is due (``due_for_refresh``) and spreads their
-refreshes over the period (``heartbeat_round``). A refresh sent late in a period can still be in
-flight when the next period starts: it used to be found due again (its row not yet confirmed)
-and sent a second time once its first send was answered.
+``_client/renewing.py``) renews the session, picks the lock rows whose slow refresh is due
+(``due_for_refresh``) and spreads their refreshes over the period (``heartbeat_round``). A
+refresh sent late in a period can still be in flight when the next period starts: it used to be
+found due again (its row not yet confirmed) and sent a second time once its first send was
+answered.
 
 Here the real core protocols run on a ManualClock, under a small deterministic driver that
 plays the client's: each submitted refresh is answered a fixed latency after it is sent, and a
