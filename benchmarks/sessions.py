@@ -5,7 +5,7 @@ with today's heartbeats, with ``heartbeat_batch_size=25``, and with client sessi
 How it measures. Each client runs on a clock of this script's (:class:`DrivenClock`): time moves
 only when the script says, so an hour of renewals takes as long as its writes do. Each period the
 script moves the clock one ``heartbeat_period`` on and runs the client's own heartbeat round
-(``_heartbeat_round``, what the background sender runs: for sessions the session renewal, then
+(``Renewing.heartbeat_round``, what the background sender runs: for sessions the session renewal, then
 the lock rows whose slow refresh is due), and waits until every renewal it started is answered.
 Every write is counted (a botocore hook on the client's resource), and asks DynamoDB for its
 consumed capacity (``ReturnConsumedCapacity='TOTAL'``, added by a hook), so both the writes and
@@ -109,7 +109,7 @@ def _round(client: Any, clock: DrivenClock) -> None:
     clock.advance(HEARTBEAT_PERIOD)
     woken = threading.Event()
     woken.set()     # the round's closing wait for the next period returns at once
-    client._run(client._heartbeat_round(), wake=woken)
+    client._driver.run(client._orchestration.renewing.heartbeat_round(), wake=woken)
     while client.heartbeats_in_flight:
         time.sleep(0.001)
 
