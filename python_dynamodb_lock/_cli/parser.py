@@ -6,7 +6,7 @@ Commands (see ``dynamodb-lock --help`` and docs/cli.rst), one module each in ``c
 * ``list``          every lock row in the table, as a readable table or JSON;
 * ``show``          one lock row;
 * ``release``       force-release one lock, only if its row still carries the version that was read;
-* ``run``           run a command while holding a lock (see :mod:`.supervisor`);
+* ``run``           run a command while holding a lock (the supervisor: ``supervisor.py``);
 * ``demo``          run contending worker processes on an embedded engine (see ``_demo``).
 
 Usage errors are one line, like every other error (no usage block); ``--version`` prints the

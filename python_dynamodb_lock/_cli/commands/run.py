@@ -1,4 +1,4 @@
-"""``dynamodb-lock run``: run a command while holding a lock (the supervisor: :mod:`..supervisor`)."""
+"""``dynamodb-lock run``: run a command while holding a lock (the supervisor is ``_cli/supervisor.py``)."""
 from __future__ import annotations
 
 import argparse
