@@ -18,8 +18,6 @@ LIMITS = {'module': 500, 'class': 400, 'function': 80}
 KNOWN_OVER: Dict[Tuple[str, str], int] = {
     ('module', 'python_dynamodb_lock._base'): 1092,
     ('class', 'python_dynamodb_lock._base.ClientCore'): 937,
-    ('module', 'python_dynamodb_lock._cli'): 1330,
-    ('function', 'python_dynamodb_lock._cli.build_parser'): 167,
     ('function', 'python_dynamodb_lock._config.make_settings'): 82,
     ('function', 'python_dynamodb_lock._core.release.release'): 95,
     ('module', 'python_dynamodb_lock._demo'): 761,
