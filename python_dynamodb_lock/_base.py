@@ -20,11 +20,12 @@ from boto3.dynamodb.types import Binary
 
 from ._clock import SystemClock
 from ._config import (AcquireArguments, Settings, acquire_arguments, check_additional_attributes,
-                      check_attribute_update, check_key, check_release_attributes, make_settings, require_bool)
+                      check_attribute_update, check_key, check_release_attributes, make_settings)
 from ._core.acquire import Observations, TimedOut, acquire
 from ._core.write import AcquireAttempt, Written
 from ._core.first import NoneFree, acquire_first
 from ._core.effects import Drop, Emit, Hold, Protocol, Settle, Unregister
+from ._core.stepper import Done
 from ._core.events import Event, Kind
 from ._core.heartbeat import (Batching, HeartbeatSettings, check_round, extend, heartbeat_round, renew_batch,
                               renew_one, update_attributes)
@@ -46,6 +47,7 @@ from ._registry import Registry, WaiterState
 from ._requests import Request, query, scan
 from ._schema import (COL_LEASE_DURATION, COL_LOCK_SESSION, NO_SORT_KEY, Item, PartitionKey, Schema, TableLayout,
                       binary_bytes)
+from ._validation import require_bool
 
 __all__ = ['ClientCore', 'Done', 'Steps', 'cancelled_error', 'is_cancellation', 'unique_identifier_of']
 
@@ -54,13 +56,6 @@ L = TypeVar('L')
 
 #: Workers of the callback executor a client makes when it is given none (published: 5).
 APP_CALLBACK_THREADPOOL_SIZE = 5
-
-
-@dataclasses.dataclass(frozen=True)
-class Done:
-    """A protocol has finished with ``value``."""
-
-    value: Any
 
 
 class Steps:

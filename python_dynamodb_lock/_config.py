@@ -137,7 +137,7 @@ def make_settings(
 def _check_session(session: Any, partition_key_type: Any, owner_name: str) -> None:
     """``session=True`` needs a string partition key (session rows live under a string prefix)
     and an owner name short enough to fit in a partition key after that prefix."""
-    require_bool('session', session)
+    validation.require_bool('session', session)
     if not session:
         return
     if partition_key_type != 'S':
@@ -232,7 +232,7 @@ def acquire_arguments(settings: Settings, partition_key: Any, sort_key: Any, ret
     check_key(settings.schema, partition_key, sort_key)
     lease = lock_lease(settings, lease_duration)
     existing = existing_item_options(lock_existing_item, only_if_exists, additional_attributes)
-    keep = settings.keep_released_rows if keep_row is None else require_bool('keep_row', keep_row)
+    keep = settings.keep_released_rows if keep_row is None else validation.require_bool('keep_row', keep_row)
     retry_period_s = (settings.heartbeat_period if retry_period is None
                       else validation.require_duration('retry_period', retry_period, allow_zero=True))
     retry_timeout_s = (lease + settings.heartbeat_period if retry_timeout is None
@@ -249,8 +249,8 @@ def existing_item_options(lock_existing_item: Any, only_if_exists: Any,
                           additional_attributes: Any) -> Tuple[bool, bool]:
     """Check ``lock_existing_item`` and ``only_if_exists`` (see "Locking an existing item" in
     the usage page): ``(lock_existing_item, only_if_exists)``."""
-    existing = require_bool('lock_existing_item', lock_existing_item)
-    only = require_bool('only_if_exists', only_if_exists)
+    existing = validation.require_bool('lock_existing_item', lock_existing_item)
+    only = validation.require_bool('only_if_exists', only_if_exists)
     if only and not existing:
         raise ValueError('only_if_exists=True needs lock_existing_item=True: a lock of its own always creates '
                          'its row')
@@ -308,12 +308,6 @@ def check_release_attributes(schema: Schema, attributes: Any, keeps_row: bool) -
         raise ValueError('release attributes= are written onto the released row, but this release deletes the '
                          'row (keep_released_rows=False, or keep_row=False): keep the row, or leave attributes out')
     return checked
-
-
-def require_bool(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f'{name} must be a bool, not {type(value).__name__}')
-    return value
 
 
 #: DynamoDB's types of key attributes: string, number, binary.

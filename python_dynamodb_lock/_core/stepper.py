@@ -1,0 +1,36 @@
+"""The one protocol stepper: send a value (or throw an exception) into a generator protocol and
+get its next effect, or :class:`Done` with its result. Pure: no I/O, no waits.
+
+Every generator the package steps goes through :func:`advance`: the lock protocols
+(``ClientCore``), table administration (``_tables.py``) and the recipes (``_recipes/``). What
+an effect *is* (a :mod:`~python_dynamodb_lock._core.effects` value, an ``AdminCall``, a
+recipe's operation) is the caller's business; the stepper only tells a yielded effect from a
+finished protocol.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Generator, Generic, Optional, TypeVar, Union
+
+__all__ = ['Done', 'advance']
+
+E = TypeVar('E')
+R = TypeVar('R')
+
+
+@dataclasses.dataclass(frozen=True)
+class Done(Generic[R]):
+    """A protocol has finished with ``value``."""
+
+    value: R
+
+
+def advance(protocol: Generator[E, Any, R], value: Any, thrown: Optional[BaseException] = None) -> Union[E, Done[R]]:
+    """Send ``value`` into ``protocol`` (or, when ``thrown`` is given, throw it in): the effect it
+    yields next, or :class:`Done` with what it returned. What it raises propagates."""
+    try:
+        if thrown is not None:
+            return protocol.throw(thrown)
+        return protocol.send(value)
+    except StopIteration as finished:
+        return Done(finished.value)
