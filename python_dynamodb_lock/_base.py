@@ -41,7 +41,7 @@ from ._core.session import (Session, SessionSettings, due_for_refresh, end_sessi
                             session_round)
 from ._core.shared import describe_holders, holders_of
 from ._core.state import Status, lock_safe_period
-from ._errors import DynamoDBLockError, Reason
+from ._errors import DynamoDBLockError, Reason, cancelled_error
 from ._observe import Observer, logger
 from ._registry import Registry, WaiterState
 from ._requests import Request, query, scan
@@ -100,11 +100,6 @@ class Steps:
 
 def is_cancellation(error: BaseException) -> bool:
     return isinstance(error, DynamoDBLockError) and error.code == DynamoDBLockError.ACQUIRE_CANCELLED
-
-
-def cancelled_error() -> DynamoDBLockError:
-    return DynamoDBLockError(DynamoDBLockError.ACQUIRE_CANCELLED,
-                             'The acquisition was cancelled (its cancel event was set); nothing is held')
 
 
 class ClientCore(Generic[L]):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-__all__ = ['DynamoDBLockError', 'Reason']
+__all__ = ['DynamoDBLockError', 'Reason', 'cancelled_error']
 
 
 class Reason:
@@ -90,6 +90,13 @@ class DynamoDBLockError(Exception):
 
     def __reduce__(self) -> Any:
         return _rebuild_error, (self.__class__, self.code, self.message, self.reason, self.holder)
+
+
+def cancelled_error() -> DynamoDBLockError:
+    """``ACQUIRE_CANCELLED``: an acquisition ended by its cancel event (the threaded client's
+    ``cancel=``, a recipe's resignation) before anything was held."""
+    return DynamoDBLockError(DynamoDBLockError.ACQUIRE_CANCELLED,
+                             'The acquisition was cancelled (its cancel event was set); nothing is held')
 
 
 def _rebuild_error(cls: type, code: str, message: str, reason: Optional[str], holder: Any) -> DynamoDBLockError:

@@ -52,6 +52,7 @@ from ._core.heartbeat import check_locks
 from ._core.state import null_guard
 from ._errors import DynamoDBLockError, Reason
 from ._observe import MetricsHook
+from ._recipes import AsyncLeaderElection, AsyncPermit, AsyncSemaphore
 from ._schema import PartitionKey
 from ._tables import creating_table, describing_table, run_admin_async
 from ._validation import require_asyncio_event
@@ -495,6 +496,4 @@ def _is_async_dynamodb_client(client: Any) -> bool:
 
 
 # The asyncio twins of the recipes (python_dynamodb_lock.recipes), on this client.
-from ._aio_recipes import AsyncLeaderElection, AsyncPermit, AsyncSemaphore  # noqa: E402
-
 __all__ += ['AsyncLeaderElection', 'AsyncPermit', 'AsyncSemaphore']

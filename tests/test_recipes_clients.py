@@ -272,7 +272,8 @@ PRIVATE_CLIENT_MEMBERS = {'_advance', '_perform', '_attempt', '_adopt', '_instal
                           '_check_process', '_settings', '_schema', '_run', '_registry', '_store'}
 
 
-@pytest.mark.parametrize('module', ['recipes.py', '_aio_recipes.py'])
+@pytest.mark.parametrize('module', ['recipes.py'] + sorted(f'_recipes/{path.name}'
+                                                          for path in (PACKAGE / '_recipes').glob('*.py')))
 def test_the_recipes_touch_no_private_member_of_a_client_or_lock(module: str) -> None:
     path = PACKAGE / module
     assert path.exists()
