@@ -392,6 +392,9 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._core.events'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.write'): (1, WHY_CORE),
     },
+    'test_core_stepper.py': {
+        ('import', 'python_dynamodb_lock._core.stepper'): (1, WHY_CORE),
+    },
     'test_core_shared.py': {
         ('import', 'python_dynamodb_lock._core.shared'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._schema'): (1, WHY_CORE),
