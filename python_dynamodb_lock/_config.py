@@ -137,7 +137,7 @@ def make_settings(
 def _check_session(session: Any, partition_key_type: Any, owner_name: str) -> None:
     """``session=True`` needs a string partition key (session rows live under a string prefix)
     and an owner name short enough to fit in a partition key after that prefix."""
-    require_bool('session', session)
+    validation.require_bool('session', session)
     if not session:
         return
     if partition_key_type != 'S':
@@ -258,12 +258,6 @@ def check_release_attributes(schema: Schema, attributes: Any, keeps_row: bool) -
         raise ValueError('release attributes= are written onto the released row, but this release deletes the '
                          'row (keep_released_rows=False, or keep_row=False): keep the row, or leave attributes out')
     return checked
-
-
-def require_bool(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f'{name} must be a bool, not {type(value).__name__}')
-    return value
 
 
 #: DynamoDB's types of key attributes: string, number, binary.

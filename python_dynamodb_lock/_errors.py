@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-__all__ = ['DynamoDBLockError', 'Reason']
+__all__ = ['DynamoDBLockError', 'Reason', 'cancelled_error', 'is_cancellation']
 
 
 class Reason:
@@ -92,6 +92,13 @@ class DynamoDBLockError(Exception):
         return _rebuild_error, (self.__class__, self.code, self.message, self.reason, self.holder)
 
 
+def cancelled_error() -> DynamoDBLockError:
+    """``ACQUIRE_CANCELLED``: an acquisition ended by its cancel event (the threaded client's
+    ``cancel=``, a recipe's resignation) before anything was held."""
+    return DynamoDBLockError(DynamoDBLockError.ACQUIRE_CANCELLED,
+                             'The acquisition was cancelled (its cancel event was set); nothing is held')
+
+
 def _rebuild_error(cls: type, code: str, message: str, reason: Optional[str], holder: Any) -> DynamoDBLockError:
     error: DynamoDBLockError = cls(code, message, reason=reason, holder=holder)
     return error
@@ -101,7 +108,3 @@ def is_cancellation(error: BaseException) -> bool:
     """Whether ``error`` is the threaded client's ``ACQUIRE_CANCELLED`` (its ``cancel`` event)."""
     return isinstance(error, DynamoDBLockError) and error.code == DynamoDBLockError.ACQUIRE_CANCELLED
 
-
-def cancelled_error() -> DynamoDBLockError:
-    return DynamoDBLockError(DynamoDBLockError.ACQUIRE_CANCELLED,
-                             'The acquisition was cancelled (its cancel event was set); nothing is held')

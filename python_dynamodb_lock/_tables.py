@@ -14,6 +14,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from . import _validation as validation
 from ._core.answers import error_code, reason_of
+from ._core.stepper import Done, advance
 from ._errors import DynamoDBLockError, Reason
 from ._observe import logger
 from ._schema import Schema
@@ -104,11 +105,6 @@ def check_global_table(description: Mapping[str, Any], allow_global_table: bool,
         f'granted the same lock within the replication delay. Keep every client of a key in one region and '
         f'{how_to_allow} to use it anyway',
     )
-
-
-def _require_bool(argument: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f'{argument} must be a bool, not {type(value).__name__}')
 
 
 def table_request(table_name: Any, partition_key_name: Any, sort_key_name: Any, ttl_attribute_name: Any,
@@ -410,7 +406,7 @@ def creating_table(table_name: Any, partition_key_name: Any, sort_key_name: Any,
     :func:`creation_failed` errors."""
     params = table_request(table_name, partition_key_name, sort_key_name, ttl_attribute_name, read_capacity,
                            write_capacity, billing_mode, partition_key_type, tags)
-    _require_bool('allow_global_table', allow_global_table)
+    validation.require_bool('allow_global_table', allow_global_table)
     named = {'TableName': table_name}
     try:
         try:
@@ -442,7 +438,7 @@ def describing_table(table_name: str, kwargs: Dict[str, Any], allow_global_table
     """``for_table``: read the table's key schema and TTL setting, and return the constructor's
     arguments for it (see :func:`for_table_arguments`); a global table is refused unless
     ``allow_global_table`` (see :func:`check_global_table`)."""
-    _require_bool('allow_global_table', allow_global_table)
+    validation.require_bool('allow_global_table', allow_global_table)
     named = {'TableName': table_name}
     try:
         description = (yield AdminCall('describe_table', named))['Table']
@@ -457,14 +453,6 @@ def describing_table(table_name: str, kwargs: Dict[str, Any], allow_global_table
     return for_table_arguments(table_name, description, ttl, ttl_error, kwargs)
 
 
-def _next_call(steps: AdminSteps, result: Any, thrown: Optional[BaseException]) -> Tuple[bool, Any]:
-    """Advance ``steps``: (True, its result) when it has finished, else (False, its next call)."""
-    try:
-        return False, (steps.throw(thrown) if thrown is not None else steps.send(result))
-    except StopIteration as finished:
-        return True, finished.value
-
-
 def _bound(client: Any, call: AdminCall) -> Any:
     if call.method.startswith('wait:'):
         return client.get_waiter(call.method[len('wait:'):]).wait
@@ -473,25 +461,23 @@ def _bound(client: Any, call: AdminCall) -> Any:
 
 def run_admin(client: Any, steps: AdminSteps) -> Any:
     """Run administration steps on a boto3 client."""
-    result, thrown = None, None
-    while True:
-        done, value = _next_call(steps, result, thrown)
-        if done:
-            return value
+    step = advance(steps, None)
+    while not isinstance(step, Done):
         try:
-            result, thrown = _bound(client, value)(**value.params), None
+            result, thrown = _bound(client, step)(**step.params), None
         except Exception as exc:   # thrown into the steps, which judge it
             result, thrown = None, exc
+        step = advance(steps, result, thrown)
+    return step.value
 
 
 async def run_admin_async(client: Any, steps: AdminSteps) -> Any:
     """Run administration steps on an aiobotocore client."""
-    result, thrown = None, None
-    while True:
-        done, value = _next_call(steps, result, thrown)
-        if done:
-            return value
+    step = advance(steps, None)
+    while not isinstance(step, Done):
         try:
-            result, thrown = await _bound(client, value)(**value.params), None
+            result, thrown = await _bound(client, step)(**step.params), None
         except Exception as exc:   # thrown into the steps, which judge it
             result, thrown = None, exc
+        step = advance(steps, result, thrown)
+    return step.value

@@ -28,6 +28,7 @@ __all__ = [
     'clamp_wait',
     'require_asyncio_event',
     'require_attribute_name',
+    'require_bool',
     'require_callable',
     'require_duration',
     'require_key',
@@ -56,6 +57,7 @@ MAX_SORT_KEY_BYTES = 1024
 #: days) :func:`clamp_wait` caps each single wait, which then ends early and is re-checked.
 MAX_DURATION = datetime.timedelta(days=3650)
 _MAX_DURATION_TEXT = '3650 days (about 10 years)'
+_MAX_SECONDS = MAX_DURATION.total_seconds()
 
 #: DynamoDB's limits on numbers: at most 38 significant digits, and a magnitude of zero or
 #: from 1E-130 to 9.9999999999999999999999999999999999999E+125 (either sign).
@@ -106,18 +108,31 @@ def require_key(name: str, value: Any, max_bytes: int) -> str:
     return text
 
 
-def require_duration(name: str, value: Any, *, allow_zero: bool = False) -> float:
-    """A ``datetime.timedelta`` that is positive (or zero when allowed) and at most
-    :data:`MAX_DURATION`; returns its seconds."""
-    if not isinstance(value, datetime.timedelta):
-        raise TypeError(f'{name} must be a datetime.timedelta, not {type(value).__name__}')
-    seconds = value.total_seconds()
-    if seconds < 0 or (seconds == 0 and not allow_zero):
+def require_duration(name: str, value: Any, *, allow_zero: bool = False, seconds_too: bool = False,
+                     bounded: bool = True) -> float:
+    """A duration: a ``datetime.timedelta`` (or, with ``seconds_too``, a number of seconds) that
+    is positive (or zero when allowed) and, when ``bounded``, at most :data:`MAX_DURATION`;
+    returns its seconds."""
+    if isinstance(value, datetime.timedelta):
+        seconds = value.total_seconds()
+    elif seconds_too and isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        kinds = 'a datetime.timedelta or a number of seconds' if seconds_too else 'a datetime.timedelta'
+        raise TypeError(f'{name} must be {kinds}, not {type(value).__name__}')
+    if math.isnan(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):
         qualifier = 'zero or positive' if allow_zero else 'positive'
         raise ValueError(f'{name} must be {qualifier}, got {value!r}')
-    if value > MAX_DURATION:
+    if bounded and seconds > _MAX_SECONDS:
         raise ValueError(f'{name} must be at most {_MAX_DURATION_TEXT}, {MAX_DURATION!r}; got {value!r}')
     return seconds
+
+
+def require_bool(name: str, value: Any) -> bool:
+    """A ``bool`` (not merely truthy: ``1`` or ``'yes'`` are refused)."""
+    if not isinstance(value, bool):
+        raise TypeError(f'{name} must be a bool, not {type(value).__name__}')
+    return value
 
 
 def clamp_wait(seconds: float) -> float:

@@ -25,7 +25,6 @@ import concurrent.futures
 import datetime
 import logging
 import threading
-from types import TracebackType
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -39,7 +38,6 @@ from typing import (
     Optional,
     Sequence,
     Tuple,
-    Type,
     TypeVar,
     Union,
     cast,
@@ -50,21 +48,20 @@ from ._client.call import acquire_call
 from ._client.context import check_construction, make_state
 from ._client.orchestration import Orchestration
 from ._config import check_additional_attributes, check_key
+from ._lock_objects import AsyncAppCallback, AsyncDynamoDBLock
 from ._multi_locks import Acquisition, AsyncDynamoDBMultiLock, Key
 from ._multi_locks import acquiring as several_keys
 from ._clock import Clock
 from ._drivers.task_transport import TaskTransport
 from ._drivers.tasks import TaskDriver, Waiter
-from ._core.guard import single_action
 from ._core.heartbeat import check_locks
-from ._core.state import null_guard
 from ._errors import DynamoDBLockError, Reason
 from ._observe import MetricsHook
+from ._recipes import AsyncLeaderElection, AsyncPermit, AsyncSemaphore
 from ._schema import PartitionKey, TableLayout
 from ._tables import creating_table, describing_table, run_admin_async
 from ._validation import require_asyncio_event
-from ._locks import (APP_CALLBACK_THREADPOOL_SIZE, BaseDynamoDBLock, HeldLock, check_for_table_arguments,
-                     suppress_after_block)
+from ._locks import (APP_CALLBACK_THREADPOOL_SIZE, BaseDynamoDBLock, check_for_table_arguments)
 from ._locks import Defaults as _Defaults
 
 if TYPE_CHECKING:  # the types-aiobotocore types (pip install 'types-aiobotocore[dynamodb]'); nothing at run time
@@ -76,95 +73,6 @@ __all__ = ['AsyncDynamoDBLock', 'AsyncDynamoDBLockClient', 'AsyncDynamoDBMultiLo
 logger = logging.getLogger('python_dynamodb_lock.python_dynamodb_lock')
 
 T = TypeVar('T')
-AsyncAppCallback = Callable[[str, 'AsyncDynamoDBLock'], Any]
-
-
-class AsyncDynamoDBLock(HeldLock):
-    """A lock held by this process through an :class:`AsyncDynamoDBLockClient`.
-
-    Release it with ``await lock.release()``, or use ``async with``. Statuses, attributes and
-    :meth:`lease_remaining` are those of
-    :class:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLock`.
-    """
-
-    def __init__(
-        self,
-        partition_key: PartitionKey,
-        sort_key: str,
-        owner_name: str,
-        lease_duration: float,
-        record_version_number: str,
-        expiry_time: int,
-        additional_attributes: Optional[Mapping[str, Any]],
-        app_callback: Optional[AsyncAppCallback],
-        lock_client: 'AsyncDynamoDBLockClient',
-        raise_context_exception: bool = False,
-    ) -> None:
-        super().__init__(
-            partition_key, sort_key, owner_name, lease_duration, record_version_number, expiry_time,
-            additional_attributes, app_callback, lock_client, raise_context_exception,
-            clock=lock_client._state.clock, guard=null_guard(),
-        )
-        #: Serialises the calls to DynamoDB about this lock (a release, a heartbeat, a guarded
-        #: write): the twin of the threaded lock's ``thread_lock``. Holding it holds them off.
-        self.task_lock = asyncio.Lock()
-        self._mutex = self.task_lock
-
-    async def release(self, best_effort: bool = True, *, attributes: Optional[Mapping[str, Any]] = None,
-                      keep_row: Optional[bool] = None) -> bool:
-        """Release this lock (``await lock.release()``, True when this call released it): see
-        :meth:`AsyncDynamoDBLockClient.release_lock`; once started, a cancelled caller does not
-        stop it."""
-        extra = {name: value for name, value in (('attributes', attributes), ('keep_row', keep_row))
-                 if value is not None}
-        released: bool = await self.lock_client.release_lock(self, best_effort, **extra)
-        return released
-
-    async def update_attributes(self, values: Optional[Mapping[str, Any]] = None, remove: Iterable[str] = ()) -> None:
-        """Set and remove additional attributes in one heartbeat; see the threaded lock's
-        :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLock.update_attributes`."""
-        await self.lock_client._update_attributes(self, values, remove)
-
-    async def extend(self) -> None:
-        """Renew this lock now; see the threaded lock's
-        :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLock.extend`."""
-        await self.lock_client._extend(self)
-
-    async def transact_write_items(self, TransactItems: Sequence[Mapping[str, Any]], *, typed: bool = False,
-                                   ClientRequestToken: Optional[str] = None, **options: Any) -> Dict[str, Any]:
-        """Write only while this lock is held; see the threaded lock's
-        :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLock.transact_write_items`."""
-        response: Dict[str, Any] = await self.lock_client._guarded_write(self, TransactItems, typed, options,
-                                                                         ClientRequestToken)
-        return response
-
-    async def put_item(self, **params: Any) -> Dict[str, Any]:
-        """A ``put_item`` that commits only while this lock is held."""
-        actions, options = single_action('Put', params)
-        return await self.transact_write_items(actions, **options)
-
-    async def update_item(self, **params: Any) -> Dict[str, Any]:
-        """An ``update_item`` that commits only while this lock is held."""
-        actions, options = single_action('Update', params)
-        return await self.transact_write_items(actions, **options)
-
-    async def delete_item(self, **params: Any) -> Dict[str, Any]:
-        """A ``delete_item`` that commits only while this lock is held."""
-        actions, options = single_action('Delete', params)
-        return await self.transact_write_items(actions, **options)
-
-    async def __aenter__(self) -> 'AsyncDynamoDBLock':
-        return self
-
-    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc_value: Optional[BaseException],
-                        traceback: Optional[TracebackType]) -> bool:
-        """Release best effort, even when the task was cancelled; an ``Exception`` from the
-        block propagates, unless the lock was acquired with ``raise_context_exception=False``
-        (then it is logged and suppressed)."""
-        # Shielded: a task cancelled inside the block still releases (shield starts the release
-        # as a task at once); cancelled again meanwhile, the release completes in the background.
-        await asyncio.shield(self.release(best_effort=True))
-        return suppress_after_block(self, exc_type, exc_value, traceback)
 
 
 class _Acquisition(Acquisition[AsyncDynamoDBLock]):
@@ -195,31 +103,20 @@ class AsyncDynamoDBLockClient:
     #: The most keys one :meth:`acquire_first_lock` may try.
     MAX_FIRST_KEYS = MAX_FIRST_KEYS
 
-    def __init__(
-        self,
-        dynamodb_client: DynamoDBClient,
-        table_name: str = _Defaults._DEFAULT_TABLE_NAME,
-        partition_key_name: str = _Defaults._DEFAULT_PARTITION_KEY_NAME,
-        sort_key_name: Optional[str] = _Defaults._DEFAULT_SORT_KEY_NAME,
-        ttl_attribute_name: str = _Defaults._DEFAULT_TTL_ATTRIBUTE_NAME,
-        owner_name: Optional[str] = None,
-        heartbeat_period: datetime.timedelta = _Defaults._DEFAULT_HEARTBEAT_PERIOD,
-        safe_period: datetime.timedelta = _Defaults._DEFAULT_SAFE_PERIOD,
-        lease_duration: datetime.timedelta = _Defaults._DEFAULT_LEASE_DURATION,
-        expiry_period: datetime.timedelta = _Defaults._DEFAULT_EXPIRY_PERIOD,
-        heartbeat_tps: float = _Defaults._DEFAULT_HEARTBEAT_TPS,
-        app_callback_executor: Optional[concurrent.futures.Executor] = None,
-        *,
-        clock: Optional[Clock] = None,
-        heartbeat_workers: Optional[int] = None,
-        heartbeat_batch_size: int = 1,
-        background_heartbeats: bool = True,
-        keep_released_rows: bool = True,
-        metrics: Optional[MetricsHook] = None,
-        max_clock_skew: Optional[datetime.timedelta] = None,
-        partition_key_type: str = 'S',
-        session: bool = False,
-    ) -> None:
+    def __init__(self, dynamodb_client: DynamoDBClient, table_name: str = _Defaults._DEFAULT_TABLE_NAME,
+                 partition_key_name: str = _Defaults._DEFAULT_PARTITION_KEY_NAME,
+                 sort_key_name: Optional[str] = _Defaults._DEFAULT_SORT_KEY_NAME,
+                 ttl_attribute_name: str = _Defaults._DEFAULT_TTL_ATTRIBUTE_NAME, owner_name: Optional[str] = None,
+                 heartbeat_period: datetime.timedelta = _Defaults._DEFAULT_HEARTBEAT_PERIOD,
+                 safe_period: datetime.timedelta = _Defaults._DEFAULT_SAFE_PERIOD,
+                 lease_duration: datetime.timedelta = _Defaults._DEFAULT_LEASE_DURATION,
+                 expiry_period: datetime.timedelta = _Defaults._DEFAULT_EXPIRY_PERIOD,
+                 heartbeat_tps: float = _Defaults._DEFAULT_HEARTBEAT_TPS,
+                 app_callback_executor: Optional[concurrent.futures.Executor] = None, *, clock: Optional[Clock] = None,
+                 heartbeat_workers: Optional[int] = None, heartbeat_batch_size: int = 1,
+                 background_heartbeats: bool = True, keep_released_rows: bool = True,
+                 metrics: Optional[MetricsHook] = None, max_clock_skew: Optional[datetime.timedelta] = None,
+                 partition_key_type: str = 'S', session: bool = False) -> None:
         if not _is_async_dynamodb_client(dynamodb_client):
             raise TypeError(
                 'dynamodb_client must be an aiobotocore DynamoDB client '
@@ -323,23 +220,14 @@ class AsyncDynamoDBLockClient:
 
     # -- public API ----------------------------------------------------------------------
 
-    def acquire_lock(
-        self,
-        partition_key: PartitionKey,
-        sort_key: str = _Defaults._DEFAULT_SORT_KEY_VALUE,
-        retry_period: Optional[datetime.timedelta] = None,
-        retry_timeout: Optional[datetime.timedelta] = None,
-        additional_attributes: Optional[Mapping[str, Any]] = None,
-        app_callback: Optional[AsyncAppCallback] = None,
-        raise_context_exception: bool = True,
-        *,
-        reentrant: bool = False,
-        shared: bool = False,
-        lease_duration: Optional[datetime.timedelta] = None,
-        lock_existing_item: bool = False,
-        only_if_exists: bool = False,
-        keep_row: Optional[bool] = None,
-    ) -> _Acquisition:
+    def acquire_lock(self, partition_key: PartitionKey, sort_key: str = _Defaults._DEFAULT_SORT_KEY_VALUE,
+                     retry_period: Optional[datetime.timedelta] = None,
+                     retry_timeout: Optional[datetime.timedelta] = None,
+                     additional_attributes: Optional[Mapping[str, Any]] = None,
+                     app_callback: Optional[AsyncAppCallback] = None, raise_context_exception: bool = True, *,
+                     reentrant: bool = False, shared: bool = False, lease_duration: Optional[datetime.timedelta] = None,
+                     lock_existing_item: bool = False, only_if_exists: bool = False,
+                     keep_row: Optional[bool] = None) -> _Acquisition:
         """Acquire the lock on ``(partition_key, sort_key)``, waiting for it if it is held.
 
         ``lock = await client.acquire_lock(...)``, ``asyncio.create_task(client.acquire_lock(...))``
@@ -368,21 +256,13 @@ class AsyncDynamoDBLockClient:
         return _Acquisition(cast(Coroutine[Any, Any, AsyncDynamoDBLock], acquiring),
                             'AsyncDynamoDBLockClient.acquire_lock')
 
-    async def try_acquire_lock(
-        self,
-        partition_key: PartitionKey,
-        sort_key: str = _Defaults._DEFAULT_SORT_KEY_VALUE,
-        additional_attributes: Optional[Mapping[str, Any]] = None,
-        app_callback: Optional[AsyncAppCallback] = None,
-        raise_context_exception: bool = True,
-        *,
-        reentrant: bool = False,
-        shared: bool = False,
-        lease_duration: Optional[datetime.timedelta] = None,
-        lock_existing_item: bool = False,
-        only_if_exists: bool = False,
-        keep_row: Optional[bool] = None,
-    ) -> Optional[AsyncDynamoDBLock]:
+    async def try_acquire_lock(self, partition_key: PartitionKey, sort_key: str = _Defaults._DEFAULT_SORT_KEY_VALUE,
+                               additional_attributes: Optional[Mapping[str, Any]] = None,
+                               app_callback: Optional[AsyncAppCallback] = None, raise_context_exception: bool = True, *,
+                               reentrant: bool = False, shared: bool = False,
+                               lease_duration: Optional[datetime.timedelta] = None, lock_existing_item: bool = False,
+                               only_if_exists: bool = False,
+                               keep_row: Optional[bool] = None) -> Optional[AsyncDynamoDBLock]:
         """Acquire the lock if it can be had right now; None when someone else holds it. With
         ``reentrant``, the lock this very task already holds is returned with one more hold;
         ``shared`` and ``raise_context_exception`` (True: an exception in the block propagates)
@@ -494,22 +374,17 @@ class AsyncDynamoDBLockClient:
         return f'AsyncDynamoDBLockClient(table={self._table_name}, owner={self._owner_name})'
 
     @classmethod
-    async def create_dynamodb_table(
-        cls,
-        dynamodb_client: DynamoDBClient,
-        table_name: str = _Defaults._DEFAULT_TABLE_NAME,
-        partition_key_name: str = _Defaults._DEFAULT_PARTITION_KEY_NAME,
-        sort_key_name: Optional[str] = _Defaults._DEFAULT_SORT_KEY_NAME,
-        ttl_attribute_name: str = _Defaults._DEFAULT_TTL_ATTRIBUTE_NAME,
-        read_capacity: int = _Defaults._DEFAULT_READ_CAPACITY,
-        write_capacity: int = _Defaults._DEFAULT_WRITE_CAPACITY,
-        *,
-        billing_mode: str = 'PROVISIONED',
-        exist_ok: bool = False,
-        partition_key_type: str = 'S',
-        tags: Optional[Union[Mapping[str, str], Sequence[Mapping[str, str]]]] = None,
-        allow_global_table: bool = False,
-    ) -> Dict[str, Any]:
+    async def create_dynamodb_table(cls, dynamodb_client: DynamoDBClient,
+                                    table_name: str = _Defaults._DEFAULT_TABLE_NAME,
+                                    partition_key_name: str = _Defaults._DEFAULT_PARTITION_KEY_NAME,
+                                    sort_key_name: Optional[str] = _Defaults._DEFAULT_SORT_KEY_NAME,
+                                    ttl_attribute_name: str = _Defaults._DEFAULT_TTL_ATTRIBUTE_NAME,
+                                    read_capacity: int = _Defaults._DEFAULT_READ_CAPACITY,
+                                    write_capacity: int = _Defaults._DEFAULT_WRITE_CAPACITY, *,
+                                    billing_mode: str = 'PROVISIONED', exist_ok: bool = False,
+                                    partition_key_type: str = 'S',
+                                    tags: Optional[Union[Mapping[str, str], Sequence[Mapping[str, str]]]] = None,
+                                    allow_global_table: bool = False) -> Dict[str, Any]:
         """Create the lock table with an aiobotocore client; see the threaded client's."""
         if not _is_async_dynamodb_client(dynamodb_client):
             raise TypeError('create_dynamodb_table takes an aiobotocore DynamoDB client '
@@ -557,18 +432,12 @@ class AsyncDynamoDBLockClient:
 
     # -- acquiring the first free of several keys ----------------------------------------
 
-    async def acquire_first_lock(
-        self,
-        partition_key: PartitionKey,
-        sort_keys: Sequence[str],
-        retry_period: Optional[datetime.timedelta] = None,
-        retry_timeout: Optional[datetime.timedelta] = None,
-        additional_attributes: Optional[Mapping[str, Any]] = None,
-        app_callback: Optional[AsyncAppCallback] = None,
-        raise_context_exception: bool = True,
-        *,
-        wake: Optional[asyncio.Event] = None,
-    ) -> AsyncDynamoDBLock:
+    async def acquire_first_lock(self, partition_key: PartitionKey, sort_keys: Sequence[str],
+                                 retry_period: Optional[datetime.timedelta] = None,
+                                 retry_timeout: Optional[datetime.timedelta] = None,
+                                 additional_attributes: Optional[Mapping[str, Any]] = None,
+                                 app_callback: Optional[AsyncAppCallback] = None, raise_context_exception: bool = True,
+                                 *, wake: Optional[asyncio.Event] = None) -> AsyncDynamoDBLock:
         """Acquire the first lock of ``(partition_key, sort_key)`` for ``sort_keys`` that can be
         had; see :meth:`DynamoDBLockClient.acquire_first_lock
         <python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.acquire_first_lock>`
@@ -627,6 +496,4 @@ def _is_async_dynamodb_client(client: Any) -> bool:
 
 
 # The asyncio twins of the recipes (python_dynamodb_lock.recipes), on this client.
-from ._aio_recipes import AsyncLeaderElection, AsyncPermit, AsyncSemaphore  # noqa: E402
-
 __all__ += ['AsyncLeaderElection', 'AsyncPermit', 'AsyncSemaphore']

@@ -21,9 +21,8 @@ import datetime
 import logging
 import threading
 import time
-from types import TracebackType
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
-                    Type, TypeVar, Union)
+                    TypeVar, Union)
 
 from botocore.exceptions import ClientError
 
@@ -32,14 +31,13 @@ from ._client.call import acquire_call
 from ._config import check_additional_attributes, check_key
 from ._client.context import check_construction, make_state
 from ._client.orchestration import Orchestration
-from ._clock import Clock, SystemClock
-from ._core.guard import single_action
+from ._clock import Clock
 from ._core.heartbeat import check_locks
 from ._drivers.thread_transport import ThreadTransport
 from ._drivers.threads import ThreadDriver, Waiter, check_cancel
 from ._errors import DynamoDBLockError, Reason  # noqa: F401  (Reason: importable here, not in __all__)
-from ._locks import (APP_CALLBACK_THREADPOOL_SIZE, BaseDynamoDBLock, Defaults, HeldLock, check_for_table_arguments,
-                     suppress_after_block)
+from ._locks import (APP_CALLBACK_THREADPOOL_SIZE, BaseDynamoDBLock, Defaults, check_for_table_arguments)
+from ._lock_objects import AppCallback, DynamoDBLock
 from ._multi_locks import DynamoDBMultiLock, Key
 from ._multi_locks import acquiring as several_keys
 from ._observe import MetricsHook
@@ -56,132 +54,7 @@ logger = logging.getLogger(__name__)
 # The error class lives in a private module so the core can raise it; it is published here.
 DynamoDBLockError.__module__ = __name__
 
-AppCallback = Callable[[str, 'DynamoDBLock'], Any]
 T = TypeVar('T')
-
-
-class DynamoDBLock(HeldLock):
-    """A lock held by this process, as returned by :meth:`DynamoDBLockClient.acquire_lock`.
-
-    Use it as a context manager, or call :meth:`release` when done. ``status`` moves from
-    ``PENDING`` to ``LOCKED`` when acquired; to ``IN_DANGER`` when heartbeats have failed for
-    longer than the client's ``safe_period`` (and back to ``LOCKED`` when one succeeds); to
-    ``RELEASED`` when released; to ``INVALID`` when another client has taken it.
-    """
-
-    def __init__(
-        self,
-        partition_key: PartitionKey,
-        sort_key: str,
-        owner_name: str,
-        lease_duration: float,
-        record_version_number: str,
-        expiry_time: int,
-        additional_attributes: Optional[Mapping[str, Any]],
-        app_callback: Optional[AppCallback],
-        lock_client: 'DynamoDBLockClient',
-        raise_context_exception: bool = False,
-    ) -> None:
-        state = lock_client._state if isinstance(lock_client, DynamoDBLockClient) else None
-        super().__init__(
-            partition_key, sort_key, owner_name, lease_duration, record_version_number, expiry_time,
-            additional_attributes, app_callback, lock_client, raise_context_exception,
-            clock=state.clock if state is not None else SystemClock(),
-        )
-        # Serialises the calls to DynamoDB about this lock (a release and a heartbeat).
-        self.thread_lock = threading.RLock()
-        self._mutex = self.thread_lock
-
-    def release(self, best_effort: bool = True, *, attributes: Optional[Mapping[str, Any]] = None,
-                keep_row: Optional[bool] = None) -> bool:
-        """Release this lock: see :meth:`DynamoDBLockClient.release_lock` (True when this call
-        released it)."""
-        # The published call when neither is given (a stand-in lock_client may take no more).
-        extra = {name: value for name, value in (('attributes', attributes), ('keep_row', keep_row))
-                 if value is not None}
-        released: bool = self.lock_client.release_lock(self, best_effort, **extra)
-        return released
-
-    def update_attributes(self, values: Optional[Mapping[str, Any]] = None, remove: Iterable[str] = ()) -> None:
-        """Set ``values`` and remove the names in ``remove`` among the lock's additional
-        attributes, in one heartbeat of the lock (see "Data on a lock" in the usage page).
-
-        :raises TypeError, ValueError: for bad arguments, before anything is written.
-        :raises DynamoDBLockError: as :meth:`extend`.
-        """
-        self.lock_client._update_attributes(self, values, remove)
-
-    def extend(self) -> None:
-        """Renew this lock now, in the calling thread, and say whether it worked: for
-        applications that keep their locks alive themselves (``background_heartbeats=False``,
-        AWS Lambda), or that want to be sure before a long step.
-
-        :raises DynamoDBLockError: ``LOCK_STOLEN`` when the lock was lost (``holder`` says to
-            whom), ``LOCK_NOT_OWNED`` when it was released, ``UNKNOWN`` when DynamoDB failed
-            (the lock may still be held until its lease runs out: try again).
-        """
-        self.lock_client._extend(self)
-
-    def transact_write_items(self, TransactItems: Sequence[Mapping[str, Any]], *, typed: bool = False,
-                             ClientRequestToken: Optional[str] = None, **options: Any) -> Dict[str, Any]:
-        """Write, only while this lock is still held: one ``TransactWriteItems`` call with the
-        application's actions and a check that the lock row still belongs to this acquisition.
-
-        ``TransactItems`` are the actions as the boto3 client takes them (``Put``, ``Update``,
-        ``Delete``, ``ConditionCheck``), with values as Python values like boto3's resource layer
-        (``typed=True``: as typed DynamoDB JSON). ``ReturnConsumedCapacity`` and
-        ``ReturnItemCollectionMetrics`` pass through; ``ClientRequestToken`` (default: a new
-        uuid) makes a repeated call idempotent for 10 minutes. Conflicts with other writes of
-        the same items (a heartbeat of this very lock, say) are retried; an answer lost on the
-        way is retried with the same token. See the Safety and fencing page.
-
-        :returns: DynamoDB's answer to ``TransactWriteItems``.
-        :raises DynamoDBLockError: ``LOCK_STOLEN`` when the lock is no longer held: nothing was
-            written, and ``holder`` describes who holds the key now; ``LOCK_NOT_OWNED`` after
-            the lock was released; ``UNKNOWN`` for other failures (``reason`` says which).
-        :raises botocore.exceptions.ClientError: ``TransactionCanceledException`` when an
-            application condition refused (nothing was written; ``CancellationReasons`` line up
-            with ``TransactItems``).
-        :raises TypeError, ValueError: for actions DynamoDB would refuse (more than 99, over
-            4 MB, on the lock row itself, ...), before anything is sent.
-        """
-        response: Dict[str, Any] = self.lock_client._guarded_write(self, TransactItems, typed, options,
-                                                                   ClientRequestToken)
-        return response
-
-    def put_item(self, **params: Any) -> Dict[str, Any]:
-        """A ``put_item`` (boto3's arguments) that commits only while this lock is held; see
-        :meth:`transact_write_items`."""
-        actions, options = single_action('Put', params)
-        return self.transact_write_items(actions, **options)
-
-    def update_item(self, **params: Any) -> Dict[str, Any]:
-        """An ``update_item`` (boto3's arguments) that commits only while this lock is held."""
-        actions, options = single_action('Update', params)
-        return self.transact_write_items(actions, **options)
-
-    def delete_item(self, **params: Any) -> Dict[str, Any]:
-        """A ``delete_item`` (boto3's arguments) that commits only while this lock is held."""
-        actions, options = single_action('Delete', params)
-        return self.transact_write_items(actions, **options)
-
-    def __enter__(self) -> 'DynamoDBLock':
-        return self
-
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc_value: Optional[BaseException],
-        traceback: Optional[TracebackType],
-    ) -> bool:
-        """Release best effort; suppress an ``Exception`` from the block unless asked not to.
-
-        Suppressing is the published default (``raise_context_exception=False``); what is
-        suppressed is logged with its traceback. ``KeyboardInterrupt``, ``SystemExit`` and
-        other ``BaseException`` subclasses that are not ``Exception`` always propagate.
-        """
-        self.release(best_effort=True)
-        return suppress_after_block(self, exc_type, exc_value, traceback)
 
 
 class DynamoDBLockClient(Defaults):
@@ -209,31 +82,21 @@ class DynamoDBLockClient(Defaults):
     _COL_LEASE_DURATION = COL_LEASE_DURATION
     _COL_RECORD_VERSION_NUMBER = COL_RECORD_VERSION_NUMBER
 
-    def __init__(
-        self,
-        dynamodb_resource: Union[DynamoDBServiceResource, DynamoDBClient],
-        table_name: str = Defaults._DEFAULT_TABLE_NAME,
-        partition_key_name: str = Defaults._DEFAULT_PARTITION_KEY_NAME,
-        sort_key_name: Optional[str] = Defaults._DEFAULT_SORT_KEY_NAME,
-        ttl_attribute_name: str = Defaults._DEFAULT_TTL_ATTRIBUTE_NAME,
-        owner_name: Optional[str] = None,
-        heartbeat_period: datetime.timedelta = Defaults._DEFAULT_HEARTBEAT_PERIOD,
-        safe_period: datetime.timedelta = Defaults._DEFAULT_SAFE_PERIOD,
-        lease_duration: datetime.timedelta = Defaults._DEFAULT_LEASE_DURATION,
-        expiry_period: datetime.timedelta = Defaults._DEFAULT_EXPIRY_PERIOD,
-        heartbeat_tps: float = Defaults._DEFAULT_HEARTBEAT_TPS,
-        app_callback_executor: Optional[concurrent.futures.Executor] = None,
-        *,
-        clock: Optional[Clock] = None,
-        heartbeat_workers: Optional[int] = None,
-        heartbeat_batch_size: int = 1,
-        background_heartbeats: bool = True,
-        keep_released_rows: bool = True,
-        metrics: Optional[MetricsHook] = None,
-        max_clock_skew: Optional[datetime.timedelta] = None,
-        partition_key_type: str = 'S',
-        session: bool = False,
-    ) -> None:
+    def __init__(self, dynamodb_resource: Union[DynamoDBServiceResource, DynamoDBClient],
+                 table_name: str = Defaults._DEFAULT_TABLE_NAME,
+                 partition_key_name: str = Defaults._DEFAULT_PARTITION_KEY_NAME,
+                 sort_key_name: Optional[str] = Defaults._DEFAULT_SORT_KEY_NAME,
+                 ttl_attribute_name: str = Defaults._DEFAULT_TTL_ATTRIBUTE_NAME, owner_name: Optional[str] = None,
+                 heartbeat_period: datetime.timedelta = Defaults._DEFAULT_HEARTBEAT_PERIOD,
+                 safe_period: datetime.timedelta = Defaults._DEFAULT_SAFE_PERIOD,
+                 lease_duration: datetime.timedelta = Defaults._DEFAULT_LEASE_DURATION,
+                 expiry_period: datetime.timedelta = Defaults._DEFAULT_EXPIRY_PERIOD,
+                 heartbeat_tps: float = Defaults._DEFAULT_HEARTBEAT_TPS,
+                 app_callback_executor: Optional[concurrent.futures.Executor] = None, *, clock: Optional[Clock] = None,
+                 heartbeat_workers: Optional[int] = None, heartbeat_batch_size: int = 1,
+                 background_heartbeats: bool = True, keep_released_rows: bool = True,
+                 metrics: Optional[MetricsHook] = None, max_clock_skew: Optional[datetime.timedelta] = None,
+                 partition_key_type: str = 'S', session: bool = False) -> None:
         low_level_client, typed = lock_transport_of(dynamodb_resource)
         settings = check_construction(
             low_level_client, app_callback_executor, metrics, background_heartbeats,
@@ -335,24 +198,14 @@ class DynamoDBLockClient(Defaults):
 
     # -- public API ----------------------------------------------------------------------
 
-    def acquire_lock(
-        self,
-        partition_key: PartitionKey,
-        sort_key: str = Defaults._DEFAULT_SORT_KEY_VALUE,
-        retry_period: Optional[datetime.timedelta] = None,
-        retry_timeout: Optional[datetime.timedelta] = None,
-        additional_attributes: Optional[Mapping[str, Any]] = None,
-        app_callback: Optional[AppCallback] = None,
-        raise_context_exception: bool = False,
-        *,
-        reentrant: bool = False,
-        lock_existing_item: bool = False,
-        only_if_exists: bool = False,
-        keep_row: Optional[bool] = None,
-        cancel: Optional[threading.Event] = None,
-        shared: bool = False,
-        lease_duration: Optional[datetime.timedelta] = None,
-    ) -> DynamoDBLock:
+    def acquire_lock(self, partition_key: PartitionKey, sort_key: str = Defaults._DEFAULT_SORT_KEY_VALUE,
+                     retry_period: Optional[datetime.timedelta] = None,
+                     retry_timeout: Optional[datetime.timedelta] = None,
+                     additional_attributes: Optional[Mapping[str, Any]] = None,
+                     app_callback: Optional[AppCallback] = None, raise_context_exception: bool = False, *,
+                     reentrant: bool = False, lock_existing_item: bool = False, only_if_exists: bool = False,
+                     keep_row: Optional[bool] = None, cancel: Optional[threading.Event] = None, shared: bool = False,
+                     lease_duration: Optional[datetime.timedelta] = None) -> DynamoDBLock:
         """Acquire the lock on ``(partition_key, sort_key)``, waiting for it if it is held.
 
         The first attempt is a single conditional put. While the lock is held by someone else
@@ -405,21 +258,12 @@ class DynamoDBLockClient(Defaults):
         acquired: Optional[DynamoDBLock] = self._driver.run(acquiring.acquisition(waiter, holder, call), waiter, cancel)
         return acquired
 
-    def try_acquire_lock(
-        self,
-        partition_key: PartitionKey,
-        sort_key: str = Defaults._DEFAULT_SORT_KEY_VALUE,
-        additional_attributes: Optional[Mapping[str, Any]] = None,
-        app_callback: Optional[AppCallback] = None,
-        raise_context_exception: bool = False,
-        *,
-        reentrant: bool = False,
-        shared: bool = False,
-        lease_duration: Optional[datetime.timedelta] = None,
-        lock_existing_item: bool = False,
-        only_if_exists: bool = False,
-        keep_row: Optional[bool] = None,
-    ) -> Optional[DynamoDBLock]:
+    def try_acquire_lock(self, partition_key: PartitionKey, sort_key: str = Defaults._DEFAULT_SORT_KEY_VALUE,
+                         additional_attributes: Optional[Mapping[str, Any]] = None,
+                         app_callback: Optional[AppCallback] = None, raise_context_exception: bool = False, *,
+                         reentrant: bool = False, shared: bool = False,
+                         lease_duration: Optional[datetime.timedelta] = None, lock_existing_item: bool = False,
+                         only_if_exists: bool = False, keep_row: Optional[bool] = None) -> Optional[DynamoDBLock]:
         """Acquire the lock if it can be had right now (``shared``: as ``acquire_lock``'s); never
         waits. A holder whose version this client has seen unchanged for its lease, over earlier
         calls, is taken over (see "Trying again later" in the documentation).
@@ -567,22 +411,15 @@ class DynamoDBLockClient(Defaults):
     # -- table creation ------------------------------------------------------------------
 
     @classmethod
-    def create_dynamodb_table(
-        cls,
-        dynamodb_client: DynamoDBClient,
-        table_name: str = Defaults._DEFAULT_TABLE_NAME,
-        partition_key_name: str = Defaults._DEFAULT_PARTITION_KEY_NAME,
-        sort_key_name: Optional[str] = Defaults._DEFAULT_SORT_KEY_NAME,
-        ttl_attribute_name: str = Defaults._DEFAULT_TTL_ATTRIBUTE_NAME,
-        read_capacity: int = Defaults._DEFAULT_READ_CAPACITY,
-        write_capacity: int = Defaults._DEFAULT_WRITE_CAPACITY,
-        *,
-        billing_mode: str = 'PROVISIONED',
-        exist_ok: bool = False,
-        partition_key_type: str = 'S',
-        tags: Optional[Union[Mapping[str, str], Sequence[Mapping[str, str]]]] = None,
-        allow_global_table: bool = False,
-    ) -> Dict[str, Any]:
+    def create_dynamodb_table(cls, dynamodb_client: DynamoDBClient, table_name: str = Defaults._DEFAULT_TABLE_NAME,
+                              partition_key_name: str = Defaults._DEFAULT_PARTITION_KEY_NAME,
+                              sort_key_name: Optional[str] = Defaults._DEFAULT_SORT_KEY_NAME,
+                              ttl_attribute_name: str = Defaults._DEFAULT_TTL_ATTRIBUTE_NAME,
+                              read_capacity: int = Defaults._DEFAULT_READ_CAPACITY,
+                              write_capacity: int = Defaults._DEFAULT_WRITE_CAPACITY, *,
+                              billing_mode: str = 'PROVISIONED', exist_ok: bool = False, partition_key_type: str = 'S',
+                              tags: Optional[Union[Mapping[str, str], Sequence[Mapping[str, str]]]] = None,
+                              allow_global_table: bool = False) -> Dict[str, Any]:
         """Create the lock table, wait until it is ACTIVE, and turn TTL on for ``ttl_attribute_name``;
         takes ``boto3.client('dynamodb')``, and returns the table's description. Every argument
         and error: :ref:`table-administration`."""
@@ -636,19 +473,13 @@ class DynamoDBLockClient(Defaults):
 
     # -- acquiring the first free of several keys ----------------------------------------
 
-    def acquire_first_lock(
-        self,
-        partition_key: PartitionKey,
-        sort_keys: Sequence[str],
-        retry_period: Optional[datetime.timedelta] = None,
-        retry_timeout: Optional[datetime.timedelta] = None,
-        additional_attributes: Optional[Mapping[str, Any]] = None,
-        app_callback: Optional[AppCallback] = None,
-        raise_context_exception: bool = True,
-        *,
-        cancel: Optional[threading.Event] = None,
-        wake: Optional[threading.Event] = None,
-    ) -> DynamoDBLock:
+    def acquire_first_lock(self, partition_key: PartitionKey, sort_keys: Sequence[str],
+                           retry_period: Optional[datetime.timedelta] = None,
+                           retry_timeout: Optional[datetime.timedelta] = None,
+                           additional_attributes: Optional[Mapping[str, Any]] = None,
+                           app_callback: Optional[AppCallback] = None, raise_context_exception: bool = True, *,
+                           cancel: Optional[threading.Event] = None,
+                           wake: Optional[threading.Event] = None) -> DynamoDBLock:
         """Acquire the first lock of ``(partition_key, sort_key)`` for ``sort_keys`` that can be had
         (a pool of interchangeable locks: the slots of a semaphore, say).
 

@@ -2,7 +2,9 @@
 mutants not killed, file by file. Run from the repository root, after ``mutmut run``.
 
 The score counts every mutant checked: one that no test reached ("no tests"), and one that timed
-out, count as not killed; mutants not checked yet (an interrupted run) are counted apart. Exit
+out, count as not killed; mutants not checked yet (an interrupted run) are counted apart. A mutant
+that ``mypy --strict`` rejects ("caught by type check": ``tox -e type`` is part of every CI run, so
+such a change can never land) counts as caught, and is shown apart from those a test killed. Exit
 status 0; with ``--min PERCENT``, 1 below that score.
 """
 from __future__ import annotations
@@ -14,6 +16,9 @@ import pathlib
 import sys
 
 from mutmut.stats import status_by_exit_code     # what mutmut calls each exit code of a mutant's run
+
+
+CAUGHT = ('killed', 'caught by type check')
 
 
 def main() -> int:
@@ -30,13 +35,14 @@ def main() -> int:
                 continue
             counts['total'] += 1
             counts[kind] += 1
-            if kind == 'killed':
+            if kind in CAUGHT:
                 continue
             not_killed[str(meta)[len('mutants/'):-len('.meta')]].append(f'{name} ({kind})')
     total = counts['total']
-    score = 100.0 * counts['killed'] / total if total else 0.0
-    others = ', '.join(f'{kind} {count}' for kind, count in sorted(counts.items()) if kind not in ('total', 'killed'))
-    print(f"mutation score: {counts['killed']} killed / {total} = {score:.1f} %  ({others})")
+    caught = sum(counts[kind] for kind in CAUGHT)
+    score = 100.0 * caught / total if total else 0.0
+    others = ', '.join(f'{kind} {count}' for kind, count in sorted(counts.items()) if kind != 'total')
+    print(f"mutation score: {caught} caught / {total} = {score:.1f} %  ({others})")
     for path, names in sorted(not_killed.items()):
         print(f'{path}: {len(names)} not killed')
         for name in names:

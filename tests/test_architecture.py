@@ -2,10 +2,9 @@
 under ``TYPE_CHECKING`` (import-linter's contracts in ``.importlinter``, run by ``tox -e lint``,
 keep the layers apart; this keeps the graph free of cycles, which a deferred import only hides).
 
-One cycle is known and listed (:data:`KNOWN_CYCLES`): the asyncio face and its recipes (``aio``
-imports them at its end to publish them; they import the client), which the layout of issue
-"One way down" untangles. A new cycle fails; so does the known one once it
-is gone, so that the list is shortened with it.
+No cycle is known (:data:`KNOWN_CYCLES`, empty since the layout of issue "One way down": the
+clients are composed, the recipes live in ``_recipes/``). A new cycle fails; a cycle listed here
+fails once it is gone, so that the list is shortened with it.
 """
 from __future__ import annotations
 
@@ -16,9 +15,7 @@ from typing import Dict, FrozenSet, List, Set
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / 'python_dynamodb_lock'
 NAME = 'python_dynamodb_lock'
 
-KNOWN_CYCLES: Set[FrozenSet[str]] = {
-    frozenset({'python_dynamodb_lock._aio_recipes', 'python_dynamodb_lock.aio'}),
-}
+KNOWN_CYCLES: Set[FrozenSet[str]] = set()
 
 
 def modules(package: pathlib.Path = PACKAGE) -> Dict[str, pathlib.Path]:

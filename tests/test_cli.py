@@ -23,7 +23,8 @@ import pytest
 
 from python_dynamodb_lock import __version__
 from python_dynamodb_lock.__main__ import main
-from python_dynamodb_lock._cli import _until_expiry_text, check_endpoint_url, format_seconds, lock_record
+from python_dynamodb_lock._cli.checks import check_endpoint_url
+from python_dynamodb_lock._cli.render import format_seconds, lock_record, until_expiry_text
 from python_dynamodb_lock.python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLockClient
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -451,7 +452,7 @@ def test_expired_rows_are_shown_as_expired() -> None:
     record = lock_record(lock, now=1_042.0, expiry_period=3600)
     assert record['seconds_until_expiry'] == -42
     assert record['estimated_seconds_since_last_write'] == 3642
-    assert _until_expiry_text(record['seconds_until_expiry']) == 'expired 42s ago'
+    assert until_expiry_text(record['seconds_until_expiry']) == 'expired 42s ago'
     assert record['expiry_time_utc'] == '1970-01-01T00:16:40Z'
 
 

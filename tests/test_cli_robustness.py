@@ -21,7 +21,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
 
-from python_dynamodb_lock import __version__, _cli, _supervise
+from python_dynamodb_lock import __version__
+from python_dynamodb_lock._cli import arguments, connection, console, parser, run, supervisor
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CLI_DOC = REPO_ROOT / 'docs' / 'cli.rst'
@@ -35,7 +36,7 @@ Result = Tuple[int, str, str]
 def run_cli(*argv: str) -> Result:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out):   # argparse prints --help there
-        code = _cli.run(list(argv), stdin=io.StringIO(''), stdout=out, stderr=err)
+        code = run(list(argv), stdin=io.StringIO(''), stdout=out, stderr=err)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -64,7 +65,7 @@ def test_an_empty_name_is_a_usage_error_not_the_default(command: List[str], opti
     """``release --force --yes --table "$LOCK_TABLE"`` with the variable unset must not release
     a lock of the default table (nor of the default region's or profile's)."""
     code, out, err = run_cli('--endpoint-url', 'http://127.0.0.1:9', *command[:1], option, value, *command[1:])
-    assert code == _cli.EXIT_USAGE, err
+    assert code == console.EXIT_USAGE, err
     assert f'{option} is empty' in err and 'unset shell variable' in err
     assert out == ''
     assert_one_line(err)
@@ -76,7 +77,7 @@ def test_an_empty_name_is_a_usage_error_not_the_default(command: List[str], opti
 ])
 def test_other_empty_values_are_usage_errors(argv: List[str], option: str) -> None:
     code, _, err = run_cli(*ENDPOINT, *argv)
-    assert code == _cli.EXIT_USAGE and f'{option} is empty' in err, err
+    assert code == console.EXIT_USAGE and f'{option} is empty' in err, err
 
 
 # --------------------------------------------------------------------------------------------
@@ -130,12 +131,12 @@ def test_a_reader_that_stops_early_is_a_quiet_exit(local_engine: Any) -> None:
 
 def exit_codes() -> Dict[str, int]:
     """Every ``EXIT_*`` constant of the command line and of ``run``."""
-    return {f'{module.__name__}.{name}': value for module in (_cli, _supervise)
+    return {f'{module.__name__}.{name}': value for module in (console, supervisor)
             for name, value in vars(module).items() if name.startswith('EXIT_') and isinstance(value, int)}
 
 
 def test_the_broken_pipe_code_is_what_a_shell_reports_for_sigpipe() -> None:
-    assert _cli.EXIT_BROKEN_PIPE == 141
+    assert console.EXIT_BROKEN_PIPE == 141
 
 
 def test_the_exit_codes_are_the_known_ones() -> None:
@@ -194,7 +195,7 @@ def test_the_docs_show_the_version_the_package_reports() -> None:
 ], ids=lambda value: value if isinstance(value, str) else ' '.join(value[1:4]))
 def test_absurd_durations_are_refused_naming_the_option(argv: List[str], option: str) -> None:
     code, _, err = run_cli(*ENDPOINT, *argv)
-    assert code == _cli.EXIT_USAGE, err
+    assert code == console.EXIT_USAGE, err
     first = err.splitlines()[0]
     assert first.startswith(f'dynamodb-lock: error: argument {option}'), err
     for python_word in ('safe_period', 'heartbeat_period', 'lease_duration', 'timedelta', 'Traceback'):
@@ -203,10 +204,10 @@ def test_absurd_durations_are_refused_naming_the_option(argv: List[str], option:
 
 def test_the_longest_accepted_lease_is_accepted_by_the_library() -> None:
     """The bound is the library's: what the option accepts, the lock client does not refuse."""
-    args = _cli.build_parser().parse_args([*ENDPOINT, 'run', 'k', '--lease', str(_cli.MAX_SECONDS)])
-    assert args.lease_duration == _cli.MAX_SECONDS
+    args = parser.build_parser().parse_args([*ENDPOINT, 'run', 'k', '--lease', str(arguments.MAX_SECONDS)])
+    assert args.lease_duration == arguments.MAX_SECONDS
     from python_dynamodb_lock import _validation
-    assert _cli.MAX_SECONDS == _validation.MAX_DURATION.total_seconds()
+    assert arguments.MAX_SECONDS == _validation.MAX_DURATION.total_seconds()
 
 
 # --------------------------------------------------------------------------------------------
@@ -333,8 +334,8 @@ def test_an_endpoint_that_never_answers_fails_every_command_quickly(black_hole: 
 
 
 def test_every_command_gets_short_timeouts_and_few_retries() -> None:
-    args = _cli.build_parser().parse_args([*ENDPOINT, 'list'])
-    config = _cli.make_resource(args).meta.client.meta.config
+    args = parser.build_parser().parse_args([*ENDPOINT, 'list'])
+    config = connection.make_resource(args).meta.client.meta.config
     assert config.connect_timeout <= 5 and config.read_timeout <= 5
     assert config.retries == {'mode': 'standard', 'total_max_attempts': 2}
 
@@ -346,8 +347,8 @@ def test_every_command_gets_short_timeouts_and_few_retries() -> None:
 def test_retries_the_user_configured_are_kept(monkeypatch: pytest.MonkeyPatch, variable: str, value: str,
                                               retries: Dict[str, Any]) -> None:
     monkeypatch.setenv(variable, value)
-    args = _cli.build_parser().parse_args([*ENDPOINT, 'list'])
-    config = _cli.make_resource(args).meta.client.meta.config
+    args = parser.build_parser().parse_args([*ENDPOINT, 'list'])
+    config = connection.make_resource(args).meta.client.meta.config
     assert retries.items() <= config.retries.items()
     assert config.read_timeout <= 5     # the timeouts are the command's all the same
 
@@ -356,5 +357,5 @@ def test_retries_configured_in_the_profile_are_kept(monkeypatch: pytest.MonkeyPa
     config_file = tmp_path / 'config'
     config_file.write_text('[default]\nmax_attempts = 4\n')
     monkeypatch.setenv('AWS_CONFIG_FILE', str(config_file))
-    args = _cli.build_parser().parse_args([*ENDPOINT, 'list'])
-    assert _cli.make_resource(args).meta.client.meta.config.retries['total_max_attempts'] == 4
+    args = parser.build_parser().parse_args([*ENDPOINT, 'list'])
+    assert connection.make_resource(args).meta.client.meta.config.retries['total_max_attempts'] == 4

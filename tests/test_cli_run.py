@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from python_dynamodb_lock._supervise import EXIT_COMMAND_NOT_FOUND, EXIT_LOCK_LOST, EXIT_NOT_ACQUIRED
+from python_dynamodb_lock._cli.supervisor import EXIT_COMMAND_NOT_FOUND, EXIT_LOCK_LOST, EXIT_NOT_ACQUIRED
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,7 +16,7 @@ in the code fails this test until the page says what it means:
   which ``Observer.emit`` logs through one ``logger.log(level, template, ...)``);
 * the warnings ``_config.py`` gives for risky settings (which the client logs with
   ``logger.warning('%s', warning)``);
-* the ``CliError`` messages of ``_cli.py``, the explanations of ``explain_failure`` and the
+* the ``CliError`` messages of ``_cli/``, the explanations of ``explain_failure`` and the
   demo's ``DemoError`` messages, which the command prints as ``dynamodb-lock: error: ...``.
 
 The rule for levels: the page explains what can go wrong, so every WARNING, ERROR and CRITICAL
@@ -181,7 +181,7 @@ def calls_of(modules: Sequence[Module], name: str, position: int, keyword: str,
     """``(where, template)`` for the message argument of every call of ``name``, and for the
     literal pieces its callers pass into its holes."""
     for module in modules:
-        if only is not None and module.name != only:
+        if only is not None and not module.name.startswith(only):   # a file, or a folder ('_cli/')
             continue
         for call in ast.walk(module.tree):
             if not (isinstance(call, ast.Call) and called_name(call) == name):
@@ -394,8 +394,8 @@ def all_templates() -> List[Tuple[str, Template]]:
     found += logged_templates(modules)
     found += appended_templates(by_name['_config.py'], '_period_warnings')
     found += returned_templates(by_name['_config.py'], 'client_timeout_warning')
-    found += calls_of(modules, 'CliError', 0, 'message', only='_cli.py')
-    found += returned_templates(by_name['_cli.py'], 'explain_failure')
+    found += calls_of(modules, 'CliError', 0, 'message', only='_cli/')
+    found += returned_templates(by_name['_cli/failures.py'], 'explain_failure')
     found += calls_of(modules, 'DemoError', 0, 'message', only='_demo.py')
     return found
 

@@ -104,7 +104,7 @@ def test_the_documented_lease_error_is_all_that_python_m_prints() -> None:
 
 
 def test_the_json_fields_the_page_lists_are_the_fields_given() -> None:
-    from python_dynamodb_lock._cli import lock_record
+    from python_dynamodb_lock._cli.render import lock_record
 
     lock = BaseDynamoDBLock('k', '-', 'reader-1', 30.0, 'v1', 2_000_000_000, {}, fencing_token=7)
     lock.shared_holders = (SharedHolder('h1', 'reader-1', 'v1', 30.0),)

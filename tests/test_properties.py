@@ -44,7 +44,7 @@ from hypothesis import strategies as st
 
 from conftest import moto_table
 from helpers import wait_until
-from python_dynamodb_lock import _cli
+from python_dynamodb_lock._cli import commands, run as cli_run
 from python_dynamodb_lock._validation import MAX_DURATION
 from python_dynamodb_lock.python_dynamodb_lock import (
     BaseDynamoDBLock,
@@ -825,15 +825,16 @@ def _stub_handlers(monkeypatch: pytest.MonkeyPatch) -> List[Any]:
         ran.append(args)
         return 0
 
-    for name in ('cmd_create_table', 'cmd_list', 'cmd_show', 'cmd_release', 'cmd_demo'):
-        monkeypatch.setattr(_cli, name, handler)
+    for module, name in ((commands.create_table, 'cmd_create_table'), (commands.list, 'cmd_list'),
+                         (commands.show, 'cmd_show'), (commands.release, 'cmd_release'), (commands.demo, 'cmd_demo')):
+        monkeypatch.setattr(module, name, handler)
     return ran
 
 
 def _run_cli(argv: List[str]) -> Tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):   # argparse's --help
-        code = _cli.run(argv, stdin=io.StringIO(''), stdout=out, stderr=err)
+        code = cli_run(argv, stdin=io.StringIO(''), stdout=out, stderr=err)
     # A real stdout encodes strictly: a lone surrogate printed there would crash the command
     # (stderr escapes them).
     out.getvalue().encode('utf-8')

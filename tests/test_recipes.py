@@ -731,7 +731,10 @@ def test_a_killed_leader_is_replaced_within_lease_and_retry_period_with_a_larger
     workers.quit_all()
     stretches = check_leadership(workers.events)
     assert [term for _, _, term, _ in stretches][-1] == second['term']
-    assert all(event['term'] == second['term'] for event in workers.events.of('lost'))   # the closing leader
+    for event in workers.events.of('lost'):
+        if event['term'] != second['term']:     # the closing leader aside: on a loaded machine the
+            # first leader may have missed its renewals before the kill: a real loss, reported as one
+            assert event['term'] < second['term'] and event['reason'] in (LossReason.STOLEN, LossReason.IN_DANGER)
 
 
 @needs_signals

@@ -163,6 +163,23 @@ def test_acquire_first_lock_refuses_bad_sort_keys_before_any_call(engine: Any, c
     assert calls.calls == []
 
 
+def test_a_recipe_refuses_the_other_kind_of_client_before_any_call(engine: Any, clients: LockClients,
+                                                                   kind: Kind) -> None:
+    """The threaded recipes take the threaded client, the asyncio twins the asyncio client: the
+    other kind (whose calls are coroutines, or block) is refused, naming the client wanted."""
+    client = kind.lock_client(clients.make())
+    if kind.is_asyncio:
+        semaphore, election, wanted = Semaphore, LeaderElection, 'DynamoDBLockClient'
+    else:
+        semaphore, election, wanted = AsyncSemaphore, AsyncLeaderElection, 'AsyncDynamoDBLockClient'
+    with CallRecorder(engine.resource) as calls:
+        with pytest.raises(TypeError, match=f'lock_client must be a {wanted}, not {type(client).__name__}'):
+            semaphore(client, 'pool', 2)
+        with pytest.raises(TypeError, match=f'lock_client must be a {wanted}, not {type(client).__name__}'):
+            election(client, 'leader')
+    assert calls.calls == []
+
+
 # --------------------------------------------------------------------------------------------
 # Semaphore / AsyncSemaphore
 # --------------------------------------------------------------------------------------------
@@ -272,7 +289,8 @@ PRIVATE_CLIENT_MEMBERS = {'_advance', '_perform', '_attempt', '_adopt', '_instal
                           '_check_process', '_settings', '_schema', '_run', '_registry', '_store'}
 
 
-@pytest.mark.parametrize('module', ['recipes.py', '_aio_recipes.py'])
+@pytest.mark.parametrize('module', ['recipes.py'] + sorted(f'_recipes/{path.name}'
+                                                          for path in (PACKAGE / '_recipes').glob('*.py')))
 def test_the_recipes_touch_no_private_member_of_a_client_or_lock(module: str) -> None:
     path = PACKAGE / module
     assert path.exists()

@@ -9,7 +9,8 @@ import dataclasses
 from typing import Any, Callable, Optional
 
 from .. import _validation as validation
-from .._config import check_additional_attributes, check_key, lock_lease, require_bool
+from .._config import check_additional_attributes, check_key, lock_lease
+from .._validation import require_bool
 from .._locks import unique_identifier_of
 from .._schema import Item, PartitionKey
 from .._core.write import AcquireAttempt

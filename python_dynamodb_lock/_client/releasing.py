@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Optional, Sequence, Tuple
 
-from .._config import check_release_attributes, require_bool
+from .._config import check_release_attributes
+from .._validation import require_bool
 from .._core.effects import Drop, Hold, Protocol, Settle
 from .._core.events import Kind
 from .._core.item_size import check_release_size, handover_fits

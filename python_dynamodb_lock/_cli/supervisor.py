@@ -28,8 +28,8 @@ import time
 from types import FrameType
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from ._core.state import Status
-from ._errors import DynamoDBLockError, Reason
+from .._core.state import Status
+from .._errors import DynamoDBLockError, Reason
 
 __all__ = [
     'EXIT_CANNOT_EXECUTE',
