@@ -425,8 +425,6 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._embedded'): (2, WHY_ENGINES),
     },
     'test_embedded.py': {
-        ('attr', '_launcher_source'): (2, WHY_EMBEDDED),
-        ('attr', '_loopback_launcher_classes'): (2, WHY_EMBEDDED),
         ('import', 'python_dynamodb_lock._demo'): (1, WHY_DEMO),
         ('import', 'python_dynamodb_lock._embedded'): (2, WHY_EMBEDDED),
     },
