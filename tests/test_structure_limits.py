@@ -23,7 +23,6 @@ KNOWN_OVER: Dict[Tuple[str, str], int] = {
     ('module', 'python_dynamodb_lock._requests'): 572,
     ('module', 'python_dynamodb_lock.python_dynamodb_lock'): 583,
     ('module', 'python_dynamodb_lock.recipes'): 971,
-    ('module', 'python_dynamodb_lock.testing._faults'): 706,
 }
 
 
