@@ -206,7 +206,7 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._embedded'): (1, WHY_RECIPES_IMPORT),
     },
     '_torture/faults.py': {
-        ('import', 'python_dynamodb_lock.testing._faults'): (1, WHY_RAWFAULTS),
+        ('import', 'python_dynamodb_lock.testing._hooks'): (1, WHY_RAWFAULTS),
     },
     '_torture/worker.py': {
         ('import', 'python_dynamodb_lock._embedded'): (1, WHY_AIO_CREDS),
@@ -428,8 +428,6 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._embedded'): (2, WHY_ENGINES),
     },
     'test_embedded.py': {
-        ('attr', '_launcher_source'): (2, WHY_EMBEDDED),
-        ('attr', '_loopback_launcher_classes'): (2, WHY_EMBEDDED),
         ('import', 'python_dynamodb_lock._demo'): (1, WHY_DEMO),
         ('import', 'python_dynamodb_lock._embedded'): (2, WHY_EMBEDDED),
     },

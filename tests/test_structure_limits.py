@@ -20,11 +20,8 @@ KNOWN_OVER: Dict[Tuple[str, str], int] = {
     ('class', 'python_dynamodb_lock._base.ClientCore'): 937,
     ('function', 'python_dynamodb_lock._config.make_settings'): 82,
     ('function', 'python_dynamodb_lock._core.release.release'): 95,
-    ('module', 'python_dynamodb_lock._demo'): 761,
-    ('module', 'python_dynamodb_lock._embedded'): 746,
     ('module', 'python_dynamodb_lock._requests'): 572,
     ('module', 'python_dynamodb_lock.python_dynamodb_lock'): 583,
-    ('module', 'python_dynamodb_lock.testing._faults'): 706,
 }
 
 
