@@ -377,3 +377,95 @@ def test_a_table_without_sort_key_and_a_number_partition_key() -> None:
         'resource': {'N': '7'}}
     with pytest.raises(ValueError, match='S, N or B'):
         SimulatedTable('t', ('k', 'X'))
+
+
+# -- lock clients on the model ----------------------------------------------------------------------
+
+def answer_from(table: SimulatedTable) -> Any:
+    """A botocore ``before-call`` hook that answers every data call from ``table``: the call
+    never reaches the network (the endpoint has nothing listening)."""
+    import json
+
+    from botocore.awsrequest import AWSResponse
+
+    def answer(params: Dict[str, Any], model: Any, **kwargs: Any) -> Any:
+        request = json.loads(params.get('body') or b'{}')
+        try:
+            parsed, status = table.handle(model.name, request), 200
+        except ClientError as error:
+            parsed, status = dict(error.response), 400
+        return AWSResponse('http://simulated', status, {}, None), parsed   # type: ignore[arg-type]
+
+    return answer
+
+
+NOWHERE = 'http://127.0.0.1:9'
+
+
+def test_a_threaded_lock_client_runs_on_the_model(table: SimulatedTable) -> None:
+    from python_dynamodb_lock import DynamoDBLockClient, DynamoDBLockError
+    from python_dynamodb_lock.testing import ManualClock, dummy_boto3_session
+
+    resource = dummy_boto3_session().resource('dynamodb', endpoint_url=NOWHERE)
+    resource.meta.client.meta.events.register('before-call.dynamodb', answer_from(table))
+    clock = ManualClock()
+    first, second = (DynamoDBLockClient(resource, table_name=T, clock=clock, owner_name=owner,
+                                        background_heartbeats=False, heartbeat_batch_size=5)
+                     for owner in ('first', 'second'))
+    try:
+        held = first.acquire_lock('job')
+        assert second.try_acquire_lock('job') is None
+        first.send_heartbeats()
+        held.release()
+        taken = second.acquire_lock('job')
+        assert taken.fencing_token is not None and held.fencing_token is not None
+        assert taken.fencing_token > held.fencing_token
+        readers = [client.acquire_lock('doc', shared=True) for client in (first, second)]
+        for reader in readers:
+            reader.release()
+        several = first.acquire_locks(['k1', 'k2'])
+        assert second.try_acquire_locks(['k2', 'k3']) is None
+        several.release()
+        taken.put_item(TableName=T, Item={'lock_key': 'data', 'sort_key': '-', 'v': 1})
+        first.force_release_lock(first.get_lock('job'))
+        with pytest.raises(DynamoDBLockError) as stolen:
+            taken.put_item(TableName=T, Item={'lock_key': 'data', 'sort_key': '-', 'v': 2})
+        assert stolen.value.code == DynamoDBLockError.LOCK_STOLEN
+    finally:
+        first.close()
+        second.close()
+    data = [item for item in table.items() if item['lock_key'] == {'S': 'data'}]
+    assert data == [{'lock_key': {'S': 'data'}, 'sort_key': {'S': '-'}, 'v': {'N': '1'}}]
+    assert not [item for item in table.items() if 'released_at' not in item and 'record_version_number' in item]
+
+
+def test_an_asyncio_lock_client_runs_on_the_model(table: SimulatedTable) -> None:
+    import asyncio
+
+    pytest.importorskip('aiobotocore')
+    from aiobotocore.session import get_session
+
+    from python_dynamodb_lock.aio import AsyncDynamoDBLockClient
+
+    async def scenario() -> None:
+        async with get_session().create_client('dynamodb', endpoint_url=NOWHERE, region_name='us-east-1',
+                                               aws_access_key_id='x', aws_secret_access_key='x') as dynamodb:
+            dynamodb.meta.events.register('before-call.dynamodb', answer_from(table))
+            first = AsyncDynamoDBLockClient(dynamodb, table_name=T, owner_name='first')
+            second = AsyncDynamoDBLockClient(dynamodb, table_name=T, owner_name='second')
+            try:
+                held = await first.acquire_lock('job')
+                assert await second.try_acquire_lock('job') is None
+                await first.send_heartbeats()
+                await held.release()
+                several = await second.acquire_locks(['job', 'k2'])
+                assert await first.try_acquire_locks(['k2']) is None
+                await several.transact_write_items([{'Put': {'TableName': T, 'Item': {
+                    'lock_key': 'data', 'sort_key': '-', 'v': 1}}}])
+                await several.release()
+            finally:
+                await first.close()
+                await second.close()
+
+    asyncio.run(scenario())
+    assert {'lock_key': {'S': 'data'}, 'sort_key': {'S': '-'}, 'v': {'N': '1'}} in table.items()
