@@ -271,6 +271,22 @@ def scenario_existing_item(make: Callable[..., Any], table: LockTable) -> None:
         client.try_acquire_lock('absent', lock_existing_item=True, only_if_exists=True)
 
 
+def scenario_takeover(make: Callable[..., Any], table: LockTable) -> None:
+    """Locks whose holder stopped renewing (a short lease) taken over: an exclusive row, and a
+    shared row whose dead holder a writer removes."""
+    short = {'heartbeat_period': datetime.timedelta(seconds=0.1), 'safe_period': datetime.timedelta(seconds=0.5),
+             'lease_duration': datetime.timedelta(seconds=1)}
+    dead = make(owner_name='dead', **short)
+    dead.acquire_lock('abandoned', additional_attributes={'left': 'behind'})
+    dead.acquire_lock('reading', shared=True)
+    waiter = make(owner_name='waiter', **short)
+    wait = {'retry_period': datetime.timedelta(seconds=0.2), 'retry_timeout': datetime.timedelta(seconds=15)}
+    taken = waiter.acquire_lock('abandoned', **wait)
+    written = waiter.acquire_lock('reading', **wait)
+    taken.release()
+    written.release()
+
+
 def _sort(table: LockTable) -> Dict[str, Any]:
     return {} if table.sort_key_name is None else {table.sort_key_name: '-'}
 
@@ -283,6 +299,7 @@ SENT = {
     'heartbeat_batches': {'batch_execute_statement', 'update_item'},
     'several_keys_and_guarded_writes': {'transact_write_items', 'transact_get_items', 'update_item'},
     'existing_item': {'put_item', 'update_item'},
+    'takeover': {'update_item', 'get_item'},
 }
 
 SCENARIOS = {
@@ -292,6 +309,7 @@ SCENARIOS = {
     'heartbeat_batches': scenario_heartbeat_batches,
     'several_keys_and_guarded_writes': scenario_several_keys_and_guarded_writes,
     'existing_item': scenario_existing_item,
+    'takeover': scenario_takeover,
 }
 
 
