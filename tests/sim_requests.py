@@ -109,6 +109,12 @@ UPDATE_STEPS: List[Step] = [
     ('get_item', {'TableName': EDGE, 'Key': _key('')}),
     ('get_item', {'TableName': 'no-such-table', 'Key': _key('u')}),
     ('get_item', {'TableName': EDGE, 'Key': _key('u'), 'ConsistentRead': True}),
+    # The 400 KB item limit, clear of the rounding of the size rules.
+    ('put_item', {'TableName': EDGE, 'Item': {**_key('big'), 'text': {'S': 'x' * 300_000}}}),
+    ('put_item', {'TableName': EDGE, 'Item': {**_key('huge'), 'text': {'S': 'x' * 420_000}}}),
+    _update('big', 'SET more = :text', {':text': {'S': 'y' * 120_000}}),
+    _update('big', 'SET more = :text', {':text': {'S': 'y' * 50_000}}),
+    ('get_item', {'TableName': EDGE, 'Key': _key('huge')}),
 ]
 
 

@@ -175,6 +175,16 @@ def test_invalid_updates_write_nothing(table: SimulatedTable, expression: str, v
     assert len(table) == 0
 
 
+def test_items_over_400_kb_are_refused(table: SimulatedTable) -> None:
+    error = error_of(table, 'put_item', TableName=T, Item={**key('a'), 'text': {'S': 'é' * 210_000}})  # 420 kB
+    assert 'Item size has exceeded' in error.response['Error']['Message']
+    table.handle('put_item', {'TableName': T, 'Item': {**key('a'), 'text': {'S': 'x' * 300_000}}})
+    error = error_of(table, 'update_item', TableName=T, Key=key('a'), UpdateExpression='SET more = :more',
+                     ExpressionAttributeValues={':more': {'S': 'y' * 120_000}})
+    assert 'Item size to update has exceeded' in error.response['Error']['Message']
+    assert len(table.items()[0]['text']['S']) == 300_000 and 'more' not in table.items()[0]
+
+
 @pytest.mark.parametrize('bad_key, message', [
     ({'lock_key': {'S': 'a'}}, 'does not match the schema'),
     ({'lock_key': {'N': '1'}, 'sort_key': {'S': '-'}}, 'Type mismatch for key'),

@@ -161,7 +161,9 @@ class TableState:
             key = self.stored_key(item, 'Item')
             for value in item.values():
                 v.check_value(value)
-            new_item: Optional[Item] = {name: v.canonical(value) for name, value in item.items()}
+            written = {name: v.canonical(value) for name, value in item.items()}
+            v.check_item_size(written)
+            new_item: Optional[Item] = written
         else:
             key = self.stored_key(params.get('Key') or {})
             new_item = None
@@ -190,7 +192,9 @@ class TableState:
         if write.delete:
             return None
         if write.update is not None:
-            return apply_update(write.update, old, write.key_item)
+            updated = apply_update(write.update, old, write.key_item)
+            v.check_item_size(updated, update=True)
+            return updated
         if write.new_item is not None:
             return copy.deepcopy(write.new_item)
         return old    # a ConditionCheck

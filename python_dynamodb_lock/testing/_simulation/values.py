@@ -12,7 +12,10 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from .errors import validation
 
 __all__ = [
+    'MAX_ITEM_SIZE',
     'TYPES',
+    'check_item_size',
+    'item_size',
     'Value',
     'canonical',
     'check_value',
@@ -171,3 +174,39 @@ def size_of(value: Optional[Mapping[str, Any]]) -> Optional[int]:
     if kind in ('S', 'B', 'SS', 'NS', 'BS', 'M', 'L'):
         return len(value[kind])
     return None
+
+
+#: DynamoDB's largest item: 400 KB, attribute names included.
+MAX_ITEM_SIZE = 400 * 1024
+
+
+def value_size(value: Mapping[str, Any]) -> int:
+    """The bytes a value counts for, by DynamoDB's published rules (numbers: one byte per two
+    significant digits, plus one; lists and maps: 3 bytes, plus one per element)."""
+    kind = type_of(value)
+    content = value[kind]
+    if kind == 'S':
+        return len(str(content).encode('utf-8'))
+    if kind == 'B':
+        return len(bytes(content))
+    if kind == 'N':
+        digits = len(number(content).normalize(_CONTEXT).as_tuple().digits)
+        return (digits + 1) // 2 + 1
+    if kind in ('SS', 'NS', 'BS'):
+        return sum(value_size({kind[0]: item}) for item in content)
+    if kind == 'M':
+        return 3 + sum(len(name.encode('utf-8')) + value_size(item) + 1 for name, item in content.items())
+    if kind == 'L':
+        return 3 + sum(value_size(item) + 1 for item in content)
+    return 1
+
+
+def item_size(item: Mapping[str, Any]) -> int:
+    return sum(len(name.encode('utf-8')) + value_size(value) for name, value in item.items())
+
+
+def check_item_size(item: Mapping[str, Any], update: bool = False) -> None:
+    """A ValidationException for an item over 400 KB."""
+    if item_size(item) > MAX_ITEM_SIZE:
+        raise validation('Item size to update has exceeded the maximum allowed size' if update
+                         else 'Item size has exceeded the maximum allowed size')
