@@ -479,3 +479,24 @@ def test_an_asyncio_lock_client_runs_on_the_model(table: SimulatedTable) -> None
 
     asyncio.run(scenario())
     assert {'lock_key': {'S': 'data'}, 'sort_key': {'S': '-'}, 'v': {'N': '1'}} in table.items()
+
+
+def test_random_sequences_are_deterministic_and_only_raise_client_errors() -> None:
+    """The differential test's random requests, many more of them (no engine here): each seed
+    gives the same answers and the same items twice, and nothing but ClientError is raised."""
+    from sim_requests import EDGE, RandomRequests
+
+    def run(seed: int) -> List[Any]:
+        table = SimulatedTable(EDGE, ('lock_key', 'S'), ('sort_key', 'S'))
+        generator = RandomRequests(seed)
+        answers: List[Any] = []
+        for _ in range(300):
+            operation, params = generator.step()
+            try:
+                answers.append(table.handle(operation, params))
+            except ClientError as error:
+                answers.append(error.response)
+        return [answers, table.snapshot()]
+
+    for seed in range(10):
+        assert run(seed) == run(seed)

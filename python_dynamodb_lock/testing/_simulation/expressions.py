@@ -8,6 +8,7 @@ DynamoDB refuses raises :class:`~.errors.Invalid` (a ValidationException).
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
@@ -33,8 +34,10 @@ class Token(NamedTuple):
     text: str
 
 
-def tokens(text: str, field: str) -> List[Token]:
-    """The tokens of an expression; a ValidationException naming the first character that is none."""
+@functools.lru_cache(maxsize=1024)
+def tokens(text: str, field: str) -> Tuple[Token, ...]:
+    """The tokens of an expression; a ValidationException naming the first character that is none
+    (cached: a client sends the same few expressions again and again)."""
     found: List[Token] = []
     position = 0
     text = text.rstrip()
@@ -47,7 +50,7 @@ def tokens(text: str, field: str) -> List[Token]:
         found.append(Token(kind, match.group(kind)))
         position = match.end()
     found.append(Token('end', ''))
-    return found
+    return tuple(found)
 
 
 class Path(NamedTuple):

@@ -8,6 +8,7 @@ failed condition, is ``ConditionalCheckFailed`` (with the item when asked: ``ALL
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
@@ -102,6 +103,7 @@ class _Reader:
         return name, -count     # negative: an IN list
 
 
+@functools.lru_cache(maxsize=256)
 def parse_statement(statement: str, key_names: Tuple[str, ...]) -> Statement:
     reader = _Reader(statement)
     assignments: List[str] = []

@@ -9,7 +9,6 @@ deletes expired items lazily, possibly days later).
 """
 from __future__ import annotations
 
-import copy
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from . import values as v
@@ -100,7 +99,7 @@ class TableState:
     # -- inspection ----------------------------------------------------------------------------
     def snapshot(self) -> Dict[StoredKey, Item]:
         """A deep copy of every item (typed), by key; for invariant checks."""
-        return {key: copy.deepcopy(self._items[key]) for key in self.ordered_keys()}
+        return {key: v.copy_item(self._items[key]) for key in self.ordered_keys()}
 
     def items(self) -> List[Item]:
         """Every item (typed, deep copies), in key order."""
@@ -147,7 +146,7 @@ class TableState:
 
     def get(self, key: StoredKey) -> Optional[Item]:
         item = self._items.get(key)
-        return copy.deepcopy(item) if item is not None else None
+        return v.copy_item(item) if item is not None else None
 
     # -- writes --------------------------------------------------------------------------------
     def parse_write(self, kind: str, params: Mapping[str, Any]) -> Write:
@@ -196,7 +195,7 @@ class TableState:
             v.check_item_size(updated, update=True)
             return updated
         if write.new_item is not None:
-            return copy.deepcopy(write.new_item)
+            return v.copy_item(write.new_item)
         return old    # a ConditionCheck
 
     def store(self, key: StoredKey, item: Optional[Item]) -> None:
@@ -235,4 +234,4 @@ def _returned(return_values: str, old: Optional[Item], new: Optional[Item], upda
         chosen = project(new or {}, update.paths) if update is not None else None
     else:
         chosen = None
-    return {'Attributes': copy.deepcopy(chosen)} if chosen else {}
+    return {'Attributes': v.copy_item(chosen)} if chosen else {}

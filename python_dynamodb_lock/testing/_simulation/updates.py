@@ -6,7 +6,6 @@ into lists (``a[0]``) are refused with ``NotImplementedError``: this library nev
 """
 from __future__ import annotations
 
-import copy
 from decimal import Decimal
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
@@ -202,7 +201,7 @@ def apply_update(update: Update, old: Optional[Item], key: Item) -> Item:
     """The item after ``update`` (``old`` None: a new item made of ``key``); ``old`` is unchanged."""
     before: Item = old if old is not None else dict(key)
     computed = [(_evaluate(before, action.value) if action.clause == 'SET' else None) for action in update.actions]
-    after = copy.deepcopy(before)
+    after = v.copy_item(before)
     for action, value in zip(update.actions, computed):
         parent = _parent(after, action.path, create=action.clause != 'REMOVE')
         if parent is None:

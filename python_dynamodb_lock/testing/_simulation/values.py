@@ -20,6 +20,8 @@ __all__ = [
     'canonical',
     'check_value',
     'compare',
+    'copy_item',
+    'copy_value',
     'equal',
     'number',
     'number_value',
@@ -74,9 +76,26 @@ def type_of(value: Mapping[str, Any]) -> str:
     return str(kind)
 
 
+def copy_value(value: Mapping[str, Any]) -> Value:
+    """A deep copy of a typed value (faster than ``copy.deepcopy``: the model copies on every read)."""
+    kind = type_of(value)
+    content = value[kind]
+    if kind == 'M':
+        return {'M': {name: copy_value(item) for name, item in content.items()}}
+    if kind == 'L':
+        return {'L': [copy_value(item) for item in content]}
+    if kind in ('SS', 'NS', 'BS'):
+        return {kind: list(content)}
+    return {kind: content}
+
+
+def copy_item(item: Mapping[str, Any]) -> Dict[str, Any]:
+    return {name: copy_value(value) for name, value in item.items()}
+
+
 def check_value(value: Any) -> None:
     """A ValidationException for a value DynamoDB refuses (several types, an unknown type, a bad number)."""
-    if not isinstance(value, Mapping):
+    if not isinstance(value, dict):
         raise validation('Supplied AttributeValue is not a map')
     kind = type_of(value)
     content = value[kind]
