@@ -10,12 +10,14 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 from botocore.exceptions import ClientError
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from python_dynamodb_lock import _requests, _shared_requests
 from python_dynamodb_lock._core.answers import Applied, Refused, judge_answer, judge_error
 from python_dynamodb_lock._schema import Schema
 from python_dynamodb_lock._wire import python_item, typed_value
-from python_dynamodb_lock.testing._simulation import SimulatedTable
+from python_dynamodb_lock.testing._simulation import SimulatedTable, format_number
 from python_dynamodb_lock.testing._simulation.expressions import Parser, Placeholders, evaluate
 
 T = 'locks'
@@ -500,3 +502,48 @@ def test_random_sequences_are_deterministic_and_only_raise_client_errors() -> No
 
     for seed in range(10):
         assert run(seed) == run(seed)
+
+
+# -- properties (hypothesis, derandomized: the same examples every run) ----------------------------
+
+DETERMINISTIC = settings(derandomize=True, database=None, deadline=None, max_examples=150)
+
+
+@DETERMINISTIC
+@given(st.decimals(allow_nan=False, allow_infinity=False, min_value=Decimal('-1e30'), max_value=Decimal('1e30'),
+                   places=6))
+def test_numbers_keep_their_value_in_canonical_form(number: Decimal) -> None:
+    text = format_number(number)
+    assert Decimal(text) == number and 'E' not in text.upper() and format_number(Decimal(text)) == text
+
+
+@DETERMINISTIC
+@given(st.integers(min_value=0, max_value=10 ** 6), st.integers(min_value=1, max_value=60))
+def test_a_refused_write_changes_nothing_and_a_condition_and_its_negation_disagree(seed: int, steps: int) -> None:
+    """Whatever came before: a request answered with an error leaves every item as it was, and a
+    write conditioned on ``C`` lands exactly when the same write conditioned on ``NOT (C)`` is refused."""
+    from sim_requests import EDGE, RandomRequests
+
+    table = SimulatedTable(EDGE, ('lock_key', 'S'), ('sort_key', 'S'))
+    generator = RandomRequests(seed)
+    for _ in range(steps):
+        operation, params = generator.step()
+        before = table.snapshot()
+        try:
+            table.handle(operation, params)
+        except ClientError:
+            assert table.snapshot() == before
+        condition = params.get('ConditionExpression')
+        if operation == 'update_item' and condition:
+            outcomes = []
+            for expression in (condition, f'NOT ({condition})'):
+                probe = SimulatedTable(EDGE, ('lock_key', 'S'), ('sort_key', 'S'))
+                for item in table.items():
+                    probe.handle('put_item', {'TableName': EDGE, 'Item': item})
+                try:
+                    probe.handle('update_item', {**params, 'ConditionExpression': expression})
+                    outcomes.append('applied')
+                except ClientError as error:
+                    outcomes.append(code(error))
+            if 'ValidationException' not in outcomes:
+                assert sorted(outcomes) == ['ConditionalCheckFailedException', 'applied']
