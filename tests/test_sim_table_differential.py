@@ -287,6 +287,23 @@ def scenario_takeover(make: Callable[..., Any], table: LockTable) -> None:
     written.release()
 
 
+def scenario_options(make: Callable[..., Any], table: LockTable) -> None:
+    """Per-acquisition options: reentrant, a lease of its own, keep_row=False, a release that fails."""
+    client = make(owner_name='options')
+    outer = client.acquire_lock('again', reentrant=True)
+    inner = client.acquire_lock('again', reentrant=True)
+    inner.release()
+    outer.release()
+    own_lease = client.acquire_lock('own-lease', lease_duration=datetime.timedelta(seconds=60))
+    client.send_heartbeats()
+    own_lease.release()
+    client.acquire_lock('norow', keep_row=False).release()
+    lost = client.acquire_lock('lost')
+    thief = make(owner_name='thief')
+    thief.force_release_lock(thief.get_lock('lost'))
+    assert lost.release(best_effort=True) is False
+
+
 def _sort(table: LockTable) -> Dict[str, Any]:
     return {} if table.sort_key_name is None else {table.sort_key_name: '-'}
 
@@ -300,6 +317,7 @@ SENT = {
     'several_keys_and_guarded_writes': {'transact_write_items', 'transact_get_items', 'update_item'},
     'existing_item': {'put_item', 'update_item'},
     'takeover': {'update_item', 'get_item'},
+    'options': {'update_item', 'delete_item', 'get_item'},
 }
 
 SCENARIOS = {
@@ -310,6 +328,7 @@ SCENARIOS = {
     'several_keys_and_guarded_writes': scenario_several_keys_and_guarded_writes,
     'existing_item': scenario_existing_item,
     'takeover': scenario_takeover,
+    'options': scenario_options,
 }
 
 
