@@ -193,6 +193,8 @@ WHY_RECIPES = ("the recipes' threads (recipes.py and this file are being rewritt
                'helper)')
 WHY_RECIPES_IMPORT = ('owned by the recipes helper for now: default_client_config and dummy_boto3_session are '
                       'public in python_dynamodb_lock.testing')
+WHY_SIMULATION = ('unit and differential tests of the simulated table (testing._simulation, private until the '
+                  'simulation driver is public), fed with the requests the library builds and judged as it judges')
 WHY_CORE_ANSWERS = 'unit test of the batch answer judge (judge_batch) of the core'
 WHY_MATRIX_BITES = ('the proof that the combination matrix bites takes one feature out of the orchestration; no '
                     'public switch turns a feature off, by design')
@@ -321,6 +323,18 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._cli.render'): (1, WHY_CLI),
         ('import', 'python_dynamodb_lock._core'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.shared'): (1, WHY_CORE),
+    },
+    'test_sim_table.py': {
+        ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_SIMULATION),
+        ('import', 'python_dynamodb_lock._requests'): (1, WHY_SIMULATION),
+        ('import', 'python_dynamodb_lock._schema'): (1, WHY_SIMULATION),
+        ('import', 'python_dynamodb_lock._shared_requests'): (1, WHY_SIMULATION),
+        ('import', 'python_dynamodb_lock._wire'): (1, WHY_SIMULATION),
+        ('import', 'python_dynamodb_lock.testing._simulation'): (1, WHY_SIMULATION),
+        ('import', 'python_dynamodb_lock.testing._simulation.expressions'): (1, WHY_SIMULATION),
+    },
+    'test_sim_table_differential.py': {
+        ('import', 'python_dynamodb_lock.testing._simulation'): (1, WHY_SIMULATION),
     },
     'test_core_answers_and_sizes.py': {
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
