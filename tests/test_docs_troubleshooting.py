@@ -396,7 +396,7 @@ def all_templates() -> List[Tuple[str, Template]]:
     found += returned_templates(by_name['_config.py'], 'client_timeout_warning')
     found += calls_of(modules, 'CliError', 0, 'message', only='_cli/')
     found += returned_templates(by_name['_cli/failures.py'], 'explain_failure')
-    found += calls_of(modules, 'DemoError', 0, 'message', only='_demo.py')
+    found += calls_of(modules, 'DemoError', 0, 'message', only='_demo/')
     return found
 
 

@@ -24,7 +24,9 @@ from python_dynamodb_lock import _embedded
 from python_dynamodb_lock._embedded import (
     EmbeddedEngine,
     EngineNotInstalledError,
+    find,
     find_dynamodb_local,
+    launcher,
     start_dynamodb_local,
     start_embedded_engine,
     start_moto_server,
@@ -198,7 +200,7 @@ def test_find_dynamodb_local_also_looks_in_the_checkout_the_package_comes_from(
     elsewhere.mkdir()
     monkeypatch.delenv('DYNAMODB_LOCAL_DIR', raising=False)
     monkeypatch.chdir(elsewhere)
-    monkeypatch.setattr(_embedded, '__file__', str(checkout / 'python_dynamodb_lock' / '_embedded.py'))
+    monkeypatch.setattr(find, '__file__', str(checkout / 'python_dynamodb_lock' / '_embedded' / 'find.py'))
     assert find_dynamodb_local() == lib.resolve()
     assert _embedded.dynamodb_local_search_places()[-1] == checkout / '.dynamodb-local'
 
@@ -207,7 +209,8 @@ def test_missing_dynamodb_local_names_where_it_looked(tmp_path: pathlib.Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv('DYNAMODB_LOCAL_DIR', raising=False)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(_embedded, '__file__', str(tmp_path / 'site-packages' / 'python_dynamodb_lock' / 'x.py'))
+    installed = tmp_path / 'site-packages' / 'python_dynamodb_lock' / '_embedded' / 'x.py'
+    monkeypatch.setattr(find, '__file__', str(installed))
     if find_dynamodb_local() is not None:
         pytest.skip('a .dynamodb-local above the temporary folder holds DynamoDB Local')
     with pytest.raises(EngineNotInstalledError) as missing:
@@ -279,11 +282,11 @@ def test_launcher_source_is_package_data_found_by_importlib_resources() -> None:
     assert source.is_file()
     text = source.read_text(encoding='utf-8')
     assert 'public final class PythonDynamoDBLockLoopbackLauncher' in text
-    assert _embedded._launcher_source() == text
+    assert launcher.launcher_source() == text
 
 
 def test_launcher_source_is_found_when_the_package_is_imported_from_a_zip(tmp_path: pathlib.Path) -> None:
-    package_dir = pathlib.Path(_embedded.__file__).parent
+    package_dir = pathlib.Path(_embedded.__file__).parent.parent
     archive = tmp_path / 'packaged.zip'
     with zipfile.ZipFile(archive, 'w') as bundle:
         for path in sorted(package_dir.rglob('*')):
@@ -291,14 +294,14 @@ def test_launcher_source_is_found_when_the_package_is_imported_from_a_zip(tmp_pa
                 bundle.write(path, pathlib.PurePosixPath('python_dynamodb_lock',
                                                          *path.relative_to(package_dir).parts))
     script = (
-        'import python_dynamodb_lock._embedded as embedded; '
-        'assert embedded.__file__.startswith(%r), embedded.__file__; '
-        'print(embedded._launcher_source())' % str(archive)
+        'from python_dynamodb_lock._embedded import launcher; '
+        'assert launcher.__file__.startswith(%r), launcher.__file__; '
+        'print(launcher.launcher_source())' % str(archive)
     )
     result = subprocess.run([sys.executable, '-c', script], env={**os.environ, 'PYTHONPATH': str(archive)},
                             cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.rstrip('\n') == _embedded._launcher_source().rstrip('\n')
+    assert result.stdout.rstrip('\n') == launcher.launcher_source().rstrip('\n')
 
 
 @pytest.mark.local
@@ -307,11 +310,11 @@ def test_launcher_compiles_once_into_the_cache(tmp_path: pathlib.Path, monkeypat
     if not java.resolve().with_name('javac').is_file():
         pytest.skip('no javac next to java')
     monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'cache'))
-    classes = _embedded._loopback_launcher_classes(java, tmp_path / 'scratch')
+    classes = launcher.loopback_launcher_classes(java, tmp_path / 'scratch')
     assert classes is not None and classes.parent == tmp_path / 'cache' / 'python_dynamodb_lock'
     assert (classes / 'PythonDynamoDBLockLoopbackLauncher.class').is_file()
     assert not (classes / LAUNCHER_FILE).exists()  # the source was only a build input
-    assert _embedded._loopback_launcher_classes(java, tmp_path / 'scratch') == classes  # cached
+    assert launcher.loopback_launcher_classes(java, tmp_path / 'scratch') == classes  # cached
 
 
 # --- the clients the package makes for itself fail fast on an unreachable endpoint -----------

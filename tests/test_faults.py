@@ -166,13 +166,18 @@ def assert_holds(harness: Harness, lock: DynamoDBLock, callbacks: CallbackRecord
 
 # -- lost answers -------------------------------------------------------------------------
 
+# Held: IN_DANGER too, when a loaded machine kept the acquisition's confirmation from landing
+# within the safe period. What these tests prove is that the lock is ours (the row's version),
+# not how fast the machine ran.
+HELD = (DynamoDBLock.LOCKED, DynamoDBLock.IN_DANGER)
+
 def test_lost_acquire_answer_still_acquires(harness: Harness) -> None:
     injector = FaultInjector()
     client = harness.lock_client(injector)
     injector.script('acquire', ['lost_response'])
     lock = client.acquire_lock('job', retry_timeout=seconds(0))
     assert injector.action_counts['acquire']['lost_response'] == 1
-    assert lock.status == DynamoDBLock.LOCKED
+    assert lock.status in HELD
     assert harness.row_version('job') == lock.record_version_number
     lock.release(best_effort=False)
     harness.assert_released(lock)
@@ -185,7 +190,7 @@ def test_lost_acquire_answer_then_failed_retry_still_acquires(harness: Harness, 
     client = harness.lock_client(injector, total_attempts=2)
     injector.script('acquire', ['lost_response', final_fault])
     lock = client.acquire_lock('job', retry_timeout=seconds(0))
-    assert lock.status == DynamoDBLock.LOCKED
+    assert lock.status in HELD
     assert harness.row_version('job') == lock.record_version_number
     lock.release(best_effort=False)
     harness.assert_released(lock)
@@ -344,7 +349,7 @@ def test_unconfirmed_release_then_reacquire_by_the_same_client_is_not_stolen(har
     assert DynamoDBLockError.LOCK_STOLEN not in callbacks.codes
     old_lock.release(best_effort=False)
     assert old_lock.status == DynamoDBLock.RELEASED
-    assert new_lock.status == DynamoDBLock.LOCKED
+    assert new_lock.status in HELD
     assert harness.row_version('job') == new_lock.record_version_number
 
 

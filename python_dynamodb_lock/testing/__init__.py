@@ -23,19 +23,11 @@ from .._clock import Clock, SystemClock
 from .._embedded import EmbeddedEngine, EngineNotInstalledError, default_client_config, dummy_boto3_session
 from ._callbacks import CallbackCall, CallbackRecorder
 from ._clock import REAL_TIMEOUT, ManualClock, wait_until
+from ._actions import is_acquire, is_heartbeat, is_release, lock_action, readable_expression
 from ._engines import LockTable, lock_table, moto_lock_table, start_engine, unique_table_name
-from ._faults import (
-    CallRecorder,
-    Fault,
-    FaultInjector,
-    RecordedCall,
-    is_acquire,
-    is_heartbeat,
-    is_release,
-    link_clients,
-    lock_action,
-    readable_expression,
-)
+from ._faults import Fault, FaultInjector
+from ._hooks import link_clients
+from ._recorder import CallRecorder, RecordedCall
 
 __all__ = [
     'REAL_TIMEOUT',

@@ -5,7 +5,7 @@ import dataclasses
 import threading
 from typing import Any, Callable, List, Optional, Sequence
 
-from ._faults import _task_name
+from ._hooks import task_name
 
 __all__ = ['CallbackCall', 'CallbackRecorder']
 
@@ -50,7 +50,7 @@ class CallbackRecorder:
 
     def __call__(self, code: str, lock: Any) -> None:
         with self._guard:
-            self.calls.append(CallbackCall(code, lock, threading.current_thread().name, _task_name()))
+            self.calls.append(CallbackCall(code, lock, threading.current_thread().name, task_name()))
         self.called.set()
         if self.action is not None:
             self.action(code, lock)

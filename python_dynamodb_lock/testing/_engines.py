@@ -32,7 +32,7 @@ from .._embedded import (
     start_embedded_engine,
 )
 from ..python_dynamodb_lock import DynamoDBLockClient
-from ._faults import link_clients
+from ._hooks import link_clients
 
 __all__ = ['LockTable', 'lock_table', 'moto_lock_table', 'start_engine', 'unique_table_name']
 

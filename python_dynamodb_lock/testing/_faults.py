@@ -1,275 +1,21 @@
-"""Watching and breaking DynamoDB calls with botocore event hooks, for boto3 and aiobotocore.
-
-:class:`CallRecorder` counts the API calls of a client; :class:`FaultInjector` makes them fail
-the ways the real service fails. Both attach to a boto3 client or resource, or to an
-aiobotocore client; :func:`link_clients` makes hooks attached to a boto3 client reach
-aiobotocore clients that stand for it as well (the lock tables of this package link the
-asyncio lock clients they make to ``table.resource``).
-"""
+"""Breaking DynamoDB calls the ways the service and networks fail: :class:`FaultInjector` and the
+:class:`Fault` each of its methods arms, through botocore event hooks (see :mod:`._hooks`)."""
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import inspect
-import json
-import re
 import threading
 import time
 import uuid
-import weakref
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, cast
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from boto3.dynamodb.types import TypeDeserializer
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ReadTimeoutError
 
-__all__ = [
-    'WRITE_OPERATIONS',
-    'CallRecorder',
-    'Fault',
-    'FaultInjector',
-    'RecordedCall',
-    'canned_response',
-    'is_acquire',
-    'is_async_client',
-    'is_heartbeat',
-    'is_release',
-    'link_clients',
-    'lock_action',
-    'low_level_client',
-]
+from ._hooks import NOWHERE, Hook, attach, canned_response, decode_body, detach, hook_event, operation_of
 
-#: The DynamoDB operations that write.
-WRITE_OPERATIONS = frozenset({'PutItem', 'UpdateItem', 'DeleteItem', 'BatchWriteItem', 'TransactWriteItems',
-                              'BatchExecuteStatement', 'ExecuteStatement', 'ExecuteTransaction'})
-
-#: Where a canned per-attempt response pretends to have gone. moto's in-process stubber runs
-#: after the fault's before-send hook on the same event and ignores hosts it does not know, so
-#: pointing the (per-attempt, throw-away) request here keeps moto from executing it; on a real
-#: endpoint nothing is sent at all because botocore uses the canned response.
-_NOWHERE = 'http://fault-injected.invalid/'
-
-
-# --------------------------------------------------------------------------------------------
-# What a lock client's write does
-# --------------------------------------------------------------------------------------------
-
-def lock_action(params: Dict[str, Any]) -> Optional[str]:
-    """What a lock client's request does, from its decoded body (what ``when`` filters and
-    :attr:`RecordedCall.params` get): ``'acquire'``, ``'heartbeat'``, ``'release'``, or None
-    for anything else (reads, the application's own writes).
-
-    Acquiring, renewing and releasing are all ``UpdateItem`` calls (a release keeps the row,
-    marked ``released_at``; a client with ``keep_released_rows=False`` releases with a
-    conditional ``DeleteItem``); batched heartbeats are ``BatchExecuteStatement`` calls.
-    """
-    values = params.get('ExpressionAttributeValues') or {}
-    if ':released_at' in values:
-        return 'release'
-    if ':token_floor' in values:
-        return 'acquire'
-    if ':row_version' in values or ':entry_version_0' in values:   # shared (read) locks
-        if ':entry' in values or ':holders' in values:
-            return 'acquire'
-        return 'heartbeat' if ':new_version' in values else 'release'
-    statements = params.get('Statements') or []
-    if ':new_lease_expiry' in values or (statements and all(
-            '"record_version_number" IN [' in statement.get('Statement', '') for statement in statements)):
-        return 'heartbeat'
-    if 'UpdateExpression' not in params and 'Item' not in params and ':expected_version_0' in values \
-            and 'Key' in params:
-        return 'release'   # a conditional DeleteItem
-    return None
-
-
-_PLACEHOLDER = re.compile(r'#\w+')
-
-
-def readable_expression(params: Dict[str, Any], field: str = 'UpdateExpression') -> str:
-    """``params[field]`` (``'UpdateExpression'``, ``'ConditionExpression'``, ...) with every
-    ``#placeholder`` replaced by the attribute name it stands for: what the expression does,
-    whether a name went through ``ExpressionAttributeNames`` (the names an application chooses:
-    keys, TTL attribute, additional attributes) or is written directly (the lock's own
-    attributes, such as ``record_version_number``). ``''`` when the request has no such field."""
-    names = params.get('ExpressionAttributeNames') or {}
-    return _PLACEHOLDER.sub(lambda match: str(names.get(match.group(0), match.group(0))), params.get(field) or '')
-
-
-def is_acquire(params: Dict[str, Any]) -> bool:
-    """A ``when`` filter: the request acquires a lock (first write, takeover or hand-over)."""
-    return lock_action(params) == 'acquire'
-
-
-def is_heartbeat(params: Dict[str, Any]) -> bool:
-    """A ``when`` filter: the request renews locks (``UpdateItem``, or a batch)."""
-    return lock_action(params) == 'heartbeat'
-
-
-def is_release(params: Dict[str, Any]) -> bool:
-    """A ``when`` filter: the request releases a lock (or force-releases one)."""
-    return lock_action(params) == 'release'
-
-
-# --------------------------------------------------------------------------------------------
-# Clients and links
-# --------------------------------------------------------------------------------------------
-
-def low_level_client(client_or_resource: Any) -> Any:
-    """The botocore client behind a boto3 resource, or the client itself."""
-    meta = client_or_resource.meta
-    return meta.client if hasattr(meta, 'client') else client_or_resource
-
-
-def is_async_client(client: Any) -> bool:
-    """Whether ``client`` is an aiobotocore client (False when aiobotocore is not installed)."""
-    try:
-        from aiobotocore.client import AioBaseClient
-    except ImportError:
-        return False
-    return isinstance(client, AioBaseClient)
-
-
-class _Hook:
-    """One handler, registered on a client and on every aiobotocore client linked to it."""
-
-    def __init__(self, event_name: str, make: Callable[[bool], Callable[..., Any]], last: bool) -> None:
-        self.event_name = event_name
-        self.make = make            # make(is_async) -> the handler for that kind of client
-        self.last = last
-        self.unique_id = f'python-dynamodb-lock-testing-{uuid.uuid4().hex}'
-        self.emitters: List[Any] = []
-
-    def register_on(self, client: Any) -> None:
-        events = client.meta.events
-        if any(events is emitter for emitter in self.emitters):
-            return
-        register = events.register_last if self.last else events.register
-        register(self.event_name, self.make(is_async_client(client)), unique_id=self.unique_id)
-        self.emitters.append(events)
-
-    def remove(self) -> None:
-        for events in self.emitters:
-            events.unregister(self.event_name, unique_id=self.unique_id)
-        self.emitters.clear()
-
-
-class _Link:
-    def __init__(self) -> None:
-        self.async_clients: 'weakref.WeakSet[Any]' = weakref.WeakSet()
-        self.hooks: List[_Hook] = []
-
-
-_links: 'weakref.WeakKeyDictionary[Any, _Link]' = weakref.WeakKeyDictionary()
-_links_guard = threading.RLock()
-
-
-def link_clients(target: Any, async_client: Any) -> None:
-    """Make hooks attached to ``target`` reach ``async_client`` too, now and later.
-
-    ``target`` is a boto3 client or resource; ``async_client`` an aiobotocore DynamoDB client
-    that stands for it (typically: one on the same endpoint, made for an asyncio lock client).
-    Every :class:`CallRecorder` and :class:`FaultInjector` attached to ``target``, before or
-    after this call, then also sees and breaks the calls of ``async_client``.
-    """
-    if not is_async_client(async_client):
-        raise TypeError(f'link_clients links an aiobotocore client, not {type(async_client).__name__}')
-    client = low_level_client(target)
-    with _links_guard:
-        link = _links.setdefault(client, _Link())
-        link.async_clients.add(async_client)
-        for hook in link.hooks:
-            hook.register_on(async_client)
-
-
-def _attach(target: Any, event_name: str, make: Callable[[bool], Callable[..., Any]], last: bool = False) -> _Hook:
-    client = low_level_client(target)
-    hook = _Hook(event_name, make, last)
-    with _links_guard:
-        hook.register_on(client)
-        if not is_async_client(client):
-            link = _links.setdefault(client, _Link())
-            link.hooks.append(hook)
-            for async_client in list(link.async_clients):
-                hook.register_on(async_client)
-    return hook
-
-
-def _detach(target: Any, hook: _Hook) -> None:
-    client = low_level_client(target)
-    with _links_guard:
-        hook.remove()
-        link = _links.get(client)
-        if link is not None and hook in link.hooks:
-            link.hooks.remove(hook)
-
-
-# --------------------------------------------------------------------------------------------
-# Small pieces
-# --------------------------------------------------------------------------------------------
-
-def _operation_of(event_name: str) -> str:
-    return event_name.rsplit('.', 1)[-1]
-
-
-def _event(stage: str, operation: str) -> str:
-    return f'{stage}.dynamodb' if operation in ('*', None) else f'{stage}.dynamodb.{operation}'
-
-
-def _decode_body(body: Any) -> Dict[str, Any]:
-    if isinstance(body, (bytes, bytearray)):
-        body = body.decode('utf-8')
-    if not body:
-        return {}
-    try:
-        decoded = json.loads(body)
-    except ValueError:
-        return {}
-    return decoded if isinstance(decoded, dict) else {}
-
-
-def _task_name() -> Optional[str]:
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:
-        return None
-    return task.get_name() if task is not None else None
-
-
-class _RawBody:
-    """The ``raw`` of a canned botocore response (read through ``stream()``)."""
-
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-
-    def stream(self, **kwargs: Any) -> Iterator[bytes]:
-        yield self._body
-
-
-class _AsyncRawBody:
-    """The ``raw`` of a canned aiobotocore response: aiobotocore awaits ``raw.read()``."""
-
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-
-    async def read(self, amt: Optional[int] = None) -> bytes:
-        return self._body
-
-
-def _error_body(code: str, message: str) -> bytes:
-    return json.dumps({'__type': f'com.amazonaws.dynamodb.v20120810#{code}', 'message': message}).encode()
-
-
-def canned_response(url: str, status: int, code: str, message: str, is_async: bool = False) -> AWSResponse:
-    """A DynamoDB error answer as botocore (or, with ``is_async``, aiobotocore) receives it:
-    what a ``before-send`` hook returns to replace an HTTP attempt."""
-    body = _error_body(code, message)
-    headers = {'Content-Type': 'application/x-amz-json-1.0', 'Content-Length': str(len(body)),
-               'x-amzn-RequestId': 'fault-injection'}
-    if is_async:
-        from aiobotocore.awsrequest import AioAWSResponse
-
-        return AioAWSResponse(url, status, cast(Any, headers), _AsyncRawBody(body))
-    return AWSResponse(url, status, cast(Any, headers), _RawBody(body))
+__all__ = ['Fault', 'FaultInjector']
 
 
 async def _run_action(action: Callable[..., Any], *args: Any) -> Any:
@@ -283,128 +29,6 @@ async def _run_action(action: Callable[..., Any], *args: Any) -> Any:
         result = await result
     return result
 
-
-# --------------------------------------------------------------------------------------------
-# Recording calls
-# --------------------------------------------------------------------------------------------
-
-@dataclasses.dataclass
-class RecordedCall:
-    """One DynamoDB API call as sent.
-
-    :ivar operation: the API name (``'PutItem'``, ``'UpdateItem'``, ...).
-    :ivar params: the request body, decoded: typed DynamoDB JSON (``{'S': 'x'}``).
-    :ivar thread: the name of the thread that made the call.
-    :ivar clock_time: the recorder's clock's ``monotonic()`` at the call, if it has a clock.
-    :ivar task: the name of the asyncio task that made the call (None outside a task).
-    """
-
-    operation: str
-    params: Dict[str, Any]
-    thread: str
-    clock_time: Optional[float]
-    task: Optional[str] = None
-
-    @property
-    def is_write(self) -> bool:
-        """Whether the operation writes (one of :data:`WRITE_OPERATIONS`)."""
-        return self.operation in WRITE_OPERATIONS
-
-    @property
-    def action(self) -> Optional[str]:
-        """What the call does to a lock: ``'acquire'``, ``'heartbeat'``, ``'release'`` or None
-        (see :func:`lock_action`)."""
-        return lock_action(self.params)
-
-    def expression(self, field: str = 'UpdateExpression') -> str:
-        """An expression of the call with its attribute names put in (:func:`readable_expression`)."""
-        return readable_expression(self.params, field)
-
-    def expression_values(self) -> Dict[str, Any]:
-        """``ExpressionAttributeValues`` as Python values."""
-        deserializer = TypeDeserializer()
-        return {name: deserializer.deserialize(value)
-                for name, value in self.params.get('ExpressionAttributeValues', {}).items()}
-
-    def item(self) -> Dict[str, Any]:
-        """The ``Item`` of a PutItem as Python values."""
-        deserializer = TypeDeserializer()
-        return {name: deserializer.deserialize(value) for name, value in self.params.get('Item', {}).items()}
-
-
-class CallRecorder:
-    """Records every DynamoDB API call of one client (each call once, not each HTTP attempt).
-
-    ``target`` is a boto3 client or resource (boto3 resources share nothing: the recorder sees
-    the calls made through that one), or an aiobotocore client. Attached to a boto3 object, it
-    also records the calls of every aiobotocore client linked to it (:func:`link_clients`).
-    ``clock`` (optional, e.g. a :class:`ManualClock`) stamps each call with its
-    ``monotonic()``. Use it as a context manager, or call :meth:`stop`::
-
-        with CallRecorder(table.resource) as calls:
-            lock = client.acquire_lock('job')
-        assert calls.operations() == ['UpdateItem'] and calls.calls[0].action == 'acquire'
-    """
-
-    def __init__(self, target: Any, clock: Any = None) -> None:
-        self._target = target
-        self._clock = clock
-        self._guard = threading.Lock()
-        self._calls: List[RecordedCall] = []
-        self._hook = _attach(target, 'before-call.dynamodb', lambda is_async: self._record)
-
-    def _record(self, params: Dict[str, Any], event_name: str, **kwargs: Any) -> None:
-        call = RecordedCall(
-            operation=_operation_of(event_name),
-            params=_decode_body(params.get('body')),
-            thread=threading.current_thread().name,
-            clock_time=self._clock.monotonic() if self._clock is not None else None,
-            task=_task_name(),
-        )
-        with self._guard:
-            self._calls.append(call)
-
-    @property
-    def calls(self) -> List[RecordedCall]:
-        """The calls so far, oldest first (a copy)."""
-        with self._guard:
-            return list(self._calls)
-
-    def operations(self) -> List[str]:
-        """The operation of each call, in order."""
-        return [call.operation for call in self.calls]
-
-    def count(self, operation: Optional[str] = None) -> int:
-        """How many calls (of ``operation``, or of any)."""
-        return sum(1 for call in self.calls if operation is None or call.operation == operation)
-
-    def of(self, operation: str) -> List[RecordedCall]:
-        """The calls of one operation."""
-        return [call for call in self.calls if call.operation == operation]
-
-    def writes(self) -> List[RecordedCall]:
-        """The calls that write."""
-        return [call for call in self.calls if call.is_write]
-
-    def clear(self) -> None:
-        """Forget the calls recorded so far."""
-        with self._guard:
-            self._calls.clear()
-
-    def stop(self) -> None:
-        """Stop recording (what was recorded stays)."""
-        _detach(self._target, self._hook)
-
-    def __enter__(self) -> 'CallRecorder':
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.stop()
-
-
-# --------------------------------------------------------------------------------------------
-# Faults
-# --------------------------------------------------------------------------------------------
 
 @dataclasses.dataclass
 class Fault:
@@ -467,13 +91,13 @@ class FaultInjector:
 
     def __init__(self, target: Any) -> None:
         self._target = target
-        self._hooks: List[_Hook] = []
+        self._hooks: List[Hook] = []
         #: Every fault armed so far.
         self.faults: List[Fault] = []
 
     def _register(self, event_name: str, make: Callable[[bool], Callable[..., Any]], fault: Fault,
                   last: bool = False) -> Fault:
-        self._hooks.append(_attach(self._target, event_name, make, last))
+        self._hooks.append(attach(self._target, event_name, make, last))
         self.faults.append(fault)
         return fault
 
@@ -488,7 +112,7 @@ class FaultInjector:
             handler = make(is_async)
 
             def filtered(event_name: str, **kwargs: Any) -> Any:
-                if operation not in ('*', None) and _operation_of(event_name) != operation:
+                if operation not in ('*', None) and operation_of(event_name) != operation:
                     return None
                 return handler(event_name=event_name, **kwargs)
 
@@ -519,10 +143,10 @@ class FaultInjector:
 
         def make(is_async: bool) -> Callable[..., Any]:
             def handler(params: Dict[str, Any], **kwargs: Any) -> Optional[Tuple[AWSResponse, Dict[str, Any]]]:
-                request = _decode_body(params.get('body'))
+                request = decode_body(params.get('body'))
                 if not fault.take(request):
                     return None
-                http = canned_response(params.get('url', _NOWHERE), status, code, message, is_async)
+                http = canned_response(params.get('url', NOWHERE), status, code, message, is_async)
                 parsed = {
                     'Error': {'Code': code, 'Message': message},
                     **(details(request) if details is not None else {}),
@@ -543,14 +167,14 @@ class FaultInjector:
 
         def make(is_async: bool) -> Callable[..., Any]:
             def handler(request: Any, **kwargs: Any) -> Optional[AWSResponse]:
-                if not fault.take(_decode_body(request.body)):
+                if not fault.take(decode_body(request.body)):
                     return None
-                request.url = _NOWHERE
-                return canned_response(_NOWHERE, status, code, message, is_async)
+                request.url = NOWHERE
+                return canned_response(NOWHERE, status, code, message, is_async)
 
             return handler
 
-        return self._register(_event('before-send', operation), make, fault)
+        return self._register(hook_event('before-send', operation), make, fault)
 
     def raise_in_attempts(self, operation: str, exception: Callable[[], BaseException],
                           times: Optional[int] = 1,
@@ -561,12 +185,12 @@ class FaultInjector:
 
         def make(is_async: bool) -> Callable[..., Any]:
             def handler(request: Any, **kwargs: Any) -> None:
-                if fault.take(_decode_body(request.body)):
+                if fault.take(decode_body(request.body)):
                     raise exception()
 
             return handler
 
-        return self._register(_event('before-send', operation), make, fault)
+        return self._register(hook_event('before-send', operation), make, fault)
 
     def lose_answers(self, operation: str, times: Optional[int] = 1, retry: bool = True,
                      when: Optional[Callable[[Dict[str, Any]], bool]] = None,
@@ -586,7 +210,7 @@ class FaultInjector:
                 def lost(response: Any, caught_exception: Any, request_dict: Dict[str, Any]) -> bool:
                     if caught_exception is not None or response is None or response[0].status_code >= 300:
                         return False
-                    return fault.take(_decode_body(request_dict.get('body')))
+                    return fault.take(decode_body(request_dict.get('body')))
 
                 if is_async:
                     async def async_handler(response: Any, attempts: int, caught_exception: Any,
@@ -609,7 +233,7 @@ class FaultInjector:
 
                 return handler
 
-            return self._register(_event('needs-retry', operation), make_retry, fault)
+            return self._register(hook_event('needs-retry', operation), make_retry, fault)
 
         # after-call does not see the request: a before-call hook leaves its decoded body in the
         # call's context (the same dict for both events) for ``when``.
@@ -618,7 +242,7 @@ class FaultInjector:
         def make_keeping(is_async: bool) -> Callable[..., Any]:
             def keep(params: Dict[str, Any], context: Optional[Dict[str, Any]] = None, **kwargs: Any) -> None:
                 if context is not None and fault.when is not None:
-                    context[slot] = _decode_body(params.get('body'))
+                    context[slot] = decode_body(params.get('body'))
 
             return keep
 
@@ -630,8 +254,8 @@ class FaultInjector:
 
             return handler
 
-        self._hooks.append(_attach(self._target, _event('before-call', operation), make_keeping))
-        return self._register(_event('after-call', operation), make_raising, fault)
+        self._hooks.append(attach(self._target, hook_event('before-call', operation), make_keeping))
+        return self._register(hook_event('after-call', operation), make_raising, fault)
 
     def before_call(self, operation: str, action: Callable[[Dict[str, Any]], Any], times: Optional[int] = 1,
                     when: Optional[Callable[[Dict[str, Any]], bool]] = None) -> Fault:
@@ -643,14 +267,14 @@ class FaultInjector:
         def make(is_async: bool) -> Callable[..., Any]:
             if is_async:
                 async def async_handler(params: Dict[str, Any], **kwargs: Any) -> None:
-                    body = _decode_body(params.get('body'))
+                    body = decode_body(params.get('body'))
                     if fault.take(body):
                         await _run_action(action, body)
 
                 return async_handler
 
             def handler(params: Dict[str, Any], **kwargs: Any) -> None:
-                body = _decode_body(params.get('body'))
+                body = decode_body(params.get('body'))
                 if fault.take(body):
                     action(body)
 
@@ -691,12 +315,12 @@ class FaultInjector:
 
             return handler
 
-        return self._register(_event('needs-retry' if after_sending else 'before-send', operation), make, fault)
+        return self._register(hook_event('needs-retry' if after_sending else 'before-send', operation), make, fault)
 
     def clear(self) -> None:
         """Remove every fault of this injector."""
         for hook in self._hooks:
-            _detach(self._target, hook)
+            detach(self._target, hook)
         self._hooks.clear()
 
     def __enter__(self) -> 'FaultInjector':

@@ -59,7 +59,7 @@ from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 
-from python_dynamodb_lock.testing._faults import _AsyncRawBody, _attach, _RawBody, canned_response
+from python_dynamodb_lock.testing._hooks import AsyncRawBody, RawBody, attach, canned_response
 
 __all__ = [
     'FAULT_KINDS',
@@ -193,8 +193,8 @@ class FaultInjector:
     def install(self, client_or_resource: Any) -> 'FaultInjector':
         """Hook into a boto3 DynamoDB client or resource (and the aiobotocore clients linked to
         it), or into an aiobotocore client."""
-        _attach(client_or_resource, 'before-send.dynamodb',
-                lambda is_async: self._before_send_async if is_async else self._before_send)
+        attach(client_or_resource, 'before-send.dynamodb',
+               lambda is_async: self._before_send_async if is_async else self._before_send)
         return self
 
     def script(self, operation: str, faults: Sequence[Optional[str]]) -> None:
@@ -389,8 +389,8 @@ def _transaction_conflict(url: str, body: Any, is_async: bool) -> AWSResponse:
     if is_async:
         from aiobotocore.awsrequest import AioAWSResponse
 
-        return AioAWSResponse(url, 400, headers, _AsyncRawBody(payload))
-    return AWSResponse(url, 400, headers, _RawBody(payload))
+        return AioAWSResponse(url, 400, headers, AsyncRawBody(payload))
+    return AWSResponse(url, 400, headers, RawBody(payload))
 
 
 def counting_hook(counter: collections.Counter) -> Callable[..., None]:
