@@ -61,7 +61,8 @@ from ._recipes import AsyncLeaderElection, AsyncPermit, AsyncSemaphore
 from ._schema import PartitionKey, TableLayout
 from ._tables import creating_table, describing_table, run_admin_async
 from ._validation import require_asyncio_event
-from ._locks import (APP_CALLBACK_THREADPOOL_SIZE, BaseDynamoDBLock, check_for_table_arguments)
+from ._locks import APP_CALLBACK_THREADPOOL_SIZE, BaseDynamoDBLock, check_for_table_arguments
+from ._locks import HeldLock  # noqa: F401  (importable here, as it was)
 from ._locks import Defaults as _Defaults
 
 if TYPE_CHECKING:  # the types-aiobotocore types (pip install 'types-aiobotocore[dynamodb]'); nothing at run time

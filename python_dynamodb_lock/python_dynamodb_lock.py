@@ -36,7 +36,8 @@ from ._core.heartbeat import check_locks
 from ._drivers.thread_transport import ThreadTransport
 from ._drivers.threads import ThreadDriver, Waiter, check_cancel
 from ._errors import DynamoDBLockError, Reason  # noqa: F401  (Reason: importable here, not in __all__)
-from ._locks import (APP_CALLBACK_THREADPOOL_SIZE, BaseDynamoDBLock, Defaults, check_for_table_arguments)
+from ._locks import APP_CALLBACK_THREADPOOL_SIZE, BaseDynamoDBLock, Defaults, check_for_table_arguments
+from ._locks import HeldLock  # noqa: F401  (importable here, as it was: the lock types of this module)
 from ._lock_objects import AppCallback, DynamoDBLock
 from ._multi_locks import DynamoDBMultiLock, Key
 from ._multi_locks import acquiring as several_keys
