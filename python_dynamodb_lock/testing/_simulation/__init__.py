@@ -1,13 +1,26 @@
-"""A deterministic in-memory model of the lock table, the base of the coming simulation driver.
-May import: the standard library, botocore's ClientError, and python_dynamodb_lock._schema; no threads, asyncio or I/O.
+"""Deterministic simulation: a model of the lock table, and the first slice of the simulation driver.
+May import: the standard library, botocore, python_dynamodb_lock's core and orchestration (_core, _client, the pure
+``_drivers.steps``); no threads, asyncio, clock, chance or I/O of its own (.importlinter checks both halves).
 
 Not public API yet. :class:`SimulatedTable` answers the low-level requests this library sends
 (typed attribute values, as a boto3 low-level client takes them) with the answers and the
 ``ClientError`` exceptions botocore gives; ``tests/test_sim_table_differential.py`` replays
 recorded request sequences against it and against DynamoDB Local and requires the same answers.
+
+:func:`simulate` (``run.py``) runs several simulated lock clients - the real orchestration, stepped
+by one seeded scheduler (``scheduler.py``) in one thread, over simulated clocks (``clock.py``) and
+the simulated table, with faults chosen by the seed (``faults.py``) - and checks the invariants
+(``invariants.py``) after every step; a failure raises :class:`SimulationFailure` naming the seed,
+with the trace.
 """
+from .chance import SplitMix64
+from .clients import Workload
+from .clock import EPOCH, SimulatedClock, World
+from .faults import FaultPlan
+from .run import Result, SimulationFailure, simulate
 from .simulated import SimulatedTable
 from .table import OPERATIONS, KeyAttribute
 from .values import format_number
 
-__all__ = ['OPERATIONS', 'KeyAttribute', 'SimulatedTable', 'format_number']
+__all__ = ['EPOCH', 'OPERATIONS', 'FaultPlan', 'KeyAttribute', 'Result', 'SimulatedClock', 'SimulatedTable',
+           'SimulationFailure', 'SplitMix64', 'World', 'Workload', 'format_number', 'simulate']
