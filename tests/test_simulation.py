@@ -3,7 +3,7 @@ orchestration, stepped by one seeded scheduler in one thread over a simulated cl
 simulated table - under lost answers, throttling and paused clients, with the invariants
 checked after every step (``python_dynamodb_lock.testing._simulation``).
 
-``PDL_SIMULATION_SCHEDULES`` sets how many seeds the CI-sized run explores (default 400).
+``PDL_SIMULATION_SCHEDULES`` sets how many seeds the CI-sized run explores (default 500).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import python_dynamodb_lock._core.acquire as core_acquire
 from python_dynamodb_lock.testing._simulation import (EPOCH, SimulatedClock, SimulationFailure, SplitMix64, World,
                                                      simulate)
 
-SCHEDULES = int(os.environ.get('PDL_SIMULATION_SCHEDULES', '400'))
+SCHEDULES = int(os.environ.get('PDL_SIMULATION_SCHEDULES', '500'))
 
 
 @pytest.fixture(autouse=True)
