@@ -196,7 +196,8 @@ WHY_RECIPES_IMPORT = ('owned by the recipes helper for now: default_client_confi
 WHY_SIMULATION = ('unit and differential tests of the simulated table (testing._simulation, private until the '
                   'simulation driver is public), fed with the requests the library builds and judged as it judges')
 WHY_SIMULATION_BITES = ('the proof that the simulation driver bites reintroduces a defect into the core (a takeover '
-                        'of a live holder); no public switch breaks the protocol, by design')
+                        'of a live holder, a write without its condition); no public switch breaks the protocol, '
+                        'by design')
 WHY_CORE_ANSWERS = 'unit test of the batch answer judge (judge_batch) of the core'
 WHY_MATRIX_BITES = ('the proof that the combination matrix bites takes one feature out of the orchestration; no '
                     'public switch turns a feature off, by design')
@@ -336,6 +337,7 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
     },
     'test_simulation.py': {
         ('import', 'python_dynamodb_lock._core.acquire'): (1, WHY_SIMULATION_BITES),
+        ('import', 'python_dynamodb_lock._core.write'): (1, WHY_SIMULATION_BITES),
         ('import', 'python_dynamodb_lock.testing._simulation'): (1, WHY_SIMULATION),
     },
     'test_sim_table_differential.py': {

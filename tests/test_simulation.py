@@ -3,22 +3,27 @@ orchestration, stepped by one seeded scheduler in one thread over a simulated cl
 simulated table - under lost answers, throttling and paused clients, with the invariants
 checked after every step (``python_dynamodb_lock.testing._simulation``).
 
-``PDL_SIMULATION_SCHEDULES`` sets how many seeds the CI-sized run explores (default 500).
+``PDL_SIMULATION_SCHEDULES`` sets how many seeds the CI-sized run explores (default 400).
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import pathlib
+import subprocess
+import sys
 import time
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
 import python_dynamodb_lock._core.acquire as core_acquire
+import python_dynamodb_lock._core.write as core_write
 from python_dynamodb_lock.testing._simulation import (EPOCH, SimulatedClock, SimulationFailure, SplitMix64, World,
                                                      simulate)
 
-SCHEDULES = int(os.environ.get('PDL_SIMULATION_SCHEDULES', '500'))
+SCHEDULES = int(os.environ.get('PDL_SIMULATION_SCHEDULES', '400'))
 
 
 @pytest.fixture(autouse=True)
@@ -76,11 +81,32 @@ def test_the_same_seed_gives_the_same_trace_byte_for_byte() -> None:
     assert '\n'.join(simulate(8).trace) != '\n'.join(first.trace)
 
 
-def test_it_finds_a_takeover_of_a_live_holder_and_names_the_seed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Proof that it bites: with the acquire protocol taking over any holder at first sight
-    (``is_abandoned`` always true), some seed of the CI-sized run finds two holders, and its
-    seed replays the same failure."""
+def _take_over_at_first_sight(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The acquire protocol presumes every holder dead (ignores the holder's lease)."""
     monkeypatch.setattr(core_acquire, 'is_abandoned', lambda *args, **kwargs: True)
+
+
+def _skip_the_condition(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The acquire protocol's write is sent with a condition that always holds."""
+    original = core_write.write_request
+
+    def unconditional(*args: Any, **kwargs: Any) -> Any:
+        item, request = original(*args, **kwargs)
+        params = dict(request.params)
+        params['ConditionExpression'] = (f'({params["ConditionExpression"]}) OR attribute_exists(lock_key) '
+                                         'OR attribute_not_exists(lock_key)')
+        return item, request._replace(params=params)
+
+    monkeypatch.setattr(core_write, 'write_request', unconditional)
+
+
+@pytest.mark.parametrize('defect', [_take_over_at_first_sight, _skip_the_condition])
+def test_it_finds_a_reintroduced_defect_and_names_the_seed(monkeypatch: pytest.MonkeyPatch,
+                                                           defect: Callable[[pytest.MonkeyPatch], None]) -> None:
+    """Proof that it bites: with a defect put back into the core, some seed of the CI-sized run
+    breaks an invariant; the failure names the seed and prints the trace, and the seed replays
+    the same failure."""
+    defect(monkeypatch)
     failure = None
     for seed in range(SCHEDULES):
         try:
@@ -88,12 +114,24 @@ def test_it_finds_a_takeover_of_a_live_holder_and_names_the_seed(monkeypatch: py
         except SimulationFailure as found:
             failure = found
             break
-    assert failure is not None, 'the simulator did not find a takeover of a live holder'
+    assert failure is not None, f'the simulator did not find the defect {defect.__name__}'
     message = str(failure)
     assert f'simulation seed {failure.seed} failed' in message
-    assert 'trace:' in message and 'taking_over' in message
-    print(message[:2000])
+    assert 'trace:' in message and 'c1/caller' in message
+    print(f'{defect.__name__}: found by seed {failure.seed}: {failure.problem}')
     with pytest.raises(SimulationFailure) as replayed:
         simulate(failure.seed)
     assert replayed.value.problem == failure.problem
     assert replayed.value.trace == failure.trace
+
+
+def test_a_trace_is_the_same_in_another_process() -> None:
+    """No hash order or object address leaks into a run: another interpreter, with another
+    hash seed, gives the same trace."""
+    digest = hashlib.sha256('\n'.join(simulate(7).trace).encode()).hexdigest()
+    code = ('import hashlib, logging; logging.getLogger("python_dynamodb_lock").setLevel(100); '
+            'from python_dynamodb_lock.testing._simulation import simulate; '
+            'print(hashlib.sha256("\\n".join(simulate(7).trace).encode()).hexdigest())')
+    other = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True,
+                           env={**os.environ, 'PYTHONHASHSEED': '12345'}, cwd=str(pathlib.Path(__file__).parent.parent))
+    assert other.stdout.strip() == digest

@@ -116,15 +116,15 @@ class Checker:
             self._check_rows()
         for key, tenures in self.open.items():
             believed = [tenure for tenure in tenures if tenure.believed()]
-            for tenure in believed:
-                if tenure.token is not None and tenure.token != self.tokens[key]:
-                    raise Violation(f'{tenure.client.name} believes it holds {key} (LOCKED on its clock) with token '
-                                    f'{tenure.token}, superseded by token {self.tokens[key]}')
             if len(believed) > 1:
                 holders = ', '.join(f'{tenure.client.name} (token {tenure.token}, since {tenure.start:.6f})'
                                     for tenure in believed)
                 raise Violation(f'two exclusive holders of {key} at {self.world.now:.6f}, both LOCKED on their own '
                                 f'clocks: {holders}')
+            for tenure in believed:
+                if tenure.token is not None and tenure.token != self.tokens[key]:
+                    raise Violation(f'{tenure.client.name} believes it holds {key} (LOCKED on its clock) with token '
+                                    f'{tenure.token}, superseded by token {self.tokens[key]}')
 
     def _check_rows(self) -> None:
         for item in self.transport.table.items():
