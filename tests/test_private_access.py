@@ -198,6 +198,8 @@ WHY_SIMULATION = ('unit and differential tests of the simulated table (testing._
 WHY_SIMULATION_BITES = ('the proof that the simulation driver bites reintroduces a defect into the core (a takeover '
                         'of a live holder, a write without its condition); no public switch breaks the protocol, '
                         'by design')
+WHY_SIMULATION_CHECKER = ("the simulation's invariants shown to bite on synthetic histories: the core's events and "
+                          "a lock's state are what the checker reads")
 WHY_CORE_ANSWERS = 'unit test of the batch answer judge (judge_batch) of the core'
 WHY_MATRIX_BITES = ('the proof that the combination matrix bites takes one feature out of the orchestration; no '
                     'public switch turns a feature off, by design')
@@ -338,6 +340,8 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
     'test_simulation.py': {
         ('import', 'python_dynamodb_lock._core.acquire'): (1, WHY_SIMULATION_BITES),
         ('import', 'python_dynamodb_lock._core.write'): (1, WHY_SIMULATION_BITES),
+        ('import', 'python_dynamodb_lock._core.events'): (1, WHY_SIMULATION_CHECKER),
+        ('import', 'python_dynamodb_lock._core.state'): (1, WHY_SIMULATION_CHECKER),
         ('import', 'python_dynamodb_lock.testing._simulation'): (1, WHY_SIMULATION),
     },
     'test_sim_table_differential.py': {

@@ -14,14 +14,17 @@ import pathlib
 import subprocess
 import sys
 import time
+import types
 from typing import Any, Callable, Iterator
 
 import pytest
 
 import python_dynamodb_lock._core.acquire as core_acquire
 import python_dynamodb_lock._core.write as core_write
-from python_dynamodb_lock.testing._simulation import (EPOCH, SimulatedClock, SimulationFailure, SplitMix64, World,
-                                                     simulate)
+from python_dynamodb_lock._core.events import Event, Kind
+from python_dynamodb_lock._core.state import LockState
+from python_dynamodb_lock.testing._simulation import (EPOCH, Checker, SimulatedClock, SimulationFailure, SplitMix64,
+                                                     Violation, World, simulate)
 
 SCHEDULES = int(os.environ.get('PDL_SIMULATION_SCHEDULES', '400'))
 
@@ -52,6 +55,56 @@ def test_a_client_clock_runs_at_its_rate_with_its_offset() -> None:
     assert clock.to_global(clock.monotonic()) == pytest.approx(10.0)
     world.advance_to(5.0)   # time never goes back
     assert world.now == 10.0
+
+
+class _Client:
+    """What the checker reads of a simulated client."""
+
+    def __init__(self, name: str, world: World, rate: float = 1.0) -> None:
+        self.name = name
+        self.clock = SimulatedClock(world, rate, origin=100.0)
+        self.settings = types.SimpleNamespace(safe_period=4.0)
+
+
+class _Lock:
+    """What the checker reads of a held lock: held since ``since`` (global seconds)."""
+
+    def __init__(self, client: _Client, key: str, token: int, since: float, lease: float = 6.0) -> None:
+        self.unique_identifier = key
+        self.owner_name = client.name
+        self.fencing_token = token
+        self._state = LockState('v', 0, client.clock.origin + since * client.clock.rate, lease)
+        self._state.acquired(self._state.last_confirmed, token, 'a')
+
+
+def test_the_checker_refuses_two_believed_holders_and_a_superseded_token() -> None:
+    world = World()
+    one, two = _Client('c1', world), _Client('c2', world)
+    checker = Checker(world, 1.0)
+    first = checker.acquired(one, _Lock(one, 'k', 5, 0.0))
+    world.advance_to(1.0)
+    checker.acquired(two, _Lock(two, 'k', 6, 1.0))
+    with pytest.raises(Violation, match='two exclusive holders of k'):
+        checker.check()
+    world.advance_to(5.0)    # past c1's safe period (4 s): it no longer believes, c2 (since 1.0) does
+    checker.check()
+    checker.leaving(first)
+    with pytest.raises(Violation, match='handed out twice'):
+        checker.acquired(one, _Lock(one, 'k', 6, 5.0))
+
+
+def test_the_checker_refuses_a_loss_reported_while_the_lease_ran() -> None:
+    world = World()
+    holder, taker = _Client('c1', world), _Client('c2', world)
+    checker = Checker(world, 1.0)
+    lock = _Lock(holder, 'k', 5, 0.0, lease=6.0)
+    world.advance_to(5.0)
+    checker.event(taker, Event(Kind.TAKING_OVER, 'k', None, {'owner': 'c1'}), world.now)   # before the lease ran out
+    world.advance_to(7.0)
+    with pytest.raises(Violation, match='while its lease ran'):
+        checker.event(holder, Event(Kind.STOLEN, 'k', lock, {}), world.now)
+    checker.event(taker, Event(Kind.TAKING_OVER, 'k', None, {'owner': 'c1'}), world.now)   # at 7.0 >= 0 + 6
+    checker.event(holder, Event(Kind.STOLEN, 'k', lock, {}), world.now)
 
 
 def test_many_seeded_schedules_of_three_clients_keep_every_invariant() -> None:

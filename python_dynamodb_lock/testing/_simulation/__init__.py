@@ -17,10 +17,12 @@ from .chance import SplitMix64
 from .clients import Workload
 from .clock import EPOCH, SimulatedClock, World
 from .faults import FaultPlan
+from .invariants import Checker, Violation
 from .run import Result, SimulationFailure, simulate
 from .simulated import SimulatedTable
 from .table import OPERATIONS, KeyAttribute
 from .values import format_number
 
-__all__ = ['EPOCH', 'OPERATIONS', 'FaultPlan', 'KeyAttribute', 'Result', 'SimulatedClock', 'SimulatedTable',
-           'SimulationFailure', 'SplitMix64', 'World', 'Workload', 'format_number', 'simulate']
+__all__ = ['EPOCH', 'OPERATIONS', 'Checker', 'FaultPlan', 'KeyAttribute', 'Result', 'SimulatedClock', 'SimulatedTable',
+           'SimulationFailure', 'SplitMix64', 'Violation', 'World', 'Workload', 'format_number',
+           'simulate']
