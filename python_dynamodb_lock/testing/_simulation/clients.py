@@ -35,6 +35,7 @@ class Workload:
     keys: int = 2
     operations: int = 4          # acquisitions per caller
     try_share: float = 0.3       # the share of them made with try_acquire_lock (one attempt)
+    first_share: float = 0.2     # of the others, the share made with acquire_first_lock (of 2 sort keys)
     hold: float = 4.0            # a hold lasts up to this long
     think: float = 2.0           # a caller rests up to this long between two acquisitions
     heartbeat_period: float = 1.0
@@ -130,20 +131,24 @@ def _raise_unexpected(outcome: Outcome) -> Optional[DynamoDBLockError]:
 
 
 def caller(client: SimulatedClient, rng: SplitMix64, workload: Workload) -> Script:
-    """One client's caller: ``operations`` times, acquire a key (``acquire_lock``, or
-    ``try_acquire_lock`` for ``try_share`` of them), hold it a while, release it; then close the
-    client."""
+    """One client's caller: ``operations`` times, acquire a key (``acquire_lock``;
+    ``try_acquire_lock`` for ``try_share`` of them; ``acquire_first_lock`` of two sort keys for
+    ``first_share`` of the others), hold it a while, release it; then close the client."""
     host = client.orchestration
     state = host.state
     holder = object()    # the thread of this caller, for reentrancy
     for _ in range(workload.operations):
         key = f'k{rng.below(workload.keys)}'
         trying = rng.chance(workload.try_share)
-        call = acquire_call(state, key, 'lock', None, datetime.timedelta(0) if trying else None, None, None, False,
-                            not trying)
-        held, waiter = host.acquiring.queue(call, holder, client.new_waiter)
-        assert held is None and waiter is not None
-        outcome = yield Run(host.acquiring.acquisition(waiter, holder, call), waiter)
+        if not trying and rng.chance(workload.first_share):
+            attempts = host.acquiring.first_attempts(key, ['lock', 'spare'], None, None, None, None)
+            outcome = yield Run(host.acquiring.first(attempts, holder, None, True))   # wake: the shutdown
+        else:
+            call = acquire_call(state, key, 'lock', None, datetime.timedelta(0) if trying else None, None, None,
+                                False, not trying)
+            held, waiter = host.acquiring.queue(call, holder, client.new_waiter)
+            assert held is None and waiter is not None
+            outcome = yield Run(host.acquiring.acquisition(waiter, holder, call), waiter)
         _raise_unexpected(outcome)
         if outcome.error is None and outcome.value is not None:
             lock = outcome.value
