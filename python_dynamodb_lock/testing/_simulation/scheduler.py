@@ -57,6 +57,13 @@ class Outcome:
 Script = Generator[Any, Outcome, None]
 
 
+@dataclasses.dataclass(frozen=True)
+class _Woken:
+    """A sleep cut short by ``event``: its answer is read when the task runs next."""
+
+    event: Any
+
+
 class Task:
     """One simulated thread of one client (see the module docstring)."""
 
@@ -118,8 +125,10 @@ class Scheduler:
         """``event`` was set: the tasks sleeping on it wake."""
         for task in self.tasks:
             if task.state == SLEEPING and task.sleep_on is event:
+                # What the sleep answers is read when the task runs, as a woken thread reads it
+                # (a waiter's wake is used up then, and a handover meanwhile is not missed).
                 task.state, task.deadline, task.sleep_on = READY, INFINITY, None
-                task.value = woken(event, True, task.client.shutdown)
+                task.value = _Woken(event)
 
     def note(self, text: str) -> None:
         name = self.current.name if self.current is not None else '-'
@@ -152,7 +161,7 @@ class Scheduler:
                     if task.state == SLEEPING and task.deadline <= self.world.now:
                         task.state, task.deadline, wake, task.sleep_on = READY, INFINITY, task.sleep_on, None
                         if wake is not None:   # a Sleep (else: an answer arriving, or an Idle ending)
-                            task.value = woken(wake, wake.is_set(), task.client.shutdown)
+                            task.value = _Woken(wake) if wake.is_set() else False
                 continue
             task = ready[self.rng.below(len(ready))]
             self.steps += 1
@@ -170,6 +179,8 @@ class Scheduler:
         if task.protocol is None:
             self._next_command(task)
             return
+        if isinstance(task.value, _Woken):
+            task.value = woken(task.value.event, True, task.client.shutdown)
         try:
             step = advance(task.protocol, task.value, task.thrown, task.local)
         except DynamoDBLockError as error:
