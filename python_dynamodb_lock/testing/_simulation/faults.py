@@ -3,6 +3,7 @@
 * a write that lands but whose answer is lost (the caller gets botocore's
   ``ReadTimeoutError``, which the core judges "maybe applied");
 * throttling (``ProvisionedThroughputExceededException`` on the first attempt: not applied);
+* an HTTP 500 (``InternalServerError``), the request applied or not (the seed says which);
 * a client paused past its lease (a GC pause: none of its tasks is scheduled for a while).
 """
 from __future__ import annotations
@@ -10,18 +11,19 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional
 
-from .transport import LOST, THROTTLED, WRITES
+from .transport import LOST, SERVER_ERROR, SERVER_ERROR_APPLIED, THROTTLED, WRITES
 
 __all__ = ['FaultPlan', 'Faults']
 
 
 @dataclasses.dataclass(frozen=True)
 class FaultPlan:
-    """How often each fault strikes: per call (``lost_answer``, ``throttle``), per step
+    """How often each fault strikes: per call (``lost_answer``, ``throttle``, ``server_error``), per step
     (``pause``); a pause lasts from ``pause_min`` to ``pause_max`` global seconds."""
 
     lost_answer: float = 0.03
     throttle: float = 0.03
+    server_error: float = 0.02
     pause: float = 0.002
     pause_min: float = 2.0
     pause_max: float = 12.0
@@ -34,6 +36,7 @@ class Faults:
         self.plan = plan
         self.lost = 0
         self.throttled = 0
+        self.server_errors = 0
         self.pauses = 0
 
     def for_call(self, scheduler: Any, task: Any, request: Any) -> Optional[str]:
@@ -44,6 +47,9 @@ class Faults:
         if rng.chance(self.plan.throttle):
             self.throttled += 1
             return THROTTLED
+        if rng.chance(self.plan.server_error):
+            self.server_errors += 1
+            return SERVER_ERROR_APPLIED if rng.chance(0.5) else SERVER_ERROR
         return None
 
     def at_boundary(self, scheduler: Any, task: Any) -> bool:

@@ -49,6 +49,7 @@ class Result:
     losses: int
     lost_answers: int
     throttled: int
+    server_errors: int
     pauses: int
     held_seconds: float
 
@@ -81,4 +82,5 @@ def simulate(seed: int, workload: Workload = Workload(), plan: FaultPlan = Fault
         raise SimulationFailure(seed, f'the run did not end: {scheduler.tasks} still running after '
                                 f'{scheduler.steps} steps, {world.now:.1f} simulated seconds', scheduler.trace)
     return Result(seed, scheduler.trace, scheduler.steps, world.now, checker.acquisitions, checker.takeovers,
-                  checker.losses, faults.lost, faults.throttled, faults.pauses, checker.held_seconds)
+                  checker.losses, faults.lost, faults.throttled, faults.server_errors, faults.pauses,
+                  checker.held_seconds)

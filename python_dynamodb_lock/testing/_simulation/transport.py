@@ -14,10 +14,12 @@ from ..._wire import Wire
 from .errors import metadata
 from .simulated import SimulatedTable
 
-__all__ = ['LOST', 'THROTTLED', 'WRITES', 'SimulatedTransport']
+__all__ = ['LOST', 'SERVER_ERROR', 'SERVER_ERROR_APPLIED', 'THROTTLED', 'WRITES', 'SimulatedTransport']
 
 THROTTLED = 'throttled'
 LOST = 'lost'
+SERVER_ERROR = 'server error'                      # HTTP 500, the request not applied
+SERVER_ERROR_APPLIED = 'server error, applied'     # HTTP 500 after DynamoDB applied it
 #: The operations that change the table: only their answers are worth losing.
 WRITES = frozenset({'put_item', 'update_item', 'delete_item', 'transact_write_items', 'batch_execute_statement',
                     'execute_statement'})
@@ -56,6 +58,14 @@ def throttled(operation: str) -> ClientError:
     return ClientError(response, operation)
 
 
+def server_error(operation: str) -> ClientError:
+    """What botocore raises for DynamoDB's HTTP 500 (its retries spent): the request may or
+    may not have been applied."""
+    response: Any = {'Error': {'Code': 'InternalServerError', 'Message': 'Internal server error'},
+                     'ResponseMetadata': metadata('SIMULATED-500', 500)}
+    return ClientError(response, operation)
+
+
 class SimulatedTransport:
     """Sends requests to one simulated table (typed JSON in, Python values out, as
     ``ThreadTransport`` does with a low-level client)."""
@@ -69,15 +79,26 @@ class SimulatedTransport:
         operation = request.operation
         if fault == THROTTLED:
             return judge_error(throttled(operation))
+        if fault == SERVER_ERROR:
+            return judge_error(server_error(operation))
         params = self.wire.to_typed(operation, request.params)
         self.sent += 1
         try:
             response = self.table.handle(operation, params)
         except ClientError as exc:
-            if fault == LOST:
-                return judge_error(ReadTimeoutError(endpoint_url='https://dynamodb.simulated'))
-            return judge_error(exc)
-        if fault == LOST:
-            return judge_error(ReadTimeoutError(endpoint_url='https://dynamodb.simulated'))
+            return self._unanswered(operation, fault) or judge_error(exc)
+        unanswered = self._unanswered(operation, fault)
+        if unanswered is not None:
+            return unanswered
         response = self.wire.answer_to_python(operation, response)
         return judge_answer(operation, request.params, response)
+
+    @staticmethod
+    def _unanswered(operation: str, fault: Optional[str]) -> Optional[Answer]:
+        """The answer that replaces the table's when ``fault`` struck after the request was
+        applied (None: the table's answer arrives)."""
+        if fault == LOST:
+            return judge_error(ReadTimeoutError(endpoint_url='https://dynamodb.simulated'))
+        if fault == SERVER_ERROR_APPLIED:
+            return judge_error(server_error(operation))
+        return None
