@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 from operator import itemgetter
-from typing import Any, Callable, Generic, List, Optional, Sequence, Tuple, TypeVar
+import datetime
+from typing import Any, Callable, Generic, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from .._core.acquire import TimedOut, acquire
 from .._core.effects import Drop, Hold, Protocol, Settle
@@ -131,7 +132,8 @@ class Acquiring(Generic[L]):
 
     # -- adopting the row written ----------------------------------------------------------
 
-    def adopt(self, written: Written, app_callback: Any, raise_context_exception: bool, holder: object,
+    def adopt(self, written: Written, app_callback: Optional[Callable[..., Any]], raise_context_exception: bool,
+              holder: object,
               attempt: AcquireAttempt) -> Tuple[L, Optional[L]]:
         """Make the lock object for a row we wrote and register it.
 
@@ -211,8 +213,10 @@ class Acquiring(Generic[L]):
 
     # -- the first free of several keys (``acquire_first_lock``) ---------------------------
 
-    def first_attempts(self, partition_key: PartitionKey, sort_keys: Any, retry_period: Any, retry_timeout: Any,
-                       additional_attributes: Any, app_callback: Any) -> List[AcquireAttempt]:
+    def first_attempts(self, partition_key: PartitionKey, sort_keys: Sequence[str],
+                       retry_period: Optional[datetime.timedelta], retry_timeout: Optional[datetime.timedelta],
+                       additional_attributes: Optional[Mapping[str, Any]],
+                       app_callback: Optional[Callable[..., Any]]) -> List[AcquireAttempt]:
         """Check the arguments of ``acquire_first_lock`` (before anything is written): one
         acquisition per sort key."""
         state = self._state
@@ -231,7 +235,7 @@ class Acquiring(Generic[L]):
             attempts.append(dataclasses.replace(call.attempt(state), writer_marker=False))
         return attempts
 
-    def first(self, attempts: Sequence[AcquireAttempt], holder: object, app_callback: Any,
+    def first(self, attempts: Sequence[AcquireAttempt], holder: object, app_callback: Optional[Callable[..., Any]],
               raise_context_exception: bool) -> Protocol[L]:
         """``acquire_first_lock``: the lock of the first key written, adopted and installed as
         ``acquire_lock``'s is (interrupted, what was written is settled the same way)."""

@@ -6,7 +6,8 @@ asked (for one key), every argument checked before anything is written; the core
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Optional
+import datetime
+from typing import Any, Callable, Mapping, Optional
 
 from .. import _validation as validation
 from .._config import check_additional_attributes, check_key, lock_lease
@@ -51,11 +52,13 @@ class AcquireCall:
                               sessions=state.session is not None)
 
 
-def acquire_call(state: ClientState[Any], partition_key: Any, sort_key: Any, retry_period: Any, retry_timeout: Any,
-                 additional_attributes: Any, app_callback: Any, raise_context_exception: bool,
-                 timeout_is_error: bool = True, *, reentrant: Any = False, shared: Any = False,
-                 lease_duration: Any = None, lock_existing_item: Any = False, only_if_exists: Any = False,
-                 keep_row: Any = None) -> AcquireCall:
+def acquire_call(state: ClientState[Any], partition_key: PartitionKey, sort_key: str,
+                 retry_period: Optional[datetime.timedelta], retry_timeout: Optional[datetime.timedelta],
+                 additional_attributes: Optional[Mapping[str, Any]], app_callback: Optional[Callable[..., Any]],
+                 raise_context_exception: bool, timeout_is_error: bool = True, *, reentrant: bool = False,
+                 shared: bool = False, lease_duration: Optional[datetime.timedelta] = None,
+                 lock_existing_item: bool = False, only_if_exists: bool = False,
+                 keep_row: Optional[bool] = None) -> AcquireCall:
     """Check one acquisition's arguments for the client of ``state`` (before anything is
     written). ``lease_duration`` (None: the client's) is the lock's own lease, checked as the
     client's."""

@@ -49,8 +49,8 @@ def slot(lock: Held) -> str:
     return str(lock.unique_identifier)
 
 
-def check_construction(low_level_client: Any, app_callback_executor: Any, metrics: Any, background_heartbeats: Any,
-                       **setting_arguments: Any) -> Settings:
+def check_construction(low_level_client: Any, app_callback_executor: object, metrics: object,
+                       background_heartbeats: object, **setting_arguments: Any) -> Settings:
     """Check every constructor argument (before anything starts): the client's settings."""
     settings = make_settings(low_level_client=low_level_client, **setting_arguments)
     if app_callback_executor is not None and not callable(getattr(app_callback_executor, 'submit', None)):
@@ -119,7 +119,7 @@ class ClientState(Generic[L]):
         """Whether this client is being used in a process forked from the one that made it."""
         return os.getpid() != self.pid
 
-    def emit(self, kind: Kind, lock: Optional[object] = None, key: str = '', **fields: Any) -> None:
+    def emit(self, kind: Kind, lock: Optional[object] = None, key: str = '', **fields: object) -> None:
         self.observer.emit(Event(kind, key or getattr(lock, 'unique_identifier', ''), lock, fields))
 
     def owns(self, lock: L) -> bool:
@@ -153,7 +153,8 @@ class ClientState(Generic[L]):
         return [self.describe_row(item) for item in items if self.schema.is_lock_row(item)]
 
 
-def make_state(settings: Settings, clock: Optional[Clock], dispatch: Any, metrics: Optional[MetricsHook],
+def make_state(settings: Settings, clock: Optional[Clock], dispatch: Callable[..., None],
+               metrics: Optional[MetricsHook],
                client: object, new_lock: Callable[..., L], shutdown: Flag,
                guard: Callable[[], ContextManager[Any]]) -> ClientState[L]:
     """The state of a client whose arguments :func:`check_construction` checked."""

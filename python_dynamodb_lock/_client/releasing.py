@@ -29,7 +29,7 @@ class Releasing:
     def __init__(self, state: ClientState[Any]) -> None:
         self._state = state
 
-    def attributes(self, lock: Held, attributes: Any, keep_row: Any) -> Optional[Mapping[str, Any]]:
+    def attributes(self, lock: Held, attributes: object, keep_row: Optional[bool]) -> Optional[Mapping[str, Any]]:
         """``release_lock(attributes=..., keep_row=...)`` checked before anything is written: the
         attributes to write (None: none), which only a release that keeps the row can write."""
         if attributes is None and keep_row is None:

@@ -133,7 +133,7 @@ class Renewing:
         if lock.lock_client is not state.client or (lock._state.held and not state.owns(lock)):
             raise state.not_owned(lock)
 
-    def updating(self, lock: Held, values: Any, remove: Any) -> Protocol[None]:
+    def updating(self, lock: Held, values: object, remove: object) -> Protocol[None]:
         """``lock.update_attributes``: the arguments checked now (before anything is sent), and
         the protocol that writes them with a heartbeat of the lock, under its mutex (a heartbeat
         of it under way finishes first; its version is then the one the condition names)."""
@@ -149,7 +149,7 @@ class Renewing:
         check_update_size(state.schema, lock, dict(update[0]), update[1])
         return _holding(lock, update_attributes(state.heartbeat_settings, lock, state.clock, update))
 
-    def guarded(self, lock: Union[Held, Tuple[Held, ...]], items: Any, typed: bool, options: Mapping[str, Any],
+    def guarded(self, lock: Union[Held, Tuple[Held, ...]], items: object, typed: bool, options: Mapping[str, Any],
                 client_token: Optional[str], wire: Wire) -> Protocol[Dict[str, Any]]:
         """Check a guarded write before anything is sent (``lock``: a lock, or a tuple of a
         multi-lock's locks), and the protocol that sends it."""

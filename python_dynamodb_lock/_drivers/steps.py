@@ -13,6 +13,7 @@ from .._registry import WaiterState
 __all__ = ['Host', 'Steps', 'woken']
 
 
+
 class Host(Protocol):
     """What a driver needs of the client it runs protocols for (the orchestration gives it)."""
 
