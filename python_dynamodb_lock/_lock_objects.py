@@ -102,7 +102,6 @@ class DynamoDBLock(HeldLock):
         )
         # Serialises the calls to DynamoDB about this lock (a release and a heartbeat).
         self.thread_lock = threading.RLock()
-        self._mutex = self.thread_lock
         self._calls: Optional[LockCalls] = None    # the client's, when it hands the lock out (made_for)
 
     def _through(self) -> LockCalls:
@@ -222,7 +221,6 @@ class AsyncDynamoDBLock(HeldLock):
         #: Serialises the calls to DynamoDB about this lock (a release, a heartbeat, a guarded
         #: write): the twin of the threaded lock's ``thread_lock``. Holding it holds them off.
         self.task_lock = asyncio.Lock()
-        self._mutex = self.task_lock
         self._calls: Optional[AsyncLockCalls] = None    # the client's, when it hands the lock out (made_for)
 
     def _through(self) -> AsyncLockCalls:

@@ -211,7 +211,7 @@ class HeldLock(BaseDynamoDBLock):
         """
         safe_period = self._state.safe_period
         if safe_period is None:
-            safe_period = getattr(self.lock_client, '_safe_period_s', None)
+            safe_period = getattr(self.lock_client, 'safe_period', None)   # the client's (a property)
         return self._state.status_at(self._clock.monotonic(), safe_period)
 
     @status.setter

@@ -25,14 +25,13 @@ from .._locks import holder_of, mark_acquired
 from .._registry import WaiterState
 from .._schema import PartitionKey, Schema
 from .call import AcquireCall, acquire_call
-from .context import ClientState, Held, L, slot
+from .context import ClientState, Held, L
 from .releasing import Releasing
 from .sessions import Sessions
+from .shared import slot
 
 __all__ = ['Acquiring', 'MAX_FIRST_KEYS']
 
-#: How many keys the guesses of shared acquisitions are kept for (then they start over).
-_MAX_JOIN_GUESSES = 10_000
 
 W = TypeVar('W', bound=WaiterState)
 #: The most keys one ``acquire_first_lock`` may try.
@@ -57,7 +56,7 @@ class Acquiring(Generic[L]):
         if call.reentrant:
             held = self._reenter(attempt.unique_identifier, holder)
             if held is not None:
-                if held._existing_item != attempt.lock_existing_item:
+                if held.lock_existing_item != attempt.lock_existing_item:
                     held._holds -= 1
                     raise ValueError(f'{attempt.unique_identifier} is held by this thread or task with '
                                      f'lock_existing_item={not attempt.lock_existing_item}: a reentrant acquisition '
@@ -158,9 +157,7 @@ class Acquiring(Generic[L]):
                       attempt.lock_existing_item, written.own_row,
                       None if written.replaced is None else state.describe_row(written.replaced), state.describe_row)
         if written.shared:
-            if len(state.joined_beside) >= _MAX_JOIN_GUESSES:
-                state.joined_beside.clear()
-            state.joined_beside[lock.unique_identifier] = written.beside_others
+            state.join_guesses.remember(lock.unique_identifier, written.beside_others)
         previous = state.registry.register(lock, slot(lock))
         state.emit(Kind.ACQUIRED, lock, version=lock_state.version, duration=written.waited,
                    fencing_token=token, takeover=written.replaced is not None)

@@ -144,9 +144,9 @@ class TaskDriver:
             if isinstance(effect, Submit):
                 return self._submit_heartbeats(effect.locks), None
             if isinstance(effect, Hold):
-                if not effect.wait and effect.lock._mutex.locked():
+                if not effect.wait and effect.lock.task_lock.locked():
                     return False, None
-                return await effect.lock._mutex.acquire(), None
+                return await effect.lock.task_lock.acquire(), None
             if isinstance(effect, Settle):
                 await self._hand_off(effect, steps)
                 return None, None
@@ -233,7 +233,7 @@ async def _await_callback(awaitable: Awaitable[Any], lock: HeldLock, code: str) 
 
 def _drop(effect: Drop) -> None:
     """Give a lock's mutex back (``Drop``: no I/O, performed on the way)."""
-    effect.lock._mutex.release()
+    effect.lock.task_lock.release()
 
 
 def _retrieve(task: 'asyncio.Task[Any]') -> None:

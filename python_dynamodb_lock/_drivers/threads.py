@@ -185,7 +185,7 @@ class ThreadDriver:
             if isinstance(effect, Submit):
                 return self._submit_heartbeats(effect.locks), None
             if isinstance(effect, Hold):
-                return effect.lock._mutex.acquire(blocking=effect.wait), None
+                return effect.lock.thread_lock.acquire(blocking=effect.wait), None
             if isinstance(effect, Settle):
                 self._settle(effect.protocol, steps, effect.follow_up)
                 return None, None
@@ -281,4 +281,4 @@ class ThreadDriver:
 
 def _drop(effect: Drop) -> None:
     """Give a lock's mutex back (``Drop``: no I/O, performed on the way)."""
-    effect.lock._mutex.release()
+    effect.lock.thread_lock.release()
