@@ -14,11 +14,10 @@ import threading
 import urllib.parse
 from decimal import Decimal
 from types import TracebackType
-from typing import Any, Callable, ContextManager, Dict, Mapping, Optional, Tuple, Type
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Type
 
 from boto3.dynamodb.types import Binary
 
-from ._clock import Clock
 from ._core.shared import SharedHolder
 from ._core.state import LockState, Status
 from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, PartitionKey, binary_bytes
@@ -138,8 +137,8 @@ class HeldLock(BaseDynamoDBLock):
         lock_client: Any,
         raise_context_exception: bool = False,
         *,
-        clock: Clock,
-        guard: Optional[ContextManager[Any]] = None,
+        clock: Any,
+        guard: Any = None,
     ) -> None:
         self._clock = clock
         self._describe: Optional[Callable[[Any], Optional[BaseDynamoDBLock]]] = None   # set at acquisition

@@ -24,9 +24,10 @@ from typing import Iterator, Tuple
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / 'python_dynamodb_lock'
 
-#: The share of bare ``Any`` today, rounded up a little (2026-11-29: 11.3 % of 2,389 parameters).
+#: The share of bare ``Any`` today, rounded up a little (2026-11-29: 270 of 2,396 parameters, 11.3 %;
+#: 403 of 2,300, 17.5 %, before issue 28's typed seams).
 PACKAGE_CEILING = 0.115
-#: The same over the lock clients' own modules (2026-11-29: 47 of 962, 4.9 %); under 5 % by design.
+#: The same over the lock clients' own modules (2026-11-29: 47 of 969, 4.9 %; 180 of 873, 20.6 %, before).
 CLIENT_CEILING = 0.05
 
 NOT_THE_CLIENTS = ('_core/', '_requests.py', '_shared_requests.py', '_cli/', '_demo/', '_embedded/', '_recipes/',
