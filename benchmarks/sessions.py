@@ -109,7 +109,7 @@ def _round(client: Any, clock: DrivenClock) -> None:
     clock.advance(HEARTBEAT_PERIOD)
     woken = threading.Event()
     woken.set()     # the round's closing wait for the next period returns at once
-    client._driver.run(client._orchestration.renewing.heartbeat_round(), wake=woken)
+    client._driver.run(client._calls.orchestration.renewing.heartbeat_round(), wake=woken)
     while client.heartbeats_in_flight:
         time.sleep(0.001)
 

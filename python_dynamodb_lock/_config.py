@@ -10,7 +10,7 @@ import math
 from decimal import Decimal
 import socket
 import uuid
-from typing import Any, Iterable, List, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from boto3.dynamodb.types import Binary
 
@@ -20,7 +20,8 @@ from ._requests import MAX_BATCH_STATEMENTS
 from ._schema import NO_SORT_KEY, SESSION_PREFIX, Schema, binary_bytes
 
 __all__ = ['MIN_HEARTBEAT_PERIOD', 'Settings', 'check_attribute_update',
-           'check_release_attributes', 'client_timeout_warning', 'lock_lease', 'make_settings']
+           'check_lock_arguments', 'check_release_attributes', 'client_timeout_warning', 'lock_lease', 'make_settings',
+           'published_attributes']
 
 #: The shortest ``heartbeat_period`` accepted, in seconds. A renewal is a DynamoDB call: one
 #: takes a few milliseconds at best, and every period renews every held lock, so a shorter
@@ -53,24 +54,55 @@ class Settings:
 def make_settings(
     *,
     low_level_client: Any,
-    table_name: Any,
-    partition_key_name: Any,
-    sort_key_name: Any,
-    ttl_attribute_name: Any,
-    owner_name: Any,
-    heartbeat_period: Any,
-    safe_period: Any,
-    lease_duration: Any,
-    expiry_period: Any,
-    heartbeat_tps: Any,
-    heartbeat_workers: Any,
-    heartbeat_batch_size: Any,
-    keep_released_rows: Any = True,
-    max_clock_skew: Any = None,
-    partition_key_type: Any = 'S',
-    session: Any = False,
+    table_name: str,
+    partition_key_name: object,
+    sort_key_name: object,
+    ttl_attribute_name: object,
+    owner_name: Optional[str],
+    heartbeat_period: object,
+    safe_period: object,
+    lease_duration: object,
+    expiry_period: object,
+    heartbeat_tps: float,
+    heartbeat_workers: object,
+    heartbeat_batch_size: int,
+    keep_released_rows: object = True,
+    max_clock_skew: object = None,
+    partition_key_type: object = 'S',
+    session: bool = False,
 ) -> Settings:
     """Check the constructor's arguments; raise for impossible ones, collect warnings for risky ones."""
+    schema = _check_layout(table_name, partition_key_name, sort_key_name, ttl_attribute_name, partition_key_type)
+    if owner_name is None:
+        owner_name = socket.getfqdn() + uuid.uuid4().hex
+    validation.require_text('owner_name', owner_name)
+    heartbeat = validation.require_duration('heartbeat_period', heartbeat_period)
+    if heartbeat < MIN_HEARTBEAT_PERIOD:
+        raise ValueError(
+            f'heartbeat_period must be at least {MIN_HEARTBEAT_PERIOD * 1000:.0f} milliseconds, got '
+            f'{heartbeat_period!r}: each heartbeat is a DynamoDB call that takes milliseconds, so a shorter '
+            'period cannot be kept and only floods DynamoDB and the log (a tenth of the lease is plenty)'
+        )
+    safe = validation.require_duration('safe_period', safe_period)
+    lease = validation.require_duration('lease_duration', lease_duration)
+    expiry = validation.require_duration('expiry_period', expiry_period)
+    heartbeat_workers = _check_pacing(low_level_client, heartbeat_tps, heartbeat_workers, heartbeat_batch_size)
+    skew = None if max_clock_skew is None else validation.require_duration('max_clock_skew', max_clock_skew,
+                                                                            allow_zero=True)
+    if not isinstance(keep_released_rows, bool):
+        raise TypeError(f'keep_released_rows must be a bool, not {type(keep_released_rows).__name__}')
+    _check_session(session, partition_key_type, owner_name)
+    warnings = _period_warnings(heartbeat, safe, lease, expiry)
+    timeout_note = client_timeout_warning(low_level_client, safe)
+    if timeout_note:   # said once per client, after every check passed
+        logger.info('%s', timeout_note)
+    return Settings(schema, owner_name, heartbeat, safe, lease, expiry, float(heartbeat_tps), heartbeat_workers,
+                    heartbeat_batch_size, tuple(warnings), keep_released_rows, skew, session=session)
+
+
+def _check_layout(table_name: str, partition_key_name: object, sort_key_name: object, ttl_attribute_name: object,
+                  partition_key_type: object) -> Schema:
+    """The table's name, key names and types and TTL attribute, checked: the client's schema."""
     validation.require_text('table_name', table_name)
     attribute_names = {
         'partition_key_name': validation.require_attribute_name('partition_key_name', partition_key_name),
@@ -87,19 +119,14 @@ def make_settings(
             raise ValueError(f'{argument}={value!r} collides with the lock attribute of that name')
     if len(set(attribute_names.values())) != len(attribute_names):
         raise ValueError(f'partition, sort and TTL attribute names must differ: {attribute_names}')
-    if owner_name is None:
-        owner_name = socket.getfqdn() + uuid.uuid4().hex
-    validation.require_text('owner_name', owner_name)
-    heartbeat = validation.require_duration('heartbeat_period', heartbeat_period)
-    if heartbeat < MIN_HEARTBEAT_PERIOD:
-        raise ValueError(
-            f'heartbeat_period must be at least {MIN_HEARTBEAT_PERIOD * 1000:.0f} milliseconds, got '
-            f'{heartbeat_period!r}: each heartbeat is a DynamoDB call that takes milliseconds, so a shorter '
-            'period cannot be kept and only floods DynamoDB and the log (a tenth of the lease is plenty)'
-        )
-    safe = validation.require_duration('safe_period', safe_period)
-    lease = validation.require_duration('lease_duration', lease_duration)
-    expiry = validation.require_duration('expiry_period', expiry_period)
+    return Schema(table_name, attribute_names['partition_key_name'], attribute_names.get('sort_key_name'),
+                  attribute_names['ttl_attribute_name'], partition_key_type)
+
+
+def _check_pacing(low_level_client: Any, heartbeat_tps: object, heartbeat_workers: object,
+                  heartbeat_batch_size: object) -> int:
+    """Check how heartbeats are paced and sent; the number of heartbeat workers (None: the
+    boto3 client's connection pool size, or 10)."""
     if isinstance(heartbeat_tps, bool) or not isinstance(heartbeat_tps, (int, float)):
         raise TypeError(f'heartbeat_tps must be a number, not {type(heartbeat_tps).__name__}')
     if heartbeat_tps != -1 and not heartbeat_tps > 0:
@@ -119,22 +146,31 @@ def make_settings(
         raise ValueError(
             f'heartbeat_batch_size must be an int from 1 to {MAX_BATCH_STATEMENTS}, got {heartbeat_batch_size!r}'
         )
-    skew = None if max_clock_skew is None else validation.require_duration('max_clock_skew', max_clock_skew,
-                                                                            allow_zero=True)
-    if not isinstance(keep_released_rows, bool):
-        raise TypeError(f'keep_released_rows must be a bool, not {type(keep_released_rows).__name__}')
-    _check_session(session, partition_key_type, owner_name)
-    warnings = _period_warnings(heartbeat, safe, lease, expiry)
-    timeout_note = client_timeout_warning(low_level_client, safe)
-    if timeout_note:   # said once per client, after every check passed
-        logger.info('%s', timeout_note)
-    schema = Schema(table_name, attribute_names['partition_key_name'], attribute_names.get('sort_key_name'),
-                    attribute_names['ttl_attribute_name'], partition_key_type)
-    return Settings(schema, owner_name, heartbeat, safe, lease, expiry, float(heartbeat_tps), heartbeat_workers,
-                    heartbeat_batch_size, tuple(warnings), keep_released_rows, skew, session=session)
+    return heartbeat_workers
 
 
-def _check_session(session: Any, partition_key_type: Any, owner_name: str) -> None:
+def check_lock_arguments(schema: Schema, partition_key: object, sort_key: object,
+                         additional_attributes: object) -> None:
+    """``check_lock_arguments`` of both clients: a key and additional attributes, as an acquisition checks them."""
+    check_key(schema, partition_key, sort_key)
+    check_additional_attributes(schema, additional_attributes)
+
+
+def published_attributes(settings: Settings, **given: object) -> Dict[str, object]:
+    """The private attributes of the published (0.9.1) client, for code that reads them: its
+    names, and its periods in seconds (``_heartbeat_period_s`` ...) from ``settings``; ``given``
+    (the constructor's arguments as given) each as ``_<name>``."""
+    schema = settings.schema
+    published: Dict[str, object] = {'_owner_name': settings.owner_name, '_table_name': schema.table_name,
+                 '_partition_key_name': schema.partition_key_name, '_sort_key_name': schema.sort_key_name,
+                 '_ttl_attribute_name': schema.ttl_attribute_name, '_heartbeat_period_s': settings.heartbeat_period,
+                 '_safe_period_s': settings.safe_period, '_lease_duration_s': settings.lease_duration,
+                 '_expiry_period_s': settings.expiry_period}
+    published.update((f'_{name}', value) for name, value in given.items())
+    return published
+
+
+def _check_session(session: object, partition_key_type: object, owner_name: str) -> None:
     """``session=True`` needs a string partition key (session rows live under a string prefix)
     and an owner name short enough to fit in a partition key after that prefix."""
     validation.require_bool('session', session)
@@ -210,7 +246,7 @@ def client_timeout_warning(low_level_client: Any, safe_period: float) -> Optiona
             'for the default periods (see "Timeouts and retries" in the docs)')
 
 
-def lock_lease(settings: Settings, lease_duration: Any) -> float:
+def lock_lease(settings: Settings, lease_duration: object) -> float:
     """A lock's own ``lease_duration`` in seconds (None: the client's), checked as the
     constructor checks the client's: a positive ``timedelta`` longer than ``heartbeat_period``
     and not longer than ``expiry_period``; one not well above the heartbeat period is logged
@@ -227,7 +263,7 @@ def lock_lease(settings: Settings, lease_duration: Any) -> float:
     return lease
 
 
-def check_attribute_update(schema: Schema, values: Any, remove: Any) -> Tuple[Tuple[Tuple[str, Any], ...],
+def check_attribute_update(schema: Schema, values: object, remove: object) -> Tuple[Tuple[Tuple[str, Any], ...],
                                                                               Tuple[str, ...]]:
     """Check the arguments of ``lock.update_attributes``: the attributes to set (sorted
     name-value pairs) and the names to remove (sorted)."""
@@ -250,7 +286,7 @@ def check_attribute_update(schema: Schema, values: Any, remove: Any) -> Tuple[Tu
     return tuple(sorted(written.items())), tuple(sorted(removed))
 
 
-def check_release_attributes(schema: Schema, attributes: Any, keeps_row: bool) -> Mapping[str, Any]:
+def check_release_attributes(schema: Schema, attributes: object, keeps_row: bool) -> Mapping[str, Any]:
     """Check ``release_lock(attributes=...)``: attributes written onto the row as it is released,
     which only a release that keeps the row can do."""
     checked = check_additional_attributes(schema, attributes, 'attributes')
@@ -264,7 +300,7 @@ def check_release_attributes(schema: Schema, attributes: Any, keeps_row: bool) -
 KEY_TYPES = ('S', 'N', 'B')
 
 
-def check_key(schema: Schema, partition_key: Any, sort_key: Any) -> None:
+def check_key(schema: Schema, partition_key: object, sort_key: object) -> None:
     """A key of the table's shape: a partition key of its type; a sort key string, or the
     default ``'-'`` on a table without a sort key."""
     if schema.partition_key_type == 'S':
@@ -294,7 +330,7 @@ def check_key(schema: Schema, partition_key: Any, sort_key: Any) -> None:
                          f'got {sort_key!r}')
 
 
-def check_additional_attributes(schema: Schema, additional_attributes: Any,
+def check_additional_attributes(schema: Schema, additional_attributes: object,
                                 argument: str = 'additional_attributes') -> Mapping[str, Any]:
     if additional_attributes is None:
         return {}

@@ -99,7 +99,7 @@ def cancelled_error() -> DynamoDBLockError:
                              'The acquisition was cancelled (its cancel event was set); nothing is held')
 
 
-def _rebuild_error(cls: type, code: str, message: str, reason: Optional[str], holder: Any) -> DynamoDBLockError:
+def _rebuild_error(cls: type, code: str, message: str, reason: Optional[str], holder: object) -> DynamoDBLockError:
     error: DynamoDBLockError = cls(code, message, reason=reason, holder=holder)
     return error
 

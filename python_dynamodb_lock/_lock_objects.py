@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, Type
+from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Dict, Iterable, Mapping, Optional, Protocol, Sequence,
+                    Type)
 
 from ._clock import Clock, SystemClock
 from ._core.guard import single_action
 from ._core.state import null_guard
+from ._errors import DynamoDBLockError
 from ._locks import HeldLock, suppress_after_block
 from ._schema import PartitionKey
 
@@ -22,10 +24,54 @@ if TYPE_CHECKING:   # named, not imported: the clients import this module
     DynamoDBLockClient = Any
     AsyncDynamoDBLockClient = Any
 
-__all__ = ['AppCallback', 'AsyncAppCallback', 'AsyncDynamoDBLock', 'DynamoDBLock']
+__all__ = ['AppCallback', 'AsyncAppCallback', 'AsyncDynamoDBLock', 'AsyncLockCalls', 'DynamoDBLock', 'LockCalls',
+           'made_for', 'made_for_tasks']
 
 AppCallback = Callable[[str, 'DynamoDBLock'], Any]
 AsyncAppCallback = Callable[[str, 'AsyncDynamoDBLock'], Any]
+
+
+class LockCalls(Protocol):
+    """What a threaded lock calls to be renewed and written under: its client's
+    :class:`~python_dynamodb_lock._calls.ThreadCalls`."""
+
+    def extend(self, lock: 'DynamoDBLock') -> None: ...
+
+    def update_attributes(self, lock: 'DynamoDBLock', values: Optional[Mapping[str, Any]],
+                          remove: Iterable[str]) -> None: ...
+
+    def guarded_write(self, lock: 'DynamoDBLock', items: Sequence[Mapping[str, Any]], typed: bool,
+                      options: Mapping[str, Any], client_token: Optional[str]) -> Dict[str, Any]: ...
+
+
+class AsyncLockCalls(Protocol):
+    """The asyncio twin of :class:`LockCalls` (:class:`~python_dynamodb_lock._calls.TaskCalls`)."""
+
+    def extend(self, lock: 'AsyncDynamoDBLock') -> Awaitable[None]: ...
+
+    def update_attributes(self, lock: 'AsyncDynamoDBLock', values: Optional[Mapping[str, Any]],
+                          remove: Iterable[str]) -> Awaitable[None]: ...
+
+    def guarded_write(self, lock: 'AsyncDynamoDBLock', items: Sequence[Mapping[str, Any]], typed: bool,
+                      options: Mapping[str, Any], client_token: Optional[str]) -> Awaitable[Dict[str, Any]]: ...
+
+
+def made_for(calls: LockCalls, lock: 'DynamoDBLock') -> 'DynamoDBLock':
+    """``lock``, handed out by the client whose calls are ``calls``: what it renews and writes
+    through (a lock object made by hand has none, and is not held)."""
+    lock._calls = calls
+    return lock
+
+
+def made_for_tasks(calls: AsyncLockCalls, lock: 'AsyncDynamoDBLock') -> 'AsyncDynamoDBLock':
+    """:func:`made_for`, for the asyncio client's locks."""
+    lock._calls = calls
+    return lock
+
+
+def _not_handed_out(lock: HeldLock) -> DynamoDBLockError:
+    return DynamoDBLockError(DynamoDBLockError.LOCK_NOT_OWNED,
+                             f'{lock.unique_identifier} was not handed out by a lock client: it is not held')
 
 
 def _clock_of(lock_client: Any) -> Clock:
@@ -56,7 +102,12 @@ class DynamoDBLock(HeldLock):
         )
         # Serialises the calls to DynamoDB about this lock (a release and a heartbeat).
         self.thread_lock = threading.RLock()
-        self._mutex = self.thread_lock
+        self._calls: Optional[LockCalls] = None    # the client's, when it hands the lock out (made_for)
+
+    def _through(self) -> LockCalls:
+        if self._calls is None:
+            raise _not_handed_out(self)
+        return self._calls
 
     def release(self, best_effort: bool = True, *, attributes: Optional[Mapping[str, Any]] = None,
                 keep_row: Optional[bool] = None) -> bool:
@@ -75,7 +126,7 @@ class DynamoDBLock(HeldLock):
         :raises TypeError, ValueError: for bad arguments, before anything is written.
         :raises DynamoDBLockError: as :meth:`extend`.
         """
-        self.lock_client._update_attributes(self, values, remove)
+        self._through().update_attributes(self, values, remove)
 
     def extend(self) -> None:
         """Renew this lock now, in the calling thread, and say whether it worked: for
@@ -86,7 +137,7 @@ class DynamoDBLock(HeldLock):
             whom), ``LOCK_NOT_OWNED`` when it was released, ``UNKNOWN`` when DynamoDB failed
             (the lock may still be held until its lease runs out: try again).
         """
-        self.lock_client._extend(self)
+        self._through().extend(self)
 
     def transact_write_items(self, TransactItems: Sequence[Mapping[str, Any]], *, typed: bool = False,
                              ClientRequestToken: Optional[str] = None, **options: Any) -> Dict[str, Any]:
@@ -111,8 +162,8 @@ class DynamoDBLock(HeldLock):
         :raises TypeError, ValueError: for actions DynamoDB would refuse (more than 99, over
             4 MB, on the lock row itself, ...), before anything is sent.
         """
-        response: Dict[str, Any] = self.lock_client._guarded_write(self, TransactItems, typed, options,
-                                                                   ClientRequestToken)
+        response: Dict[str, Any] = self._through().guarded_write(self, TransactItems, typed, options,
+                                                                 ClientRequestToken)
         return response
 
     def put_item(self, **params: Any) -> Dict[str, Any]:
@@ -170,7 +221,12 @@ class AsyncDynamoDBLock(HeldLock):
         #: Serialises the calls to DynamoDB about this lock (a release, a heartbeat, a guarded
         #: write): the twin of the threaded lock's ``thread_lock``. Holding it holds them off.
         self.task_lock = asyncio.Lock()
-        self._mutex = self.task_lock
+        self._calls: Optional[AsyncLockCalls] = None    # the client's, when it hands the lock out (made_for)
+
+    def _through(self) -> AsyncLockCalls:
+        if self._calls is None:
+            raise _not_handed_out(self)
+        return self._calls
 
     async def release(self, best_effort: bool = True, *, attributes: Optional[Mapping[str, Any]] = None,
                       keep_row: Optional[bool] = None) -> bool:
@@ -185,19 +241,19 @@ class AsyncDynamoDBLock(HeldLock):
     async def update_attributes(self, values: Optional[Mapping[str, Any]] = None, remove: Iterable[str] = ()) -> None:
         """Set and remove additional attributes in one heartbeat; see the threaded lock's
         :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLock.update_attributes`."""
-        await self.lock_client._update_attributes(self, values, remove)
+        await self._through().update_attributes(self, values, remove)
 
     async def extend(self) -> None:
         """Renew this lock now; see the threaded lock's
         :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLock.extend`."""
-        await self.lock_client._extend(self)
+        await self._through().extend(self)
 
     async def transact_write_items(self, TransactItems: Sequence[Mapping[str, Any]], *, typed: bool = False,
                                    ClientRequestToken: Optional[str] = None, **options: Any) -> Dict[str, Any]:
         """Write only while this lock is held; see the threaded lock's
         :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLock.transact_write_items`."""
-        response: Dict[str, Any] = await self.lock_client._guarded_write(self, TransactItems, typed, options,
-                                                                         ClientRequestToken)
+        response: Dict[str, Any] = await self._through().guarded_write(self, TransactItems, typed, options,
+                                                                       ClientRequestToken)
         return response
 
     async def put_item(self, **params: Any) -> Dict[str, Any]:

@@ -20,7 +20,7 @@ from boto3.dynamodb.types import Binary
 
 from ._core.shared import SharedHolder
 from ._core.state import LockState, Status
-from ._schema import PartitionKey, binary_bytes
+from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, PartitionKey, binary_bytes
 
 __all__ = ['APP_CALLBACK_THREADPOOL_SIZE', 'BaseDynamoDBLock', 'Defaults', 'HeldLock', 'check_for_table_arguments',
            'holder_of', 'mark_acquired', 'suppress_after_block', 'unique_identifier_of']
@@ -35,7 +35,8 @@ _PUBLISHED_MODULE = 'python_dynamodb_lock.python_dynamodb_lock'
 
 
 class Defaults:
-    """The published defaults of ``DynamoDBLockClient`` (its class attributes), for both clients."""
+    """The published defaults of ``DynamoDBLockClient`` (its class attributes), for both clients,
+    and the published client's column names (``_COL_*``), for code that reads them."""
 
     _DEFAULT_TABLE_NAME = 'DynamoDBLockTable'
     _DEFAULT_PARTITION_KEY_NAME = 'lock_key'
@@ -50,6 +51,9 @@ class Defaults:
     _DEFAULT_READ_CAPACITY = 5
     _DEFAULT_WRITE_CAPACITY = 5
     _DEFAULT_SORT_KEY_VALUE = '-'
+    _COL_OWNER_NAME = COL_OWNER_NAME
+    _COL_LEASE_DURATION = COL_LEASE_DURATION
+    _COL_RECORD_VERSION_NUMBER = COL_RECORD_VERSION_NUMBER
 
 
 
@@ -206,7 +210,7 @@ class HeldLock(BaseDynamoDBLock):
         """
         safe_period = self._state.safe_period
         if safe_period is None:
-            safe_period = getattr(self.lock_client, '_safe_period_s', None)
+            safe_period = getattr(self.lock_client, 'safe_period', None)   # the client's (a property)
         return self._state.status_at(self._clock.monotonic(), safe_period)
 
     @status.setter
@@ -264,7 +268,7 @@ class HeldLock(BaseDynamoDBLock):
         return self._describe(loss.row)
 
 
-def check_for_table_arguments(table_name: Any, kwargs: Mapping[str, Any]) -> None:
+def check_for_table_arguments(table_name: object, kwargs: Mapping[str, Any]) -> None:
     """Check ``for_table``'s own arguments before any call."""
     fixed = sorted({'partition_key_name', 'sort_key_name', 'partition_key_type'} & set(kwargs))
     if fixed:
@@ -289,7 +293,7 @@ def suppress_after_block(lock: HeldLock, exc_type: Optional[Type[BaseException]]
 
 
 
-def mark_acquired(lock: HeldLock, holder: Any, shared: bool, keep_row: bool, existing_item: bool, own_row: bool,
+def mark_acquired(lock: HeldLock, holder: object, shared: bool, keep_row: bool, existing_item: bool, own_row: bool,
                   took_over_from: Optional[BaseDynamoDBLock],
                   describe: Callable[[Any], Optional[BaseDynamoDBLock]]) -> None:
     """What a client records on a lock object it hands out: who acquired it (for reentrancy),
@@ -309,7 +313,7 @@ def holder_of(lock: HeldLock) -> Any:
     return lock._holder
 
 
-def unique_identifier_of(partition_key: Any, sort_key: str) -> str:
+def unique_identifier_of(partition_key: PartitionKey, sort_key: str) -> str:
     """``quote(partition_key) + '|' + quote(sort_key)``, as the published package names locks
     (a binary partition key is quoted as its bytes, a number one as its plain decimal text, the
     way DynamoDB gives it back: ``5``, ``Decimal('5.0')`` and ``Decimal('5')`` name one lock)."""

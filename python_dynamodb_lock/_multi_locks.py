@@ -17,6 +17,7 @@ from typing import (Any, Callable, Coroutine, Dict, Generator, Generic, Mapping,
                     Set, Tuple, Type, TypeVar, Union, cast)
 
 from ._client.orchestration import Orchestration
+from ._client.several_keys import Key
 from ._core.effects import Protocol as CoreProtocol
 from ._core.guard import MAX_ACTIONS
 from ._core.multi import set_name
@@ -25,12 +26,9 @@ from ._core.write import AcquireAttempt
 from ._drivers.tasks import TaskDriver
 from ._drivers.threads import ThreadDriver
 from ._locks import HeldLock, suppress_after_block
-from ._schema import PartitionKey
 
 __all__ = ['Acquisition', 'AsyncDynamoDBMultiLock', 'DynamoDBMultiLock', 'Key', 'acquiring']
 
-#: One key of ``acquire_locks``: a partition key (sort key ``'-'``) or ``(partition_key, sort_key)``.
-Key = Union[PartitionKey, Tuple[PartitionKey, str]]
 L = TypeVar('L', bound=HeldLock)
 T = TypeVar('T')
 _CODES_TOLD_ONCE = frozenset({'LOCK_STOLEN'})
@@ -39,7 +37,7 @@ _CODES_TOLD_ONCE = frozenset({'LOCK_STOLEN'})
 class _MultiLock(Generic[L]):
     """What both multi-locks share: the locks, the set's status, and its callback."""
 
-    def __init__(self, lock_client: Any, app_callback: Optional[Callable[..., Any]],
+    def __init__(self, lock_client: object, app_callback: Optional[Callable[..., Any]],
                  raise_context_exception: bool) -> None:
         self.lock_client = lock_client
         self._driver: Any = None        # the client's driver and orchestration (see ``acquiring``)
@@ -85,7 +83,7 @@ class _MultiLock(Generic[L]):
         (DynamoDB's 100 per transaction, less one check per key)."""
         return MAX_ACTIONS - len(self._locks)
 
-    def _member_callback(self, code: str, lock: Any) -> Any:
+    def _member_callback(self, code: str, lock: HeldLock) -> Any:
         """Each key's ``app_callback``: the set's callback, called with the set; ``LOCK_STOLEN``
         once, whichever keys are lost."""
         if code in _CODES_TOLD_ONCE:
@@ -95,7 +93,8 @@ class _MultiLock(Generic[L]):
                 self._told.add(code)
         return None if self.app_callback is None else self.app_callback(code, self)
 
-    def _guard(self, items: Any, typed: bool, options: Mapping[str, Any], client_token: Optional[str]) -> Any:
+    def _guard(self, items: Sequence[Mapping[str, Any]], typed: bool, options: Mapping[str, Any],
+               client_token: Optional[str]) -> Any:
         assert self._orchestration is not None
         return self._orchestration.renewing.guarded(self._locks, items, typed, options, client_token,
                                                     self._driver.transport.wire)
@@ -202,7 +201,7 @@ class Acquisition(Coroutine[Any, Any, T]):
         self._coroutine = coroutine
         self._result: Any = None
 
-    def send(self, value: Any) -> Any:
+    def send(self, value: object) -> Any:
         return self._coroutine.send(value)
 
     def throw(self, *args: Any) -> Any:
@@ -228,8 +227,9 @@ class Acquisition(Coroutine[Any, Any, T]):
 M = TypeVar('M', bound=_MultiLock[Any])
 
 
-def acquiring(multi: M, driver: Any, orchestration: Orchestration[Any], attempts: Sequence[AcquireAttempt],
-              holder: Any, timeout_is_error: bool) -> CoreProtocol[Optional[M]]:
+def acquiring(multi: M, driver: Union[ThreadDriver, TaskDriver], orchestration: Orchestration[Any],
+              attempts: Sequence[AcquireAttempt],
+              holder: object, timeout_is_error: bool) -> CoreProtocol[Optional[M]]:
     """``acquire_locks``: ``multi`` holding every key of ``attempts`` (None: the acquisition
     timed out, and none is held); each key's callback is the set's. ``driver`` and
     ``orchestration`` are the client's: the set's release and guarded writes use them."""

@@ -307,7 +307,7 @@ class Observer:
                 event.fields.get('owner', '?'), event.key,
                 extra={'lock_event': 'rolling_upgrade_advice', 'lock_key': event.key})
 
-    def callback(self, lock: Any, code: str) -> None:
+    def callback(self, lock: object, code: str) -> None:
         """Run ``lock.app_callback(code, lock)`` through the dispatcher; never raises."""
         callback: Optional[Callable[..., Any]] = getattr(lock, 'app_callback', None)
         if callback is None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Dict, Generic, List, Optional, TypeVar
 
+from ._core.write import AcquireAttempt, Written
+
 __all__ = ['Registry', 'WaiterState']
 
 L = TypeVar('L')
@@ -24,7 +26,7 @@ class WaiterState:
     once the waiter stopped waiting (timed out, cancelled, closed).
     """
 
-    def init_waiter(self, attempt: Any) -> None:
+    def init_waiter(self, attempt: AcquireAttempt) -> None:
         self.attempt = attempt
         self.handed: Any = None
         self.claimed = False
@@ -83,11 +85,11 @@ class Registry(Generic[L]):
             self._waiters.clear()
             return locks
 
-    def add_waiter(self, unique_identifier: str, waiter: Any) -> None:
+    def add_waiter(self, unique_identifier: str, waiter: WaiterState) -> None:
         with self._guard:
             self._waiters.setdefault(unique_identifier, []).append(waiter)
 
-    def _drop_waiter(self, unique_identifier: str, waiter: Any) -> None:
+    def _drop_waiter(self, unique_identifier: str, waiter: WaiterState) -> None:
         """Take ``waiter`` off its key's queue (the caller holds the guard)."""
         waiters = self._waiters.get(unique_identifier, [])
         if waiter in waiters:
@@ -107,7 +109,7 @@ class Registry(Generic[L]):
                     return waiter
         return None
 
-    def hand_over(self, unique_identifier: str, waiter: Any, written: Any) -> bool:
+    def hand_over(self, unique_identifier: str, waiter: Any, written: Optional[Written]) -> bool:
         """Give ``waiter`` the row a release wrote for it (``written``; None: the handover did
         not happen) and wake it. False when it had stopped waiting: then the row is nobody's."""
         with self._guard:

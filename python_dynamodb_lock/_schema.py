@@ -134,12 +134,12 @@ class Schema:
         return TableLayout(self.table_name, self.partition_key_name, self.partition_key_type, self.sort_key_name,
                            self.ttl_attribute_name)
 
-    def key(self, partition_key: Any, sort_key: str) -> Item:
+    def key(self, partition_key: PartitionKey, sort_key: str) -> Item:
         if self.sort_key_name is None:
             return {self.partition_key_name: partition_key}
         return {self.partition_key_name: partition_key, self.sort_key_name: sort_key}
 
-    def lock_item(self, partition_key: Any, sort_key: str, owner_name: str, lease_duration: float,
+    def lock_item(self, partition_key: PartitionKey, sort_key: str, owner_name: str, lease_duration: float,
                   record_version_number: str, expiry_time: int,
                   additional_attributes: Optional[Mapping[str, Any]] = None) -> Item:
         """The whole item of a lock as the published package writes it; the lock's own

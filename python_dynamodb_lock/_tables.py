@@ -38,7 +38,7 @@ MAX_TAG_KEY_LENGTH = 128
 MAX_TAG_VALUE_LENGTH = 256
 
 
-def check_tags(tags: Any, argument: str = 'tags') -> List[Dict[str, str]]:
+def check_tags(tags: object, argument: str = 'tags') -> List[Dict[str, str]]:
     """``tags`` (None, a mapping of key to value, or a list of ``{'Key': ..., 'Value': ...}``)
     as ``CreateTable``'s ``Tags``, checked against AWS's limits before any call.
 
@@ -107,9 +107,9 @@ def check_global_table(description: Mapping[str, Any], allow_global_table: bool,
     )
 
 
-def table_request(table_name: Any, partition_key_name: Any, sort_key_name: Any, ttl_attribute_name: Any,
-                  read_capacity: Any, write_capacity: Any, billing_mode: Any,
-                  partition_key_type: Any = 'S', tags: Any = None) -> Dict[str, Any]:
+def table_request(table_name: object, partition_key_name: object, sort_key_name: object, ttl_attribute_name: object,
+                  read_capacity: object, write_capacity: object, billing_mode: object,
+                  partition_key_type: object = 'S', tags: object = None) -> Dict[str, Any]:
     """The ``CreateTable`` arguments for a lock table; raises TypeError/ValueError for bad ones.
 
     ``sort_key_name=None`` asks for a table whose key is the partition key alone;
@@ -395,9 +395,10 @@ class AdminCall(NamedTuple):
 AdminSteps = Generator[AdminCall, Any, Any]
 
 
-def creating_table(table_name: Any, partition_key_name: Any, sort_key_name: Any, ttl_attribute_name: Any,
-                   read_capacity: Any, write_capacity: Any, billing_mode: Any, exist_ok: bool,
-                   partition_key_type: Any = 'S', tags: Any = None, allow_global_table: bool = False) -> AdminSteps:
+def creating_table(table_name: str, partition_key_name: object, sort_key_name: object, ttl_attribute_name: str,
+                   read_capacity: object, write_capacity: object, billing_mode: object, exist_ok: bool,
+                   partition_key_type: object = 'S', tags: object = None,
+                   allow_global_table: bool = False) -> AdminSteps:
     """Create the lock table (or accept an existing one that fits, with ``exist_ok``; a global
     one only with ``allow_global_table``), wait until it is ACTIVE, turn TTL on, and return its
     description. A ``CreateTable`` that botocore retried after a lost answer and that then finds

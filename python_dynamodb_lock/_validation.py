@@ -13,7 +13,7 @@ import inspect
 import math
 import threading
 from decimal import Decimal
-from typing import Any, Optional, Set, Tuple
+from typing import AbstractSet, Any, Callable, Optional, Set, Tuple, Union
 
 from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 
@@ -70,7 +70,7 @@ MAX_NUMBER_MAGNITUDE = Decimal('9.9999999999999999999999999999999999999E+125')
 MAX_NESTING_LEVELS = 32
 
 
-def require_text(name: str, value: Any) -> str:
+def require_text(name: str, value: object) -> str:
     """A non-empty ``str``."""
     if not isinstance(value, str):
         raise TypeError(f'{name} must be a str, not {type(value).__name__}')
@@ -90,7 +90,7 @@ def _utf8_size(name: str, value: str) -> int:
         ) from None
 
 
-def require_attribute_name(name: str, value: Any) -> str:
+def require_attribute_name(name: str, value: object) -> str:
     """A DynamoDB attribute name: a non-empty ``str`` of at most 255 UTF-8 bytes."""
     text = require_text(name, value)
     size = _utf8_size(name, text)
@@ -99,7 +99,7 @@ def require_attribute_name(name: str, value: Any) -> str:
     return text
 
 
-def require_key(name: str, value: Any, max_bytes: int) -> str:
+def require_key(name: str, value: object, max_bytes: int) -> str:
     """A key attribute value: a non-empty ``str`` of at most ``max_bytes`` UTF-8 bytes."""
     text = require_text(name, value)
     size = _utf8_size(name, text)   # a lone surrogate can be neither stored nor quoted in unique_identifier
@@ -108,7 +108,7 @@ def require_key(name: str, value: Any, max_bytes: int) -> str:
     return text
 
 
-def require_duration(name: str, value: Any, *, allow_zero: bool = False, seconds_too: bool = False,
+def require_duration(name: str, value: object, *, allow_zero: bool = False, seconds_too: bool = False,
                      bounded: bool = True) -> float:
     """A duration: a ``datetime.timedelta`` (or, with ``seconds_too``, a number of seconds) that
     is positive (or zero when allowed) and, when ``bounded``, at most :data:`MAX_DURATION`;
@@ -128,7 +128,7 @@ def require_duration(name: str, value: Any, *, allow_zero: bool = False, seconds
     return seconds
 
 
-def require_bool(name: str, value: Any) -> bool:
+def require_bool(name: str, value: object) -> bool:
     """A ``bool`` (not merely truthy: ``1`` or ``'yes'`` are refused)."""
     if not isinstance(value, bool):
         raise TypeError(f'{name} must be a bool, not {type(value).__name__}')
@@ -189,14 +189,14 @@ def require_asyncio_event(name: str, value: Optional[Any]) -> Optional[Any]:
                     f'function wait()), not {_kind_of(value)}')
 
 
-def _kind_of(value: Any) -> str:
+def _kind_of(value: object) -> str:
     for module in (asyncio, threading):
         if isinstance(value, module.Event):
             return f'{module.__name__}.Event'
     return type(value).__name__
 
 
-def _takes_timeout(wait: Any) -> bool:
+def _takes_timeout(wait: Callable[..., object]) -> bool:
     """Whether ``wait(timeout)`` can be called (True when its signature cannot be read)."""
     try:
         inspect.signature(wait).bind(0.0)
@@ -216,7 +216,7 @@ _DESERIALIZER = TypeDeserializer()
 _TYPES_HINT = 'str, int, Decimal, bytes, bytearray, Binary, bool or None, or a list, tuple, dict or set of those'
 
 
-def require_storable(name: str, value: Any) -> None:
+def require_storable(name: str, value: object) -> None:
     """Check that DynamoDB can store ``value`` as an attribute, and boto3 can read it back.
 
     The value is walked the way boto3's ``TypeSerializer`` converts it: None, bool, int and
@@ -290,7 +290,7 @@ def _check_value(path: str, value: Any, level: int, ancestors: Set[int], checked
     checked.add((id(value), level))
 
 
-def _check_set(path: str, value: Any) -> None:
+def _check_set(path: str, value: AbstractSet[object]) -> None:
     """A DynamoDB set: non-empty, and all strings, all numbers or all binary values."""
     if not value:
         raise ValueError(f'{path} is an empty set, which DynamoDB cannot store: leave the attribute '
@@ -320,7 +320,7 @@ def _check_set(path: str, value: Any) -> None:
                          'only strings, only numbers or only binary values; use a list for mixed values')
 
 
-def _check_number(path: str, value: Any) -> None:
+def _check_number(path: str, value: Union[int, Decimal]) -> None:
     """An int or Decimal that DynamoDB stores exactly and that boto3 sends and reads back."""
     number = value if isinstance(value, Decimal) else Decimal(int(value))
     if not number.is_finite():
@@ -366,7 +366,7 @@ def _short_repr(text: str, limit: int = 60) -> str:
     return shown if len(shown) <= limit else repr(text[:limit]) + '...'
 
 
-def _describe(value: Any) -> str:
+def _describe(value: object) -> str:
     """A short repr of a value for an error message (huge ints have no repr in Python 3.11+)."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
         return f'an int of {len(Decimal(value).as_tuple().digits)} digits'

@@ -24,7 +24,6 @@ import asyncio
 import concurrent.futures
 import datetime
 import logging
-import threading
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -45,16 +44,13 @@ from typing import (
 
 from ._client.acquiring import MAX_FIRST_KEYS
 from ._client.call import acquire_call
-from ._client.context import check_construction, make_state
-from ._client.orchestration import Orchestration
-from ._config import check_additional_attributes, check_key
+from ._calls import TaskCalls
+from ._client.context import check_construction
+from ._config import check_lock_arguments
 from ._lock_objects import AsyncAppCallback, AsyncDynamoDBLock
 from ._multi_locks import Acquisition, AsyncDynamoDBMultiLock, Key
-from ._multi_locks import acquiring as several_keys
 from ._clock import Clock
 from ._drivers.task_transport import TaskTransport
-from ._drivers.tasks import TaskDriver, Waiter
-from ._core.heartbeat import check_locks
 from ._errors import DynamoDBLockError, Reason
 from ._observe import MetricsHook
 from ._recipes import AsyncLeaderElection, AsyncPermit, AsyncSemaphore
@@ -137,25 +133,15 @@ class AsyncDynamoDBLockClient:
             heartbeat_tps=heartbeat_tps, heartbeat_workers=heartbeat_workers,
             heartbeat_batch_size=heartbeat_batch_size, keep_released_rows=keep_released_rows,
             max_clock_skew=max_clock_skew, partition_key_type=partition_key_type, session=session)
-        self._dynamodb_client = dynamodb_client
-        self._owns_app_callback_executor = app_callback_executor is None
-        self._app_callback_executor = app_callback_executor or concurrent.futures.ThreadPoolExecutor(
-            max_workers=APP_CALLBACK_THREADPOOL_SIZE, thread_name_prefix=f'{type(self).__name__}-callback')
-        self._driver = driver = TaskDriver(TaskTransport(dynamodb_client), loop, settings.heartbeat_workers,
-                                           self._app_callback_executor)
-        self._orchestration = parts = Orchestration(make_state(
-            settings, clock, driver.dispatch_callback, metrics, self, self._new_lock, driver.shutdown,
-            threading.Lock), threading.Lock)
-        self._state = parts.state
-        self._settings, self._schema, self._clock = settings, settings.schema, parts.state.clock
-        self._shutdown, self._store = driver.shutdown, driver.transport
-        self._loop = loop
+        self._dynamodb_client, self._loop = dynamodb_client, loop
+        self._calls = calls = TaskCalls(self, TaskTransport(dynamodb_client), loop, settings, clock, metrics,
+                                        app_callback_executor, APP_CALLBACK_THREADPOOL_SIZE)
+        self._app_callback_executor = calls.callbacks.executor
+        self._state, self._settings, self._schema, self._driver = calls.state, settings, settings.schema, calls.driver
+        self._clock, self._shutdown, self._store = calls.state.clock, calls.driver.shutdown, calls.driver.transport
         self._owner_name, self._table_name = settings.owner_name, settings.schema.table_name
         self._safe_period_s = settings.safe_period
-        driver.serve(parts, settings.heartbeat_period, background_heartbeats)
-        logger.info('Started asyncio lock client %s on table %s (heartbeat %ss, safe %ss, lease %ss%s)',
-                    self._owner_name, self._table_name, settings.heartbeat_period, settings.safe_period,
-                    settings.lease_duration, '' if background_heartbeats else ', heartbeats sent by the application')
+        calls.start(background_heartbeats)
 
     # -- read-only views -----------------------------------------------------------------
 
@@ -179,7 +165,7 @@ class AsyncDynamoDBLockClient:
     @property
     def heartbeats_in_flight(self) -> int:
         """How many held locks have a renewal on the wire right now (0: the client is quiet)."""
-        return self._orchestration.renewing.in_flight
+        return self._calls.orchestration.renewing.in_flight
 
     @property
     def clock(self) -> Clock:
@@ -216,8 +202,7 @@ class AsyncDynamoDBLockClient:
         :raises TypeError, ValueError: as ``acquire_lock``; a sort key on a table without one
             (or none on a table with one) is a ValueError that names the sort key.
         """
-        check_key(self._schema, partition_key, sort_key)
-        check_additional_attributes(self._schema, additional_attributes)
+        check_lock_arguments(self._schema, partition_key, sort_key, additional_attributes)
 
     # -- public API ----------------------------------------------------------------------
 
@@ -253,7 +238,7 @@ class AsyncDynamoDBLockClient:
             self._state, partition_key, sort_key, retry_period, retry_timeout, additional_attributes,
             app_callback, raise_context_exception, reentrant=reentrant, shared=shared, lease_duration=lease_duration,
             lock_existing_item=lock_existing_item, only_if_exists=only_if_exists, keep_row=keep_row)
-        acquiring = self._acquire(call)
+        acquiring = self._calls.acquire(call)
         return _Acquisition(cast(Coroutine[Any, Any, AsyncDynamoDBLock], acquiring),
                             'AsyncDynamoDBLockClient.acquire_lock')
 
@@ -268,22 +253,11 @@ class AsyncDynamoDBLockClient:
         ``reentrant``, the lock this very task already holds is returned with one more hold;
         ``shared`` and ``raise_context_exception`` (True: an exception in the block propagates)
         as :meth:`acquire_lock`'s."""
-        return await self._acquire(acquire_call(
+        return await self._calls.acquire(acquire_call(
             self._state, partition_key, sort_key, None, datetime.timedelta(0), additional_attributes,
             app_callback, raise_context_exception, False, reentrant=reentrant, shared=shared,
             lease_duration=lease_duration, lock_existing_item=lock_existing_item, only_if_exists=only_if_exists,
             keep_row=keep_row))
-
-    async def _acquire(self, call: Any) -> Optional[AsyncDynamoDBLock]:
-        acquiring = self._orchestration.acquiring
-        holder = asyncio.current_task()
-        held, waiter = acquiring.queue(call, holder, Waiter)
-        if held is not None:
-            return held
-        assert waiter is not None
-        acquired: Optional[AsyncDynamoDBLock] = await self._driver.run(acquiring.acquisition(waiter, holder, call),
-                                                                       waiter)
-        return acquired
 
     async def release_lock(self, lock: AsyncDynamoDBLock, best_effort: bool = True, *,
                            attributes: Optional[Mapping[str, Any]] = None,
@@ -298,57 +272,30 @@ class AsyncDynamoDBLockClient:
         and renewed (:meth:`wait_settled` waits for it). A coroutine that is never awaited
         releases nothing (asyncio warns that it was never awaited).
         """
-        released: bool = await asyncio.shield(self._begin_release(lock, best_effort, attributes, keep_row))
+        released: bool = await asyncio.shield(self._calls.begin_release(lock, best_effort, attributes, keep_row))
         return released
-
-    def _begin_release(self, lock: AsyncDynamoDBLock, best_effort: bool, attributes: Optional[Mapping[str, Any]],
-                       keep_row: Optional[bool]) -> 'asyncio.Task[bool]':
-        """Check ``release_lock``'s arguments and start the release as a task of its own."""
-        self._state.check_process()
-        if not isinstance(lock, AsyncDynamoDBLock):
-            raise TypeError(f'release_lock takes an AsyncDynamoDBLock, not {type(lock).__name__}')
-        releasing = self._orchestration.releasing
-        attributes = releasing.attributes(lock, attributes, keep_row)
-        return self._driver.detached(releasing.releasing(lock, best_effort, attributes, keep_row))
 
     async def close(self, release_locks: bool = False) -> None:
         """Stop the background tasks, promptly; a second call is a no-op. Held locks are released
         (best effort) only with ``release_locks=True``; the aiobotocore client is not closed."""
-        parts = self._orchestration
-        if not parts.releasing.begin_close():
-            return
-        await self._driver.stop()
-        for lock in (self.held_locks() if release_locks and not self._state.forked() else []):
-            await self.release_lock(lock, best_effort=True)
-        await self.wait_settled()    # the undo work ends at once now (one last look at each row)
-        await self._driver.run(parts.sessions.ending())
-        if self._owns_app_callback_executor:
-            self._app_callback_executor.shutdown(wait=False)
-        logger.info('Closed lock client %s', self._owner_name)
+        await self._calls.close(release_locks, self.release_lock)
 
     async def get_lock(self, partition_key: PartitionKey,
                        sort_key: str = _Defaults._DEFAULT_SORT_KEY_VALUE) -> Optional[BaseDynamoDBLock]:
         """Who holds ``(partition_key, sort_key)`` right now (a consistent read); None: nobody."""
-        described: Optional[BaseDynamoDBLock] = await self._driver.run(
-            self._orchestration.listing.reading(partition_key, sort_key))
-        return described
+        return await self._calls.get_lock(partition_key, sort_key)
 
     async def list_locks(self, partition_key: Optional[PartitionKey] = None) -> AsyncIterator[BaseDynamoDBLock]:
         """Every lock in the table (a consistent, paginated scan), or with ``partition_key`` the
         locks under that key (a query): ``async for lock in ...``."""
-        listing = self._orchestration.listing
-        request: Optional[Any] = listing.first_page(partition_key)
-        while request is not None:
-            locks, request = listing.page(request, await self._driver.transport.send(request))
-            for lock in locks:
-                yield lock
+        async for lock in self._calls.list_locks(partition_key):
+            yield lock
 
     async def force_release_lock(self, lock: BaseDynamoDBLock) -> bool:
         """Free a lock, whoever holds it, only if its row still carries ``lock``'s version: the row
         is kept, marked released, with its fencing token (deleted instead with
         ``keep_released_rows=False``); see the threaded client."""
-        freed: bool = await self._driver.run(self._orchestration.listing.force_releasing(lock))
-        return freed
+        return await self._calls.force_release(lock)
 
     def held_locks(self) -> List[AsyncDynamoDBLock]:
         """The locks this client holds and keeps alive right now (a snapshot)."""
@@ -356,14 +303,11 @@ class AsyncDynamoDBLockClient:
 
     async def send_heartbeats(self, locks: Optional[Iterable[AsyncDynamoDBLock]] = None) -> None:
         """Renew held locks now: all of them, or those given; see the threaded client."""
-        groups = self._orchestration.renewing.groups(locks, AsyncDynamoDBLock)
-        await asyncio.gather(*(self._driver.renew(group) for group in groups))
+        await self._calls.send_heartbeats(locks)
 
     def check_locks(self) -> None:
         """Flag held locks not renewed for ``safe_period`` as ``IN_DANGER`` now (with callbacks)."""
-        state = self._state
-        state.check_process()
-        self._driver.finish(check_locks(state.heartbeat_settings, state.registry.held(), state.clock))
+        self._calls.check_locks()
 
     async def __aenter__(self) -> 'AsyncDynamoDBLockClient':
         return self
@@ -414,23 +358,6 @@ class AsyncDynamoDBLockClient:
         "Interruptions" in the documentation): True when it is, False after ``timeout`` seconds."""
         return await self._driver.wait_settled(timeout)
 
-    async def _extend(self, lock: AsyncDynamoDBLock) -> None:
-        self._state.check_process()
-        async with lock.task_lock:
-            await self._driver.run(self._orchestration.renewing.extending(lock))
-
-    async def _update_attributes(self, lock: AsyncDynamoDBLock, values: Any, remove: Any) -> None:
-        await self._driver.run(self._orchestration.renewing.updating(lock, values, remove))
-
-    async def _guarded_write(self, lock: AsyncDynamoDBLock, items: Any, typed: bool, options: Mapping[str, Any],
-                             client_token: Optional[str]) -> Dict[str, Any]:
-        response: Dict[str, Any] = await self._driver.run(self._orchestration.renewing.guarded(
-            lock, items, typed, options, client_token, self._driver.transport.wire))
-        return response
-
-    def _new_lock(self, **fields: Any) -> AsyncDynamoDBLock:
-        return AsyncDynamoDBLock(lock_client=self, **fields)
-
     # -- acquiring the first free of several keys ----------------------------------------
 
     async def acquire_first_lock(self, partition_key: PartitionKey, sort_keys: Sequence[str],
@@ -445,13 +372,10 @@ class AsyncDynamoDBLockClient:
         (``wake`` is an ``asyncio.Event``). Cancelling the task leaves nothing held, as for
         :meth:`acquire_lock`. ``raise_context_exception`` is True by default: an exception raised
         in the lock's ``async with`` block propagates."""
-        acquiring = self._orchestration.acquiring
-        attempts = acquiring.first_attempts(partition_key, sort_keys, retry_period, retry_timeout,
-                                            additional_attributes, app_callback)
+        attempts = self._calls.orchestration.acquiring.first_attempts(
+            partition_key, sort_keys, retry_period, retry_timeout, additional_attributes, app_callback)
         require_asyncio_event('wake', wake)
-        lock: AsyncDynamoDBLock = await self._driver.run(
-            acquiring.first(attempts, asyncio.current_task(), app_callback, raise_context_exception), wake)
-        return lock
+        return await self._calls.acquire_first(attempts, app_callback, raise_context_exception, wake)
 
     # -- several keys at once, all or nothing ------------------------------------------------
 
@@ -464,26 +388,19 @@ class AsyncDynamoDBLockClient:
         threaded client's :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLockClient.acquire_locks`
         (an exception raised in the ``async with`` block propagates, unless
         ``raise_context_exception=False``). Cancelling the task leaves no key held."""
-        attempts = self._orchestration.several.attempts(keys, retry_period, retry_timeout, additional_attributes,
-                                                        app_callback)
+        attempts = self._calls.orchestration.several.attempts(keys, retry_period, retry_timeout,
+                                                              additional_attributes, app_callback)
         return Acquisition(cast(Coroutine[Any, Any, AsyncDynamoDBMultiLock],
-                                self._acquire_all(attempts, app_callback, raise_context_exception, True)),
+                                self._calls.acquire_all(attempts, app_callback, raise_context_exception, True)),
                            'AsyncDynamoDBLockClient.acquire_locks')
 
     async def try_acquire_locks(self, keys: Sequence[Key], additional_attributes: Optional[Mapping[str, Any]] = None,
                                 app_callback: Optional[Callable[[str, AsyncDynamoDBMultiLock], Any]] = None,
                                 raise_context_exception: bool = True) -> Optional[AsyncDynamoDBMultiLock]:
         """Acquire every key of ``keys`` if they can all be had right now; None otherwise."""
-        attempts = self._orchestration.several.attempts(keys, None, datetime.timedelta(0), additional_attributes,
-                                                        app_callback)
-        return await self._acquire_all(attempts, app_callback, raise_context_exception, False)
-
-    async def _acquire_all(self, attempts: Any, app_callback: Any, raise_context_exception: bool,
-                           timeout_is_error: bool) -> Optional[AsyncDynamoDBMultiLock]:
-        multi = AsyncDynamoDBMultiLock(self, app_callback, raise_context_exception)
-        acquired: Optional[AsyncDynamoDBMultiLock] = await self._driver.run(several_keys(
-            multi, self._driver, self._orchestration, attempts, asyncio.current_task(), timeout_is_error))
-        return acquired
+        attempts = self._calls.orchestration.several.attempts(keys, None, datetime.timedelta(0),
+                                                              additional_attributes, app_callback)
+        return await self._calls.acquire_all(attempts, app_callback, raise_context_exception, False)
 
 
 def _is_async_dynamodb_client(client: Any) -> bool:

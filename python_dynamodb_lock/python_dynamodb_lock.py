@@ -28,21 +28,18 @@ from botocore.exceptions import ClientError
 
 from ._client.acquiring import MAX_FIRST_KEYS
 from ._client.call import acquire_call
-from ._config import check_additional_attributes, check_key
-from ._client.context import check_construction, make_state
-from ._client.orchestration import Orchestration
+from ._config import check_lock_arguments, published_attributes
+from ._calls import ThreadCalls
+from ._client.context import check_construction
 from ._clock import Clock
-from ._core.heartbeat import check_locks
 from ._drivers.thread_transport import ThreadTransport
-from ._drivers.threads import ThreadDriver, Waiter, check_cancel
 from ._errors import DynamoDBLockError, Reason  # noqa: F401  (Reason: importable here, not in __all__)
 from ._locks import APP_CALLBACK_THREADPOOL_SIZE, BaseDynamoDBLock, Defaults, check_for_table_arguments
 from ._locks import HeldLock  # noqa: F401  (importable here, as it was: the lock types of this module)
 from ._lock_objects import AppCallback, DynamoDBLock
 from ._multi_locks import DynamoDBMultiLock, Key
-from ._multi_locks import acquiring as several_keys
 from ._observe import MetricsHook
-from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, Item, PartitionKey, TableLayout
+from ._schema import Item, PartitionKey, TableLayout
 from ._tables import creating_table, describing_table, lock_transport_of, require_low_level_client, run_admin
 
 if TYPE_CHECKING:  # the boto3-stubs types (pip install 'boto3-stubs[dynamodb]'); nothing at run time
@@ -78,11 +75,6 @@ class DynamoDBLockClient(Defaults):
     #: The most keys one :meth:`acquire_first_lock` may try.
     MAX_FIRST_KEYS = MAX_FIRST_KEYS
 
-    # What the published client kept in private attributes, for code that reads them.
-    _COL_OWNER_NAME = COL_OWNER_NAME
-    _COL_LEASE_DURATION = COL_LEASE_DURATION
-    _COL_RECORD_VERSION_NUMBER = COL_RECORD_VERSION_NUMBER
-
     def __init__(self, dynamodb_resource: Union[DynamoDBServiceResource, DynamoDBClient],
                  table_name: str = Defaults._DEFAULT_TABLE_NAME,
                  partition_key_name: str = Defaults._DEFAULT_PARTITION_KEY_NAME,
@@ -108,32 +100,16 @@ class DynamoDBLockClient(Defaults):
             heartbeat_batch_size=heartbeat_batch_size, keep_released_rows=keep_released_rows,
             max_clock_skew=max_clock_skew, partition_key_type=partition_key_type, session=session)
 
-        self._owns_app_callback_executor = app_callback_executor is None
-        self._app_callback_executor = app_callback_executor or concurrent.futures.ThreadPoolExecutor(
-            max_workers=APP_CALLBACK_THREADPOOL_SIZE, thread_name_prefix=f'{type(self).__name__}-callback')
-        self._driver = driver = ThreadDriver(ThreadTransport(low_level_client, typed), settings.heartbeat_workers,
-                                             self._app_callback_executor)
-        self._close_guard = threading.Lock()
-        self._orchestration = parts = Orchestration(make_state(
-            settings, clock, driver.dispatch_callback, metrics, self, self._new_lock, driver.shutdown,
-            threading.Lock), threading.Lock)
-        self._state = parts.state
-        self._settings, self._schema, self._clock = settings, settings.schema, parts.state.clock
-        self._shutdown, self._store = driver.shutdown, driver.transport
-        # Published private attributes, as all below.
-        self._dynamodb_resource = dynamodb_resource
-        self._owner_name, self._table_name = settings.owner_name, settings.schema.table_name
-        self._partition_key_name = settings.schema.partition_key_name
-        self._sort_key_name = settings.schema.sort_key_name
-        self._ttl_attribute_name = settings.schema.ttl_attribute_name
-        self._heartbeat_period, self._safe_period, self._lease_duration = heartbeat_period, safe_period, lease_duration
-        self._expiry_period, self._heartbeat_tps = expiry_period, heartbeat_tps
-        self._heartbeat_period_s, self._safe_period_s = settings.heartbeat_period, settings.safe_period
-        self._lease_duration_s, self._expiry_period_s = settings.lease_duration, settings.expiry_period
-        driver.serve(parts, settings.heartbeat_period, background_heartbeats)
-        logger.info('Started lock client %s on table %s (heartbeat %ss, safe %ss, lease %ss%s)', self._owner_name,
-                    self._table_name, settings.heartbeat_period, settings.safe_period, settings.lease_duration,
-                    '' if background_heartbeats else ', heartbeats sent by the application')
+        self._calls = calls = ThreadCalls(self, ThreadTransport(low_level_client, typed), settings, clock, metrics,
+                                          app_callback_executor, APP_CALLBACK_THREADPOOL_SIZE)
+        self._state, self._settings, self._schema, self._driver = calls.state, settings, settings.schema, calls.driver
+        self._clock, self._shutdown, self._store = calls.state.clock, calls.driver.shutdown, calls.driver.transport
+        # The published client's private attributes (``_owner_name``, ``_lease_duration_s`` ...), as given.
+        vars(self).update(published_attributes(
+            settings, dynamodb_resource=dynamodb_resource, app_callback_executor=calls.callbacks.executor,
+            heartbeat_period=heartbeat_period, safe_period=safe_period, lease_duration=lease_duration,
+            expiry_period=expiry_period, heartbeat_tps=heartbeat_tps))
+        calls.start(background_heartbeats)
 
     # -- read-only views -----------------------------------------------------------------
 
@@ -141,7 +117,7 @@ class DynamoDBLockClient(Defaults):
     def owner_name(self) -> str:
         """The ``owner_name`` this client writes into the rows of its locks (the constructor's,
         or the host name and a random suffix it chose)."""
-        return self._owner_name
+        return self._settings.owner_name
 
     @property
     def closed(self) -> bool:
@@ -157,7 +133,7 @@ class DynamoDBLockClient(Defaults):
     @property
     def heartbeats_in_flight(self) -> int:
         """How many held locks have a renewal on the wire right now (0: the client is quiet)."""
-        return self._orchestration.renewing.in_flight
+        return self._calls.orchestration.renewing.in_flight
 
     @property
     def clock(self) -> Clock:
@@ -194,10 +170,7 @@ class DynamoDBLockClient(Defaults):
         :raises TypeError, ValueError: as ``acquire_lock``; a sort key on a table without one
             (or none on a table with one) is a ValueError that names the sort key.
         """
-        check_key(self._schema, partition_key, sort_key)
-        check_additional_attributes(self._schema, additional_attributes)
-
-    # -- public API ----------------------------------------------------------------------
+        check_lock_arguments(self._schema, partition_key, sort_key, additional_attributes)
 
     def acquire_lock(self, partition_key: PartitionKey, sort_key: str = Defaults._DEFAULT_SORT_KEY_VALUE,
                      retry_period: Optional[datetime.timedelta] = None,
@@ -240,24 +213,12 @@ class DynamoDBLockClient(Defaults):
             :meth:`close`, ``UNKNOWN`` for any other failure (the cause is chained), including a
             missing table.
         """
-        call = acquire_call(
+        lock = self._calls.acquire(acquire_call(
             self._state, partition_key, sort_key, retry_period, retry_timeout, additional_attributes,
             app_callback, raise_context_exception, reentrant=reentrant, shared=shared, lease_duration=lease_duration,
-            lock_existing_item=lock_existing_item, only_if_exists=only_if_exists, keep_row=keep_row)
-        check_cancel(cancel)
-        lock = self._acquire(call, cancel)
+            lock_existing_item=lock_existing_item, only_if_exists=only_if_exists, keep_row=keep_row), cancel)
         assert lock is not None   # a timeout raises here: timeout_is_error=True
         return lock
-
-    def _acquire(self, call: Any, cancel: Optional[threading.Event] = None) -> Optional[DynamoDBLock]:
-        acquiring = self._orchestration.acquiring
-        holder = threading.current_thread()   # not get_ident(): an ident is reused by later threads
-        held, waiter = acquiring.queue(call, holder, Waiter)
-        if held is not None:
-            return held
-        assert waiter is not None
-        acquired: Optional[DynamoDBLock] = self._driver.run(acquiring.acquisition(waiter, holder, call), waiter, cancel)
-        return acquired
 
     def try_acquire_lock(self, partition_key: PartitionKey, sort_key: str = Defaults._DEFAULT_SORT_KEY_VALUE,
                          additional_attributes: Optional[Mapping[str, Any]] = None,
@@ -272,7 +233,7 @@ class DynamoDBLockClient(Defaults):
         :returns: the held :class:`DynamoDBLock`, or None when someone else holds the lock.
         :raises: as :meth:`acquire_lock`, except that a held lock is not an error.
         """
-        return self._acquire(acquire_call(
+        return self._calls.acquire(acquire_call(
             self._state, partition_key, sort_key, None, datetime.timedelta(0), additional_attributes,
             app_callback, raise_context_exception, False, reentrant=reentrant, shared=shared,
             lease_duration=lease_duration, lock_existing_item=lock_existing_item, only_if_exists=only_if_exists,
@@ -306,13 +267,7 @@ class DynamoDBLockClient(Defaults):
             ``UNKNOWN`` for other failures, in which case the lock is still held and kept
             alive, so the release can be retried.
         """
-        self._state.check_process()
-        if not isinstance(lock, DynamoDBLock):
-            raise TypeError(f'release_lock takes a DynamoDBLock, not {type(lock).__name__}')
-        releasing = self._orchestration.releasing
-        attributes = releasing.attributes(lock, attributes, keep_row)
-        released: bool = self._driver.run(releasing.releasing(lock, best_effort, attributes, keep_row))
-        return released
+        return self._calls.release(lock, best_effort, attributes, keep_row)
 
     def close(self, release_locks: bool = False) -> None:
         """Stop the background threads, promptly; safe to call twice and from any thread.
@@ -322,17 +277,7 @@ class DynamoDBLockClient(Defaults):
         DynamoDB's TTL. The callback executor is shut down if the client created it. In a
         process forked from the one that created the client, locks are never released.
         """
-        parts = self._orchestration
-        with self._close_guard:
-            if not parts.releasing.begin_close():
-                return
-        self._driver.stop()
-        for lock in (self.held_locks() if release_locks and not self._state.forked() else []):
-            self.release_lock(lock, best_effort=True)
-        self._driver.run(parts.sessions.ending())
-        if self._owns_app_callback_executor:
-            self._app_callback_executor.shutdown(wait=False)
-        logger.info('Closed lock client %s', self._owner_name)
+        self._calls.close(release_locks, self.release_lock)
 
     def get_lock(self, partition_key: PartitionKey,
                  sort_key: str = Defaults._DEFAULT_SORT_KEY_VALUE) -> Optional[BaseDynamoDBLock]:
@@ -342,9 +287,7 @@ class DynamoDBLockClient(Defaults):
             the lock), or None when there is no row.
         :raises DynamoDBLockError: ``UNKNOWN`` when the read fails.
         """
-        described: Optional[BaseDynamoDBLock] = self._driver.run(
-            self._orchestration.listing.reading(partition_key, sort_key))
-        return described
+        return self._calls.get_lock(partition_key, sort_key)
 
     def list_locks(self, partition_key: Optional[PartitionKey] = None) -> Iterator[BaseDynamoDBLock]:
         """Every lock in the table (a consistent, paginated scan), as :class:`BaseDynamoDBLock`;
@@ -354,11 +297,7 @@ class DynamoDBLockClient(Defaults):
 
         :raises DynamoDBLockError: ``UNKNOWN`` when the scan or query fails.
         """
-        listing = self._orchestration.listing
-        request: Optional[Any] = listing.first_page(partition_key)
-        while request is not None:
-            locks, request = listing.page(request, self._driver.transport.send(request))
-            yield from locks
+        yield from self._calls.list_locks(partition_key)
 
     def force_release_lock(self, lock: BaseDynamoDBLock) -> bool:
         """Free a lock, whoever holds it, but only if its row still carries ``lock``'s version.
@@ -374,8 +313,7 @@ class DynamoDBLockClient(Defaults):
         :returns: True when the lock was freed, False when its row had changed or was gone.
         :raises DynamoDBLockError: ``UNKNOWN`` when the write fails.
         """
-        freed: bool = self._driver.run(self._orchestration.listing.force_releasing(lock))
-        return freed
+        return self._calls.force_release(lock)
 
     def held_locks(self) -> List[DynamoDBLock]:
         """The locks this client holds and keeps alive right now (a snapshot)."""
@@ -390,15 +328,12 @@ class DynamoDBLockClient(Defaults):
         client does not hold are skipped. With ``background_heartbeats=False`` this is how
         locks are kept alive; call it well within every ``heartbeat_period``.
         """
-        for group in self._orchestration.renewing.groups(locks, DynamoDBLock):
-            self._driver.renew(group)
+        self._calls.send_heartbeats(locks)
 
     def check_locks(self) -> None:
         """Flag held locks not renewed for ``safe_period`` as ``IN_DANGER`` now, calling their
         callbacks with ``LOCK_IN_DANGER``: what the background checker does each period."""
-        state = self._state
-        state.check_process()
-        self._driver.run(check_locks(state.heartbeat_settings, state.registry.held(), state.clock))
+        self._calls.check_locks()
 
     def __enter__(self) -> 'DynamoDBLockClient':
         return self
@@ -407,9 +342,7 @@ class DynamoDBLockClient(Defaults):
         self.close()
 
     def __str__(self) -> str:
-        return f'DynamoDBLockClient(table={self._table_name}, owner={self._owner_name})'
-
-    # -- table creation ------------------------------------------------------------------
+        return f'DynamoDBLockClient(table={self._schema.table_name}, owner={self._settings.owner_name})'
 
     @classmethod
     def create_dynamodb_table(cls, dynamodb_client: DynamoDBClient, table_name: str = Defaults._DEFAULT_TABLE_NAME,
@@ -447,22 +380,6 @@ class DynamoDBLockClient(Defaults):
         seconds (a thread join: real time, whatever clock the client was given)."""
         return self._driver.wait_settled(timeout)
 
-    def _extend(self, lock: DynamoDBLock) -> None:
-        with lock.thread_lock:
-            self._driver.run(self._orchestration.renewing.extending(lock))
-
-    def _update_attributes(self, lock: DynamoDBLock, values: Any, remove: Any) -> None:
-        self._driver.run(self._orchestration.renewing.updating(lock, values, remove))
-
-    def _guarded_write(self, lock: DynamoDBLock, items: Any, typed: bool, options: Mapping[str, Any],
-                       client_token: Optional[str]) -> Dict[str, Any]:
-        response: Dict[str, Any] = self._driver.run(self._orchestration.renewing.guarded(
-            lock, items, typed, options, client_token, self._driver.transport.wire))
-        return response
-
-    def _new_lock(self, **fields: Any) -> DynamoDBLock:
-        return DynamoDBLock(lock_client=self, **fields)
-
     def _get_item_from_lock(self, lock: BaseDynamoDBLock) -> Item:
         """The table item for ``lock``, in boto3's Python types."""
         return self._schema.lock_item(lock.partition_key, lock.sort_key, lock.owner_name, lock.lease_duration,
@@ -471,8 +388,6 @@ class DynamoDBLockClient(Defaults):
     def _get_lock_from_item(self, item: Mapping[str, Any]) -> BaseDynamoDBLock:
         """A :class:`BaseDynamoDBLock` describing a table item."""
         return BaseDynamoDBLock(**self._schema.lock_fields(item, self._settings.lease_duration))
-
-    # -- acquiring the first free of several keys ----------------------------------------
 
     def acquire_first_lock(self, partition_key: PartitionKey, sort_keys: Sequence[str],
                            retry_period: Optional[datetime.timedelta] = None,
@@ -505,17 +420,8 @@ class DynamoDBLockClient(Defaults):
         :raises DynamoDBLockError: ``ACQUIRE_TIMEOUT`` when every key was held for
             ``retry_timeout``; otherwise as :meth:`acquire_lock`.
         """
-        acquiring = self._orchestration.acquiring
-        attempts = acquiring.first_attempts(partition_key, sort_keys, retry_period, retry_timeout,
-                                            additional_attributes, app_callback)
-        check_cancel(cancel, wake)
-        first = acquiring.first(attempts, threading.current_thread(), app_callback, raise_context_exception)
-        if wake is None and cancel is not None:
-            wake = threading.Event()     # the cancel relay sets it: never the client's shutdown event
-        lock: DynamoDBLock = self._driver.run(first, wake, cancel)
-        return lock
-
-    # -- several keys at once, all or nothing ------------------------------------------------
+        return self._calls.acquire_first(partition_key, sort_keys, retry_period, retry_timeout, additional_attributes,
+                                         app_callback, raise_context_exception, cancel, wake)
 
     def acquire_locks(self, keys: Sequence[Key], retry_period: Optional[datetime.timedelta] = None,
                       retry_timeout: Optional[datetime.timedelta] = None,
@@ -534,9 +440,9 @@ class DynamoDBLockClient(Defaults):
         :raises TypeError, ValueError: for bad arguments (any key), before anything is written.
         :raises DynamoDBLockError: as :meth:`acquire_lock`; after ``ACQUIRE_TIMEOUT`` no key is held.
         """
-        multi = self._acquire_all(keys, retry_period, retry_timeout, additional_attributes, app_callback,
-                                  raise_context_exception, True, cancel)
-        assert multi is not None
+        multi = self._calls.acquire_all(keys, retry_period, retry_timeout, additional_attributes, app_callback,
+                                        raise_context_exception, True, cancel)
+        assert multi is not None   # a timeout raises here: timeout_is_error=True
         return multi
 
     def try_acquire_locks(self, keys: Sequence[Key], additional_attributes: Optional[Mapping[str, Any]] = None,
@@ -545,21 +451,9 @@ class DynamoDBLockClient(Defaults):
         """Acquire every key of ``keys`` if they can all be had right now (one attempt); None
         when any is held by someone else, and then none is. ``raise_context_exception`` as for
         :meth:`acquire_locks` (True: an exception in the ``with`` block propagates)."""
-        return self._acquire_all(keys, None, datetime.timedelta(0), additional_attributes, app_callback,
-                                 raise_context_exception, False, None)
+        return self._calls.acquire_all(keys, None, datetime.timedelta(0), additional_attributes, app_callback,
+                                       raise_context_exception, False, None)
 
-    def _acquire_all(self, keys: Any, retry_period: Any, retry_timeout: Any, additional_attributes: Any,
-                     app_callback: Any, raise_context_exception: bool, timeout_is_error: bool,
-                     cancel: Optional[threading.Event]) -> Optional[DynamoDBMultiLock]:
-        several = self._orchestration.several
-        attempts = several.attempts(keys, retry_period, retry_timeout, additional_attributes, app_callback)
-        check_cancel(cancel)
-        multi = DynamoDBMultiLock(self, app_callback, raise_context_exception)
-        wake = threading.Event() if cancel is not None else None   # never the client's shutdown event
-        acquired: Optional[DynamoDBMultiLock] = self._driver.run(several_keys(
-            multi, self._driver, self._orchestration, attempts, threading.current_thread(), timeout_is_error),
-            wake, cancel)
-        return acquired
 
 # ``from python_dynamodb_lock.python_dynamodb_lock import *``: the published module had no
 # ``__all__``, so its star import also gave the modules and names it imported, and code written

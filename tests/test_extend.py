@@ -104,7 +104,7 @@ def test_extend_through_another_client_is_refused(engine: LockTable, clients: Lo
     other = clients.make()
     lock = client.acquire_lock('mine')
     with pytest.raises(DynamoDBLockError) as refused:
-        other._extend(lock)  # private: no public path extends through another client
+        other._calls.extend(lock)  # private: no public path extends through another client
     assert refused.value.code == DynamoDBLockError.LOCK_NOT_OWNED
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 from operator import itemgetter
-from typing import Any, Callable, Generic, List, Optional, Sequence, Tuple, TypeVar
+import datetime
+from typing import Any, Callable, Generic, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from .._core.acquire import TimedOut, acquire
 from .._core.effects import Drop, Hold, Protocol, Settle
@@ -24,14 +25,13 @@ from .._locks import holder_of, mark_acquired
 from .._registry import WaiterState
 from .._schema import PartitionKey, Schema
 from .call import AcquireCall, acquire_call
-from .context import ClientState, Held, L, slot
+from .context import ClientState, Held, L
 from .releasing import Releasing
 from .sessions import Sessions
+from .shared import slot
 
 __all__ = ['Acquiring', 'MAX_FIRST_KEYS']
 
-#: How many keys the guesses of shared acquisitions are kept for (then they start over).
-_MAX_JOIN_GUESSES = 10_000
 
 W = TypeVar('W', bound=WaiterState)
 #: The most keys one ``acquire_first_lock`` may try.
@@ -56,7 +56,7 @@ class Acquiring(Generic[L]):
         if call.reentrant:
             held = self._reenter(attempt.unique_identifier, holder)
             if held is not None:
-                if held._existing_item != attempt.lock_existing_item:
+                if held.lock_existing_item != attempt.lock_existing_item:
                     held._holds -= 1
                     raise ValueError(f'{attempt.unique_identifier} is held by this thread or task with '
                                      f'lock_existing_item={not attempt.lock_existing_item}: a reentrant acquisition '
@@ -131,7 +131,8 @@ class Acquiring(Generic[L]):
 
     # -- adopting the row written ----------------------------------------------------------
 
-    def adopt(self, written: Written, app_callback: Any, raise_context_exception: bool, holder: object,
+    def adopt(self, written: Written, app_callback: Optional[Callable[..., Any]], raise_context_exception: bool,
+              holder: object,
               attempt: AcquireAttempt) -> Tuple[L, Optional[L]]:
         """Make the lock object for a row we wrote and register it.
 
@@ -156,9 +157,7 @@ class Acquiring(Generic[L]):
                       attempt.lock_existing_item, written.own_row,
                       None if written.replaced is None else state.describe_row(written.replaced), state.describe_row)
         if written.shared:
-            if len(state.joined_beside) >= _MAX_JOIN_GUESSES:
-                state.joined_beside.clear()
-            state.joined_beside[lock.unique_identifier] = written.beside_others
+            state.join_guesses.remember(lock.unique_identifier, written.beside_others)
         previous = state.registry.register(lock, slot(lock))
         state.emit(Kind.ACQUIRED, lock, version=lock_state.version, duration=written.waited,
                    fencing_token=token, takeover=written.replaced is not None)
@@ -211,8 +210,10 @@ class Acquiring(Generic[L]):
 
     # -- the first free of several keys (``acquire_first_lock``) ---------------------------
 
-    def first_attempts(self, partition_key: PartitionKey, sort_keys: Any, retry_period: Any, retry_timeout: Any,
-                       additional_attributes: Any, app_callback: Any) -> List[AcquireAttempt]:
+    def first_attempts(self, partition_key: PartitionKey, sort_keys: Sequence[str],
+                       retry_period: Optional[datetime.timedelta], retry_timeout: Optional[datetime.timedelta],
+                       additional_attributes: Optional[Mapping[str, Any]],
+                       app_callback: Optional[Callable[..., Any]]) -> List[AcquireAttempt]:
         """Check the arguments of ``acquire_first_lock`` (before anything is written): one
         acquisition per sort key."""
         state = self._state
@@ -231,7 +232,7 @@ class Acquiring(Generic[L]):
             attempts.append(dataclasses.replace(call.attempt(state), writer_marker=False))
         return attempts
 
-    def first(self, attempts: Sequence[AcquireAttempt], holder: object, app_callback: Any,
+    def first(self, attempts: Sequence[AcquireAttempt], holder: object, app_callback: Optional[Callable[..., Any]],
               raise_context_exception: bool) -> Protocol[L]:
         """``acquire_first_lock``: the lock of the first key written, adopted and installed as
         ``acquire_lock``'s is (interrupted, what was written is settled the same way)."""

@@ -6,7 +6,8 @@ asked (for one key), every argument checked before anything is written; the core
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Optional
+import datetime
+from typing import Any, Callable, Mapping, Optional
 
 from .. import _validation as validation
 from .._config import check_additional_attributes, check_key, lock_lease
@@ -16,6 +17,7 @@ from .._schema import Item, PartitionKey
 from .._core.write import AcquireAttempt
 from .context import ClientState
 from .sessions import session_template
+from .shared import check_shared_call
 
 __all__ = ['AcquireCall', 'acquire_call']
 
@@ -46,16 +48,18 @@ class AcquireCall:
         return AcquireAttempt(state.schema, self.partition_key, self.sort_key, self.unique_identifier, template,
                               self.retry_period, self.retry_timeout, settings.expiry_period, settings.lease_duration,
                               self.keep_row, settings.max_clock_skew, self.shared,
-                              join_beside=state.joined_beside.get(self.unique_identifier, False),
+                              join_beside=state.join_guesses.joined.get(self.unique_identifier, False),
                               lock_existing_item=self.lock_existing_item, only_if_exists=self.only_if_exists,
                               sessions=state.session is not None)
 
 
-def acquire_call(state: ClientState[Any], partition_key: Any, sort_key: Any, retry_period: Any, retry_timeout: Any,
-                 additional_attributes: Any, app_callback: Any, raise_context_exception: bool,
-                 timeout_is_error: bool = True, *, reentrant: Any = False, shared: Any = False,
-                 lease_duration: Any = None, lock_existing_item: Any = False, only_if_exists: Any = False,
-                 keep_row: Any = None) -> AcquireCall:
+def acquire_call(state: ClientState[Any], partition_key: PartitionKey, sort_key: str,
+                 retry_period: Optional[datetime.timedelta], retry_timeout: Optional[datetime.timedelta],
+                 additional_attributes: Optional[Mapping[str, Any]], app_callback: Optional[Callable[..., Any]],
+                 raise_context_exception: bool, timeout_is_error: bool = True, *, reentrant: bool = False,
+                 shared: bool = False, lease_duration: Optional[datetime.timedelta] = None,
+                 lock_existing_item: bool = False, only_if_exists: bool = False,
+                 keep_row: Optional[bool] = None) -> AcquireCall:
     """Check one acquisition's arguments for the client of ``state`` (before anything is
     written). ``lease_duration`` (None: the client's) is the lock's own lease, checked as the
     client's."""
@@ -84,13 +88,7 @@ def acquire_call(state: ClientState[Any], partition_key: Any, sort_key: Any, ret
         del item[schema.ttl_attribute_name]   # never on an existing item: its TTL would delete it
     require_bool('reentrant', reentrant)
     if require_bool('shared', shared):
-        if extra:
-            raise ValueError('a shared lock takes no additional_attributes (the row belongs to all its holders)')
-        if existing:
-            raise ValueError('a shared lock cannot be on an existing item (lock_existing_item=True)')
-        if state.session is not None:
-            raise ValueError('a shared lock is not held under a client session (session=True): use a client '
-                             'without one for shared locks')
+        check_shared_call(extra, existing, state.session is not None)
     return AcquireCall(partition_key, sort_key, unique_identifier_of(partition_key, sort_key), item, retry_period_s,
                        retry_timeout_s, app_callback, raise_context_exception, timeout_is_error, reentrant, shared,
                        keep, existing, only)

@@ -7,7 +7,7 @@ it. Its helpers (``emit``, ``owns``, ``describe_row`` ...) are the small vocabul
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, ContextManager, Dict, Generic, List, Mapping, Optional, Protocol, Sequence, TypeVar
+from typing import Any, Callable, ContextManager, Generic, List, Mapping, Optional, Protocol, Sequence, TypeVar
 
 from .._clock import Clock, SystemClock
 from .._config import Settings, make_settings
@@ -22,8 +22,9 @@ from .._locks import BaseDynamoDBLock, HeldLock
 from .._observe import MetricsHook, Observer, logger
 from .._registry import Registry
 from .._schema import Schema
+from .shared import JoinGuesses, slot
 
-__all__ = ['ClientState', 'Flag', 'Held', 'L', 'check_construction', 'make_state', 'slot']
+__all__ = ['ClientState', 'Flag', 'Held', 'L', 'check_construction', 'make_state']
 
 
 class Flag(Protocol):
@@ -41,16 +42,8 @@ Held = HeldLock
 L = TypeVar('L', bound=HeldLock)
 
 
-def slot(lock: Held) -> str:
-    """Where the registry keeps a held lock: its key, or for a shared lock its key and its
-    holder id (a client may hold several shared locks on one key)."""
-    if lock.shared:
-        return f'{lock.unique_identifier}\x00{lock._state.acquisition_id}'
-    return str(lock.unique_identifier)
-
-
-def check_construction(low_level_client: Any, app_callback_executor: Any, metrics: Any, background_heartbeats: Any,
-                       **setting_arguments: Any) -> Settings:
+def check_construction(low_level_client: Any, app_callback_executor: object, metrics: object,
+                       background_heartbeats: object, **setting_arguments: Any) -> Settings:
     """Check every constructor argument (before anything starts): the client's settings."""
     settings = make_settings(low_level_client=low_level_client, **setting_arguments)
     if app_callback_executor is not None and not callable(getattr(app_callback_executor, 'submit', None)):
@@ -92,9 +85,8 @@ class ClientState(Generic[L]):
             settings.heartbeat_tps, settings.heartbeat_batch_size)
         # The holders' versions seen by this client's acquisitions, kept across calls.
         self.observations = Observations(guard=guard())   # the threads of a client share it
-        # Keys whose last shared acquisition here joined other holders: the next one guesses the
-        # same with its first write (one write instead of two on a key that stays shared).
-        self.joined_beside: Dict[str, bool] = {}
+        # Whether a shared acquisition of a key will join other holders (shared.py).
+        self.join_guesses = JoinGuesses()
         self.session = Session(settings.owner_name, guard()) if settings.session else None
         self.session_settings = SessionSettings(settings.schema, settings.owner_name, settings.lease_duration,
                                                 settings.expiry_period, settings.expiry_period)
@@ -119,7 +111,7 @@ class ClientState(Generic[L]):
         """Whether this client is being used in a process forked from the one that made it."""
         return os.getpid() != self.pid
 
-    def emit(self, kind: Kind, lock: Optional[object] = None, key: str = '', **fields: Any) -> None:
+    def emit(self, kind: Kind, lock: Optional[object] = None, key: str = '', **fields: object) -> None:
         self.observer.emit(Event(kind, key or getattr(lock, 'unique_identifier', ''), lock, fields))
 
     def owns(self, lock: L) -> bool:
@@ -153,7 +145,8 @@ class ClientState(Generic[L]):
         return [self.describe_row(item) for item in items if self.schema.is_lock_row(item)]
 
 
-def make_state(settings: Settings, clock: Optional[Clock], dispatch: Any, metrics: Optional[MetricsHook],
+def make_state(settings: Settings, clock: Optional[Clock], dispatch: Callable[..., None],
+               metrics: Optional[MetricsHook],
                client: object, new_lock: Callable[..., L], shutdown: Flag,
                guard: Callable[[], ContextManager[Any]]) -> ClientState[L]:
     """The state of a client whose arguments :func:`check_construction` checked."""

@@ -4,9 +4,10 @@
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple, Union
 
 from .._config import check_key
+from .._core.answers import Answer
 from .._core.effects import Protocol
 from .._core.events import Kind
 from .._core.scan import force_release, next_page
@@ -47,7 +48,7 @@ class Listing:
         check_key(state.schema, partition_key, NO_SORT_KEY)
         return query(state.schema, partition_key)
 
-    def page(self, request: Request, answer: Any) -> Tuple[List[Any], Optional[Request]]:
+    def page(self, request: Request, answer: Union[Answer, List[Answer]]) -> Tuple[List[Any], Optional[Request]]:
         """The locks of the page ``request`` read (rows that are not held locks skipped), and
         the request of the next page (None after the last)."""
         state = self._state

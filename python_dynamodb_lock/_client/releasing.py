@@ -19,6 +19,7 @@ from .._observe import logger
 from .._registry import WaiterState
 from .._schema import Schema
 from .context import ClientState, Held
+from .shared import shared_refusal
 
 __all__ = ['Releasing']
 
@@ -29,7 +30,7 @@ class Releasing:
     def __init__(self, state: ClientState[Any]) -> None:
         self._state = state
 
-    def attributes(self, lock: Held, attributes: Any, keep_row: Any) -> Optional[Mapping[str, Any]]:
+    def attributes(self, lock: Held, attributes: object, keep_row: Optional[bool]) -> Optional[Mapping[str, Any]]:
         """``release_lock(attributes=..., keep_row=...)`` checked before anything is written: the
         attributes to write (None: none), which only a release that keeps the row can write."""
         if attributes is None and keep_row is None:
@@ -50,8 +51,8 @@ class Releasing:
         yield Hold(lock)
         try:
             if attributes and lock.shared:
-                raise ValueError(f'{lock.unique_identifier} is a shared lock: a release of it writes no attributes')
-            if attributes and lock._existing_item:
+                raise shared_refusal(lock, 'a release of it writes no attributes')
+            if attributes and lock.lock_existing_item:
                 raise ValueError(f'{lock.unique_identifier} is a lock on an existing item: its release writes no '
                                  'attributes (write them to the item yourself)')
             if attributes and lock._holds > 1:
@@ -97,7 +98,7 @@ class Releasing:
         if verdict is None:
             registry = state.registry
             successor = None if lock.shared else registry.claim_successor(lock.unique_identifier)
-            if successor is not None and (successor.attempt.lock_existing_item != lock._existing_item or not
+            if successor is not None and (successor.attempt.lock_existing_item != lock.lock_existing_item or not
                                           handover_fits(state.schema, successor.attempt.item_template, attributes)):
                 # A lock on an existing item and a plain one write different rows (and a row too
                 # large for DynamoDB cannot be written): no handover.

@@ -16,6 +16,7 @@ from .._core.item_size import check_update_size
 from .._core.session import due_for_refresh, extend_session, session_round
 from .._wire import Wire
 from .context import ClientState, Held
+from .shared import shared_refusal
 
 __all__ = ['Renewing']
 
@@ -133,7 +134,7 @@ class Renewing:
         if lock.lock_client is not state.client or (lock._state.held and not state.owns(lock)):
             raise state.not_owned(lock)
 
-    def updating(self, lock: Held, values: Any, remove: Any) -> Protocol[None]:
+    def updating(self, lock: Held, values: object, remove: object) -> Protocol[None]:
         """``lock.update_attributes``: the arguments checked now (before anything is sent), and
         the protocol that writes them with a heartbeat of the lock, under its mutex (a heartbeat
         of it under way finishes first; its version is then the one the condition names)."""
@@ -141,15 +142,15 @@ class Renewing:
         state.check_process()
         update = check_attribute_update(state.schema, values, remove)
         if lock.shared:
-            raise ValueError(f'{lock.unique_identifier} is a shared lock: it carries no additional attributes')
-        if lock._existing_item:
+            raise shared_refusal(lock, 'it carries no additional attributes')
+        if lock.lock_existing_item:
             raise ValueError(f'{lock.unique_identifier} is a lock on an existing item: it carries no additional '
                              "attributes (the item's own are the application's; update the item yourself)")
         self._check_renewable(lock)
         check_update_size(state.schema, lock, dict(update[0]), update[1])
         return _holding(lock, update_attributes(state.heartbeat_settings, lock, state.clock, update))
 
-    def guarded(self, lock: Union[Held, Tuple[Held, ...]], items: Any, typed: bool, options: Mapping[str, Any],
+    def guarded(self, lock: Union[Held, Tuple[Held, ...]], items: object, typed: bool, options: Mapping[str, Any],
                 client_token: Optional[str], wire: Wire) -> Protocol[Dict[str, Any]]:
         """Check a guarded write before anything is sent (``lock``: a lock, or a tuple of a
         multi-lock's locks), and the protocol that sends it."""
@@ -160,12 +161,12 @@ class Renewing:
             if each.lock_client is not state.client:
                 raise state.not_owned(each)
             if each.shared:
-                raise ValueError(f'{each.unique_identifier} is a shared lock: guarded writes need an exclusive one')
+                raise shared_refusal(each, 'guarded writes need an exclusive one')
         if typed:
             items = wire.to_python('transact_write_items', {'TransactItems': items})['TransactItems']
         actions = check_actions(state.schema, locks[0].partition_key, locks[0].sort_key, items,
                                 [(each.partition_key, each.sort_key) for each in locks[1:]],
-                                any(each._existing_item for each in locks))
+                                any(each.lock_existing_item for each in locks))
         unknown = sorted(set(options) - _GUARD_OPTIONS)
         if unknown:
             raise TypeError(f'transact_write_items takes TransactItems, ClientRequestToken, ReturnConsumedCapacity '

@@ -6,7 +6,8 @@ transaction cannot free them all.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Generic, List, Mapping, Optional, Sequence, Set
+import datetime
+from typing import Any, Callable, Generic, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from .._core.answers import Applied
 from .._core.effects import Drop, Hold, Protocol
@@ -17,14 +18,17 @@ from .._core.release import ReleaseVerdict, precheck_release
 from .._core.state import Status
 from .._core.write import AcquireAttempt
 from .._errors import DynamoDBLockError
-from .._schema import Schema
+from .._schema import PartitionKey, Schema
 from .acquiring import Acquiring
 from .call import acquire_call
 from .context import ClientState, Held, L
 from .releasing import Releasing
 from .sessions import Sessions
 
-__all__ = ['SeveralKeys']
+__all__ = ['Key', 'SeveralKeys']
+
+#: One key of ``acquire_locks``: a partition key (sort key ``'-'``) or ``(partition_key, sort_key)``.
+Key = Union[PartitionKey, Tuple[PartitionKey, str]]
 
 
 class SeveralKeys(Generic[L]):
@@ -37,8 +41,10 @@ class SeveralKeys(Generic[L]):
         self._acquiring = acquiring
         self._releasing = releasing
 
-    def attempts(self, keys: Any, retry_period: Any, retry_timeout: Any, additional_attributes: Any,
-                 app_callback: Any) -> List[AcquireAttempt]:
+    def attempts(self, keys: Sequence[Key], retry_period: Optional[datetime.timedelta],
+                 retry_timeout: Optional[datetime.timedelta],
+                 additional_attributes: Optional[Mapping[str, Any]],
+                 app_callback: Optional[Callable[..., Any]]) -> List[AcquireAttempt]:
         """Check the arguments of ``acquire_locks`` (before anything is written): one
         acquisition per key, each checked as ``acquire_lock`` checks its own."""
         state = self._state

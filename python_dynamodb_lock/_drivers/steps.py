@@ -3,6 +3,8 @@ for, and :class:`Steps`, what it keeps while it runs one protocol.
 """
 from __future__ import annotations
 
+import concurrent.futures
+import threading
 from typing import Any, Callable, List, Mapping, Optional, Protocol, Sequence
 
 from .._clock import Clock
@@ -11,6 +13,7 @@ from .._errors import DynamoDBLockError, is_cancellation
 from .._registry import WaiterState
 
 __all__ = ['Host', 'Steps', 'woken']
+
 
 
 class Host(Protocol):
@@ -46,7 +49,8 @@ class Steps:
 
     __slots__ = ('wake', 'cancel', 'thrown', 'inflight', 'pending', 'kick', 'settle_by')
 
-    def __init__(self, wake: Any, cancel: Any = None, pending: Any = None) -> None:
+    def __init__(self, wake: Any, cancel: Optional[threading.Event] = None,
+                 pending: Optional[concurrent.futures.Future[Any]] = None) -> None:
         self.wake = wake
         self.cancel = cancel
         self.thrown: Optional[BaseException] = None

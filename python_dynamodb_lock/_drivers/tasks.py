@@ -16,8 +16,11 @@ from typing import Any, Awaitable, Callable, List, Optional, Sequence, Set, Tupl
 
 from .._core.effects import Call, Drop, Hold, Pending, Protocol, Settle, Sleep, Submit
 from .._core.heartbeat import background_loop
+from .._core.effects import Effect
 from .._core.stepper import Done, advance
+from .._core.write import AcquireAttempt
 from .._errors import DynamoDBLockError
+from .._locks import HeldLock
 from .._registry import WaiterState
 from .steps import Host, Steps, woken
 from .task_transport import TaskTransport
@@ -32,7 +35,7 @@ T = TypeVar('T')
 class Waiter(WaiterState, asyncio.Event):
     """An acquisition waiting in this client: woken (and maybe handed the lock) by a release."""
 
-    def __init__(self, attempt: Any) -> None:
+    def __init__(self, attempt: AcquireAttempt) -> None:
         asyncio.Event.__init__(self)
         self.init_waiter(attempt)
 
@@ -129,7 +132,7 @@ class TaskDriver:
         result: T = step.value
         return result
 
-    async def _perform(self, effect: Any, steps: Steps) -> Tuple[Any, Optional[BaseException]]:
+    async def _perform(self, effect: Effect, steps: Steps) -> Tuple[Any, Optional[BaseException]]:
         try:
             if isinstance(effect, Call):
                 # A cancelled call ends here: a request not yet sent is never sent, one already
@@ -141,9 +144,9 @@ class TaskDriver:
             if isinstance(effect, Submit):
                 return self._submit_heartbeats(effect.locks), None
             if isinstance(effect, Hold):
-                if not effect.wait and effect.lock._mutex.locked():
+                if not effect.wait and effect.lock.task_lock.locked():
                     return False, None
-                return await effect.lock._mutex.acquire(), None
+                return await effect.lock.task_lock.acquire(), None
             if isinstance(effect, Settle):
                 await self._hand_off(effect, steps)
                 return None, None
@@ -175,7 +178,7 @@ class TaskDriver:
 
     # -- callbacks and heartbeats ------------------------------------------------------------
 
-    def dispatch_callback(self, callback: Callable[..., Any], lock: Any, code: str) -> None:
+    def dispatch_callback(self, callback: Callable[..., Any], lock: HeldLock, code: str) -> None:
         """Coroutine functions run as tasks on the loop; plain functions on the executor."""
         if _is_coroutine_function(callback):
             task = self.loop.create_task(_await_callback(callback(code, lock), lock, code))
@@ -221,7 +224,7 @@ class TaskDriver:
         await self.run(self._host.renewals(locks))
 
 
-async def _await_callback(awaitable: Awaitable[Any], lock: Any, code: str) -> None:
+async def _await_callback(awaitable: Awaitable[Any], lock: HeldLock, code: str) -> None:
     try:
         await awaitable
     except Exception:
@@ -230,7 +233,7 @@ async def _await_callback(awaitable: Awaitable[Any], lock: Any, code: str) -> No
 
 def _drop(effect: Drop) -> None:
     """Give a lock's mutex back (``Drop``: no I/O, performed on the way)."""
-    effect.lock._mutex.release()
+    effect.lock.task_lock.release()
 
 
 def _retrieve(task: 'asyncio.Task[Any]') -> None:
@@ -240,7 +243,7 @@ def _retrieve(task: 'asyncio.Task[Any]') -> None:
         task.exception()
 
 
-def _is_coroutine_function(function: Any) -> bool:
+def _is_coroutine_function(function: object) -> bool:
     while isinstance(function, functools.partial):
         function = function.func
     return inspect.iscoroutinefunction(function) or (

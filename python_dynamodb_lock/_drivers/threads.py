@@ -15,9 +15,13 @@ from typing import Any, Callable, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from .._core.effects import Call, Drop, Hold, Pending, Protocol, Settle, Sleep, Submit
 from .._core.heartbeat import background_loop
+from .._core.effects import Effect
 from .._core.stepper import Done, advance
+from .._core.write import AcquireAttempt
 from .._errors import DynamoDBLockError, cancelled_error, is_cancellation
+from .._locks import HeldLock
 from .._registry import WaiterState
+from .._requests import Request
 from .._validation import require_thread_event
 from .steps import Host, Steps, woken
 from .thread_transport import ThreadTransport
@@ -36,7 +40,7 @@ _CANCEL_POLL = 0.05
 class Waiter(WaiterState, threading.Event):
     """An acquisition waiting in this client: woken (and maybe handed the lock) by a release."""
 
-    def __init__(self, attempt: Any) -> None:
+    def __init__(self, attempt: AcquireAttempt) -> None:
         threading.Event.__init__(self)
         self.init_waiter(attempt)
 
@@ -128,7 +132,7 @@ class ThreadDriver:
     # -- running a protocol ------------------------------------------------------------------
 
     def run(self, protocol: Protocol[T], wake: Optional[threading.Event] = None,
-            cancel: Optional[threading.Event] = None, pending: Any = None) -> T:
+            cancel: Optional[threading.Event] = None, pending: Optional[concurrent.futures.Future[Any]] = None) -> T:
         """Run a protocol to its end in this thread; ``wake`` cuts its sleeps short, ``cancel``
         ends it (see ``acquire_lock``); ``pending``: the future of the call a settling protocol
         settles.
@@ -166,7 +170,7 @@ class ThreadDriver:
         result: T = step.value
         return result
 
-    def _perform(self, effect: Any, steps: Steps) -> Tuple[Any, Optional[BaseException]]:
+    def _perform(self, effect: Effect, steps: Steps) -> Tuple[Any, Optional[BaseException]]:
         """Perform one effect: (its result, None), or (None, what it raised)."""
         try:
             if isinstance(effect, Call):
@@ -181,7 +185,7 @@ class ThreadDriver:
             if isinstance(effect, Submit):
                 return self._submit_heartbeats(effect.locks), None
             if isinstance(effect, Hold):
-                return effect.lock._mutex.acquire(blocking=effect.wait), None
+                return effect.lock.thread_lock.acquire(blocking=effect.wait), None
             if isinstance(effect, Settle):
                 self._settle(effect.protocol, steps, effect.follow_up)
                 return None, None
@@ -191,7 +195,7 @@ class ThreadDriver:
         except BaseException as exc:
             return None, exc
 
-    def _send_cancellably(self, request: Any, steps: Steps) -> Any:
+    def _send_cancellably(self, request: Request, steps: Steps) -> Any:
         """Send on a worker thread and wait for the answer or the cancel event, whichever comes
         first; a cancelled call's future is kept (``steps.inflight``) for the undo to wait on."""
         steps.kick.clear()
@@ -238,7 +242,7 @@ class ThreadDriver:
 
     # -- callbacks and heartbeats ------------------------------------------------------------
 
-    def dispatch_callback(self, callback: Callable[..., Any], lock: Any, code: str) -> None:
+    def dispatch_callback(self, callback: Callable[..., Any], lock: HeldLock, code: str) -> None:
         """Run ``callback(code, lock)`` on the callback executor, logging what it raises."""
         def run_callback() -> None:
             try:
@@ -277,4 +281,4 @@ class ThreadDriver:
 
 def _drop(effect: Drop) -> None:
     """Give a lock's mutex back (``Drop``: no I/O, performed on the way)."""
-    effect.lock._mutex.release()
+    effect.lock.thread_lock.release()
