@@ -29,15 +29,15 @@ class _Meta:
     from botocore's data files (no client is made, no configuration read), when a request
     without a fast path first needs it."""
 
-    _model: Any = None
+    loaded: Any = None
 
     @property
     def service_model(self) -> Any:
-        if _Meta._model is None:
+        if _Meta.loaded is None:
             from botocore.loaders import Loader
             from botocore.model import ServiceModel
-            _Meta._model = ServiceModel(Loader().load_service_model('dynamodb', 'service-2'), 'dynamodb')
-        return _Meta._model
+            _Meta.loaded = ServiceModel(Loader().load_service_model('dynamodb', 'service-2'), 'dynamodb')
+        return _Meta.loaded
 
     @property
     def method_to_api_mapping(self) -> Dict[str, str]:
