@@ -1,0 +1,1 @@
+"""test_core_a_write_paths (mutation-testing tests; filled in below)."""
