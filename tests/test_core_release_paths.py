@@ -32,7 +32,7 @@ from python_dynamodb_lock._core.write import Written
 from python_dynamodb_lock._errors import DynamoDBLockError, Reason
 from python_dynamodb_lock.testing import moto_lock_table
 from test_core_protocol import LOST_ANSWER, SERVER_ERROR, THROTTLED, FakeClock, drive, scripted
-from test_core_shared_steps import EXPIRY, LEASE, Engine, holders, run, take
+from test_core_shared_steps import EXPIRY, LEASE, Engine, attempt, holders, run, take
 
 @pytest.fixture(scope='module')
 def table() -> Iterator[Any]:
@@ -382,3 +382,37 @@ def test_a_handed_row_of_a_lock_on_an_item_loses_only_the_lock(engine: Engine) -
                    'lease_duration': 30}, 0.0, own_row=True)
     run(free_handed(settings(keep=False), ('k', '-'), own, clock, None), engine, clock)
     assert engine.row('k') is None      # a row that held nothing but the lock: freed as a plain one
+
+
+# -- a release that hands the lock to a waiter of this client -------------------------------------
+
+def test_a_release_hands_the_lock_to_a_waiter_in_one_write_with_the_next_token(engine: Engine) -> None:
+    clock = FakeClock()
+    item = take(engine, clock, 'k', 'me', shared=False, attributes={'purpose': 'p'}).result.item
+    token = engine.row('k')['fencing_token']
+    lock = held(item, clock, additional_attributes={'purpose': 'p'})
+    waiter = attempt(engine, 'k', 'waiter', shared=False, attributes={'mine': 'm'})
+    clock.now += 2
+    result = run(release(settings(), lock, clock, successor=waiter, attributes={'result': 'r'}), engine,
+                 clock).result
+    assert result.outcome is ReleaseOutcome.RELEASED and len(engine.sent) == 2     # one write each way
+    row = engine.row('k')
+    assert row['owner_name'] == 'waiter' and row['fencing_token'] == token + 1
+    assert row['mine'] == 'm' and row['result'] == 'r' and 'purpose' not in row and 'released_at' not in row
+    handed = result.handed
+    assert handed.item['record_version_number'] == row['record_version_number'] != item['record_version_number']
+    assert handed.item['fencing_token'] == token + 1 and handed.item['result'] == 'r'
+    assert handed.attempt_started == clock.monotonic() and handed.own_row is False
+    assert row['expiry_time'] == int(clock.time() + EXPIRY)
+
+
+def test_a_handover_interrupted_in_flight_frees_the_row_it_wrote_for_the_waiter(engine: Engine) -> None:
+    clock = FakeClock()
+    item = take(engine, clock, 'k', 'me', shared=False).result.item
+    lock = held(item, clock)
+    waiter = attempt(engine, 'k', 'waiter', shared=False)
+    done = run(release(settings(), lock, clock, successor=waiter), engine, clock, interrupt_call=0)
+    assert isinstance(done.error, KeyboardInterrupt) and done.settled == 1
+    row = engine.row('k')
+    assert 'released_at' in row and row['lease_duration'] == 0    # nobody's row is left blocking the key
+    assert lock._state.release_maybe_applied
