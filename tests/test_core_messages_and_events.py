@@ -343,6 +343,8 @@ def test_every_event_name_is_its_kind_in_lower_case() -> None:
 
 
 def test_every_event_name_the_metrics_table_documents_exists() -> None:
+    if not (DOCS / 'usage.rst').exists():      # mutmut's copy of the project has no docs
+        pytest.skip('no docs/ here')
     text = (DOCS / 'usage.rst').read_text()
     table = text[text.index('``acquire_attempt``'):text.index('(and a few rarer ones')]
     documented = set(re.findall(r'^``([a-z_]+)``', table, re.MULTILINE))
