@@ -262,3 +262,24 @@ def test_which_requests_are_writes() -> None:
     writes = {'put_item', 'update_item', 'delete_item', 'batch_execute_statement', 'transact_write_items'}
     for operation in writes | {'get_item', 'query', 'scan', 'transact_get_items'}:
         assert Request(operation, {}).is_write is (operation in writes)
+
+
+def test_a_batched_renewal_is_one_partiql_update_per_lock_conditioned_on_its_versions() -> None:
+    """The statement DynamoDB Local runs in test_heartbeat_batch.py (moto's PartiQL parser takes
+    one SET clause only, so the text is checked here): every name quoted, a quote doubled."""
+    schema = Schema('my"table', 'lock key', 'sort_key', 'ttl')
+    with_ttl = Renewal('k', 's', ['v0', 'v1'], 'v2', 100, Decimal('7.5'))
+    no_ttl = Renewal('j', 's', ['v9'], 'v3', None, Decimal('8'))
+    first, second = renew_many(schema, [with_ttl, no_ttl]).params['Statements']
+    assert first == {
+        'Statement': ('UPDATE "my""table" SET "record_version_number" = ? SET "ttl" = ? SET "lease_expiry" = ? '
+                      'WHERE "lock key" = ? AND "sort_key" = ? AND "record_version_number" IN [?, ?]'),
+        'Parameters': ['v2', 100, Decimal('7.5'), 'k', 's', 'v0', 'v1'],
+        'ReturnValuesOnConditionCheckFailure': 'ALL_OLD',
+    }
+    assert second['Statement'] == ('UPDATE "my""table" SET "record_version_number" = ? SET "lease_expiry" = ? '
+                                   'WHERE "lock key" = ? AND "sort_key" = ? AND "record_version_number" IN [?]')
+    assert second['Parameters'] == ['v3', Decimal('8'), 'j', 's', 'v9']
+    no_sort_key = renew_many(Schema('t', 'id', None, 'ttl'), [no_ttl]).params['Statements'][0]
+    assert 'WHERE "id" = ? AND "record_version_number" IN [?]' in no_sort_key['Statement']
+    assert no_sort_key['Parameters'] == ['v3', Decimal('8'), 'j', 'v9']
