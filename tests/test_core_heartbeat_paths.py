@@ -460,3 +460,50 @@ def test_a_renewal_of_a_lock_on_an_item_writes_no_ttl() -> None:
     assert values[':new_expiry_time'] == int(FakeClock().time() + 3600.0)
     assert values[':new_lease_expiry'] == Decimal(str(FakeClock().time() + LEASE)).quantize(
         values[':new_lease_expiry'])
+
+
+# -- batches: the fields of what they report --------------------------------------------------------
+
+def test_batching_refused_says_which_table_which_size_and_why() -> None:
+    from python_dynamodb_lock._core.answers import judge_error
+    from python_dynamodb_lock._core.heartbeat import renew_batch
+    refused = judge_error(client_error('AccessDeniedException', 400, operation='BatchExecuteStatement'))
+    settings = HeartbeatSettings(SCHEMA, 5.0, 20.0, 3600.0, -1, 10)
+    driven = drive(renew_batch(settings, [held(), held()], Batching(10), FakeClock()), answers(refused))
+    unavailable = driven.event(Kind.BATCHING_UNAVAILABLE)
+    assert unavailable.key == '' and unavailable.fields == {'batch_size': 10, 'table': 'locks',
+                                                            'error': str(refused.error)}
+
+
+def test_a_lock_whose_settling_failed_is_reported_with_the_exception() -> None:
+    from python_dynamodb_lock._core.heartbeat import renew_batch
+    broken_lock = held(unique_identifier='b|-')
+    failure = RuntimeError('broken lock state')
+
+    def broken(*args: Any) -> Any:
+        raise failure
+    broken_lock._state.settle_renewal = broken       # type: ignore[method-assign]
+    ok = {'Responses': [{}], 'ResponseMetadata': {'HTTPStatusCode': 200, 'RetryAttempts': 0}}
+    from python_dynamodb_lock._core.answers import judge_batch
+    driven = drive(renew_batch(SETTINGS, [broken_lock], Batching(25), FakeClock()),
+                   answers(judge_batch(ok, 1)))
+    settle_failed = driven.event(Kind.SETTLE_FAILED)
+    assert settle_failed.key == 'b|-' and settle_failed.lock is broken_lock
+    assert settle_failed.fields == {'exception': failure}
+
+
+def test_a_batched_renewal_counts_the_lease_from_before_the_call() -> None:
+    from python_dynamodb_lock._core.answers import judge_batch
+    from python_dynamodb_lock._core.heartbeat import renew_batch
+    clock = FakeClock()
+    lock = held(clock=clock)
+    clock.now += 3.0
+    start = clock.monotonic()
+
+    def slow(request: Any) -> Any:
+        clock.now += 2.0
+        return judge_batch({'Responses': [{}], 'ResponseMetadata': {'HTTPStatusCode': 200}}, 1)
+
+    driven = drive(renew_batch(SETTINGS, [lock], Batching(25), clock), slow)
+    assert lock._state.last_confirmed == start
+    assert driven.event(Kind.RENEWED)['duration'] == 2.0
