@@ -155,3 +155,44 @@ def test_a_wait_ends_at_its_deadline_with_the_holder_named(engine: Engine) -> No
 
 def test_a_lease_end_is_a_decimal_the_table_stores_exactly() -> None:
     assert isinstance(lease_expiry(1.5, 2.0), Decimal)
+
+
+def put(engine: Engine, **item: Any) -> None:
+    from python_dynamodb_lock._requests import Request
+    engine.store.send(Request('put_item', {'TableName': engine.schema.table_name,
+                                           'Item': {'lock_key': 'k', 'sort_key': '-', **item}}))
+
+
+def test_a_holder_writing_no_fencing_token_is_warned_about_once_and_taken_over_after_its_lease(
+        engine: Engine) -> None:
+    clock = FakeClock()
+    put(engine, owner_name='published', record_version_number='v-old', lease_duration=Decimal(20),
+        expiry_time=int(clock.time() + EXPIRY))
+    done = run(acquire(attempt(engine, 'k', 'me', shared=False, retry_timeout=60.0), clock, lambda: False),
+               engine, clock)
+    warnings = [event for event in done.emitted if event.kind is Kind.UNFENCED_HOLDER]
+    assert len(warnings) == 1 and warnings[0].fields == {'owner': 'published'} and warnings[0].key == 'k|-'
+    (taking,) = [event for event in done.emitted if event.kind is Kind.TAKING_OVER]
+    assert taking['owner'] == 'published' and taking['version'] == 'v-old'
+    assert taking['unchanged_for'] == taking['duration'] >= 20.0
+    assert isinstance(done.result, Written) and engine.row('k')['owner_name'] == 'me'
+
+
+def test_a_fenced_holder_raises_no_warning(engine: Engine) -> None:
+    clock = FakeClock()
+    take(engine, clock, 'k', 'holder', shared=False)
+    done = run(acquire(attempt(engine, 'k', 'me', shared=False, retry_timeout=6.0), clock, lambda: False),
+               engine, clock)
+    assert Kind.UNFENCED_HOLDER not in done.events and Kind.NOT_A_LOCK not in done.events
+
+
+def test_an_applications_item_in_the_way_of_a_plain_lock_is_said_once_and_never_written_over(
+        engine: Engine) -> None:
+    clock = FakeClock()
+    put(engine, title='an item of the application')
+    done = run(acquire(attempt(engine, 'k', 'me', shared=False, retry_timeout=2 * LEASE), clock, lambda: False),
+               engine, clock)
+    assert isinstance(done.result, TimedOut)
+    (said,) = [event for event in done.emitted if event.kind is Kind.NOT_A_LOCK]
+    assert said.key == 'k|-' and said.fields == {'owner': 'an unknown owner'}
+    assert engine.row('k') == {'lock_key': 'k', 'sort_key': '-', 'title': 'an item of the application'}
