@@ -39,6 +39,7 @@ from python_dynamodb_lock._errors import DynamoDBLockError, Reason
 from python_dynamodb_lock._requests import get
 from python_dynamodb_lock._schema import Schema
 from python_dynamodb_lock.testing import moto_lock_table
+from test_core_requests_shapes import fresh_request_shapes  # noqa: F401 - autouse: shapes built afresh
 from test_core_protocol import LOST_ANSWER, SCHEMA, THROTTLED, FakeClock, client_error, row
 from test_core_shared_steps import Engine, take
 
@@ -274,6 +275,8 @@ def test_not_extended_words() -> None:
     error = not_extended(SCHEMA, lock, None, 'update the attributes of')
     assert error.code == DynamoDBLockError.LOCK_STOLEN and error.holder['owner_name'] == 'other'
     assert error.message == f'k|- was lost ({Reason.TAKEN_OVER}): held by other now'
+    failed = not_extended(SCHEMA, held(), THROTTLED)        # a session's renewal asked for (extend under a session)
+    assert failed.message.startswith('Could not renew k|-: ') and failed.code == DynamoDBLockError.UNKNOWN
     lock._state.loss = None
     unknown = not_extended(SCHEMA, lock, None)
     assert unknown.code == DynamoDBLockError.LOCK_STOLEN and unknown.reason == Reason.ROW_GONE
@@ -507,3 +510,18 @@ def test_a_batched_renewal_counts_the_lease_from_before_the_call() -> None:
     driven = drive(renew_batch(SETTINGS, [lock], Batching(25), clock), slow)
     assert lock._state.last_confirmed == start
     assert driven.event(Kind.RENEWED)['duration'] == 2.0
+
+
+def test_a_statement_renewed_by_its_second_attempt_counts_the_lease_from_before_the_first() -> None:
+    from python_dynamodb_lock._core.answers import judge_batch
+    from python_dynamodb_lock._core.heartbeat import renew_batch
+    clock = FakeClock()
+    lock = held(clock=clock)
+    clock.now += 3.0
+    prepared = clock.monotonic()
+    throttled = judge_batch({'Responses': [{'Error': {'Code': 'ThrottlingError'}}],
+                             'ResponseMetadata': {'HTTPStatusCode': 200}}, 1)
+    applied = judge_batch({'Responses': [{}], 'ResponseMetadata': {'HTTPStatusCode': 200}}, 1)
+    driven = drive(renew_batch(SETTINGS, [lock], Batching(25), clock), answers(throttled, applied), clock)
+    assert len(driven.calls) == 2 and driven.sleeps == [0.05]
+    assert lock._state.last_confirmed == prepared       # not the second attempt's start: the lease written then

@@ -173,6 +173,14 @@ def test_a_call_that_is_not_a_batch_has_one_answer() -> None:
     assert single(Applied()) == Applied()
 
 
+def test_a_failed_statement_without_a_message_is_reported_without_a_made_up_one() -> None:
+    response = {'Responses': [{'Error': {'Code': 'ValidationError'}}], 'ResponseMetadata': {'HTTPStatusCode': 200}}
+    (failed,) = judge_answer('batch_execute_statement', {'Statements': [{}]}, response)
+    assert isinstance(failed, Failed) and failed.code == 'ValidationError' and not failed.maybe_applied
+    assert failed.error.response['Error'] == {'Code': 'ValidationError', 'Message': ''}
+    assert explain(SCHEMA, failed.error).endswith('operation: ')
+
+
 def test_a_refused_statement_of_a_batch_is_retried_only_when_botocore_retried_the_call() -> None:
     response = {'Responses': [{'Error': {'Code': 'ConditionalCheckFailed', 'Item': {'owner_name': 'x'}}},
                               {'Error': {'Code': 'ConditionalCheckFailed'}}],
@@ -291,10 +299,11 @@ def test_a_release_whose_row_would_pass_400_kb_is_refused_saying_so() -> None:
     check_release_size(SCHEMA, lock, {})
     with pytest.raises(ValueError) as raised:
         check_release_size(SCHEMA, lock, {'note': 'x' * MAX_ITEM_BYTES})
-    message = str(raised.value)
-    assert message.startswith('release attributes= on k|- would make an item of about ')
-    assert f'DynamoDB stores at most {MAX_ITEM_BYTES} bytes (400 KB) per item' in message
-    assert message.endswith('nothing was written')
+    size = lock_row_size(SCHEMA, lock, {'note': 'x' * MAX_ITEM_BYTES})
+    assert str(raised.value) == (
+        f"release attributes= on k|- would make an item of about {size} bytes, the lock's own attributes "
+        f'included; DynamoDB stores at most {MAX_ITEM_BYTES} bytes (400 KB) per item: make the data smaller '
+        '(keep large values elsewhere, in S3 say, and store a reference); nothing was written')
 
 
 def test_the_size_limit_is_400_kb_counted_with_the_locks_own_attributes() -> None:
@@ -305,6 +314,13 @@ def test_the_size_limit_is_400_kb_counted_with_the_locks_own_attributes() -> Non
     with pytest.raises(ValueError):
         check_release_size(SCHEMA, lock, {'n': 'x' * (fits + 1)})
     assert MAX_ITEM_BYTES == 409_600
+
+
+def test_the_key_the_version_and_the_ttl_count_byte_for_byte() -> None:
+    base = lock_row_size(SCHEMA, SizedLock(), None)
+    assert lock_row_size(SCHEMA, SizedLock(partition_key='k' * 1001), None) == base + 1000
+    assert lock_row_size(SCHEMA, SizedLock(record_version_number='v' * 136), None) == base + 100
+    assert lock_row_size(SCHEMA, SizedLock(expiry_time=0), None) < base       # a lock on an item: no TTL value
 
 
 def test_a_row_under_a_session_counts_the_session_name() -> None:

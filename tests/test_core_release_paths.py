@@ -13,6 +13,7 @@ when the client closes; a row handed to a waiter that left is freed with the rel
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
@@ -31,6 +32,7 @@ from python_dynamodb_lock._core.state import LockState, Status
 from python_dynamodb_lock._core.write import Written
 from python_dynamodb_lock._errors import DynamoDBLockError, Reason
 from python_dynamodb_lock.testing import moto_lock_table
+from test_core_requests_shapes import fresh_request_shapes  # noqa: F401 - autouse: shapes built afresh
 from test_core_protocol import LOST_ANSWER, SERVER_ERROR, THROTTLED, FakeClock, drive, scripted
 from test_core_shared_steps import EXPIRY, LEASE, Engine, attempt, holders, run, take
 
@@ -365,7 +367,8 @@ def test_a_handed_row_nobody_took_is_freed_keeping_the_releases_attributes(engin
     freed = engine.row('k')
     assert freed['released_at'] == int(clock.time()) and freed['expiry_time'] == int(clock.time() + EXPIRY)
     assert freed['record_version_number'] != item['record_version_number'] and 'mine' not in freed
-    assert freed['lease_duration'] == 0
+    assert freed['lease_duration'] == 0 and freed['result'] == 'ok'
+    assert str(uuid.UUID(freed['record_version_number'])) == freed['record_version_number']   # a fresh version
 
 
 def test_a_handed_row_of_a_lock_on_an_item_loses_only_the_lock(engine: Engine) -> None:
@@ -374,8 +377,8 @@ def test_a_handed_row_of_a_lock_on_an_item_loses_only_the_lock(engine: Engine) -
                                     'record_version_number': 'v1', 'title': 'mine'}))
     handed = Written({'lock_key': 'k', 'sort_key': '-', 'owner_name': 'w', 'record_version_number': 'v1',
                       'title': 'mine', 'lease_duration': 30}, 0.0)
-    run(free_handed(settings(), ('k', '-'), handed, clock, None), engine, clock)
-    assert engine.row('k') == {'lock_key': 'k', 'sort_key': '-', 'title': 'mine'}
+    run(free_handed(settings(), ('k', '-'), handed, clock, {'result': 'ok'}), engine, clock)
+    assert engine.row('k') == {'lock_key': 'k', 'sort_key': '-', 'title': 'mine'}     # the item's, untouched
     engine.store.send(_put(engine, {'lock_key': 'k', 'sort_key': '-', 'owner_name': 'w', 'lease_duration': 30,
                                     'record_version_number': 'v2'}))
     own = Written({'lock_key': 'k', 'sort_key': '-', 'owner_name': 'w', 'record_version_number': 'v2',
