@@ -9,6 +9,7 @@ import dataclasses
 import decimal
 import pathlib
 import re
+import uuid
 from typing import Any, Dict, Iterator, Optional
 
 import pytest
@@ -168,7 +169,7 @@ def test_error_codes_and_refusals() -> None:
 
 def test_a_call_that_is_not_a_batch_has_one_answer() -> None:
     assert judge_answer('update_item', {}, {'Attributes': {'a': 1}}) == Applied({'Attributes': {'a': 1}})
-    with pytest.raises(TypeError, match='one answer expected'):
+    with pytest.raises(TypeError, match='^one answer expected, got the answers of a batch$'):
         single([Applied()])
     assert single(Applied()) == Applied()
 
@@ -254,6 +255,7 @@ def test_force_release_frees_only_the_version_seen_keeping_the_token(engine: Eng
     assert row['fencing_token'] == 5 and row['lease_duration'] == 0 and 'purpose' not in row
     assert row['released_at'] == int(clock.time()) and row['expiry_time'] == int(clock.time() + EXPIRY)
     assert row['record_version_number'] != 'v1'
+    assert str(uuid.UUID(row['record_version_number'])) == row['record_version_number']     # a fresh version
 
 
 def test_force_release_of_a_lock_on_an_item_removes_only_the_lock(engine: Engine) -> None:

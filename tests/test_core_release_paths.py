@@ -117,7 +117,7 @@ def test_a_reader_whose_entry_was_taken_over_is_told_who_holds_the_key(engine: E
     assert result.outcome is ReleaseOutcome.STOLEN and result.row['owner_name'] == 'writer'
     verdict = release_verdict(result, False, engine.schema, 'k|-')
     assert verdict.final_status == Status.INVALID and verdict.error.code == DynamoDBLockError.LOCK_STOLEN
-    assert 'taken over by writer before it was released' in verdict.error.message
+    assert verdict.error.message == 'k|- was taken over by writer before it was released; their row was left alone'
     assert verdict.error.holder['owner_name'] == 'writer' and verdict.error.reason == Reason.TAKEN_OVER
     assert engine.row('k')['owner_name'] == 'writer'     # their row was left alone
 
@@ -304,6 +304,11 @@ def test_a_background_release_waits_at_most_five_seconds_between_tries_and_stops
     assert len(done.calls) == len(done.sleeps) + 1
 
 
+def test_a_background_release_uses_the_last_moment_of_the_lease_however_short() -> None:
+    done = background([SERVER_ERROR] * 100, 28.5)       # 0.25 + 0.5 + 1 + 2 + 4 + 5 * 4 = 27.75: 0.75 s left
+    assert done.sleeps[-2:] == [5.0, pytest.approx(0.75)] and sum(done.sleeps) == pytest.approx(28.5)
+
+
 def test_a_background_release_makes_one_last_try_when_the_client_closes() -> None:
     done = background([SERVER_ERROR] * 10, 30.0, closing=True)
     assert done.sleeps == [0.25] and len(done.calls) == 2
@@ -320,6 +325,7 @@ def test_a_background_release_is_the_same_conditional_free_as_the_first_attempt(
     assert row['released_at'] == int(clock.time()) and row['expiry_time'] == int(clock.time() + EXPIRY)
     assert row['result'] == 'r' and 'purpose' not in row and row['lease_duration'] == 0
     assert row['record_version_number'] != item['record_version_number']
+    assert str(uuid.UUID(row['record_version_number'])) == row['record_version_number']     # a fresh version
 
 
 @pytest.mark.parametrize('client_keeps, keep_row, kept', [(True, False, False), (False, True, True),

@@ -185,6 +185,8 @@ def test_a_takeover_in_a_session_writes_the_lock_and_ends_the_session_or_nothing
     lock_write = acquire_over(db.schema, item, ['lv'], 5)
     moved = take_over_in_session(db.schema, lock_write, 's', 'sv-moved', 'sv2', 1234)
     assert moved.operation == 'transact_write_items'
+    for action in moved.params['TransactItems']:        # every conditional write asks for the item in the way
+        assert action['Update']['ReturnValuesOnConditionCheckFailure'] == 'ALL_OLD'
     assert not isinstance(db.send(moved), Applied)
     assert db.row('k')['owner_name'] == 'holder' and db.row('s')['record_version_number'] == 'sv'
     assert isinstance(db.send(take_over_in_session(db.schema, lock_write, 's', 'sv', 'sv2', 1234)), Applied)
