@@ -25,6 +25,7 @@ from python_dynamodb_lock._core.release import (
     free_handed,
     on_item,
     release,
+    precheck_release,
     release_again,
     release_verdict,
 )
@@ -116,6 +117,8 @@ def test_a_reader_whose_entry_was_taken_over_is_told_who_holds_the_key(engine: E
     result = run(release(settings(), reader, clock), engine, clock).result
     assert result.outcome is ReleaseOutcome.STOLEN and result.row['owner_name'] == 'writer'
     verdict = release_verdict(result, False, engine.schema, 'k|-')
+    skipped = precheck_release(reader._state, True, False, 'k|-', 'reader')
+    assert skipped is None          # still held, as far as the reader knew
     assert verdict.final_status == Status.INVALID and verdict.error.code == DynamoDBLockError.LOCK_STOLEN
     assert verdict.error.message == 'k|- was taken over by writer before it was released; their row was left alone'
     assert verdict.error.holder['owner_name'] == 'writer' and verdict.error.reason == Reason.TAKEN_OVER
@@ -425,3 +428,55 @@ def test_a_handover_interrupted_in_flight_frees_the_row_it_wrote_for_the_waiter(
     row = engine.row('k')
     assert 'released_at' in row and row['lease_duration'] == 0    # nobody's row is left blocking the key
     assert lock._state.release_maybe_applied
+
+
+def test_a_readers_entry_carrying_an_old_renewal_of_its_own_is_released_not_taken_for_a_theft(
+        engine: Engine) -> None:
+    from python_dynamodb_lock._core.shared_ops import renewal_request
+    from python_dynamodb_lock._requests import Renewal
+    clock = FakeClock()
+    first = take(engine, clock, 'k', 'reader-1').result.item
+    take(engine, clock, 'k', 'reader-2')
+    reader = held(first, clock, shared=True)
+    for index in range(25):      # renewals whose answers were lost: the release names the newest 20
+        reader._state.remember_unconfirmed(f'u{index}')
+    renewal = Renewal('k', '-', [first['record_version_number']], 'u2', int(clock.time() + EXPIRY))
+    assert isinstance(engine.store.send(renewal_request(engine.schema, reader, renewal)), Applied)   # it landed
+    result = run(release(settings(), reader, clock), engine, clock).result
+    assert result.outcome is ReleaseOutcome.RELEASED
+    assert set(holders(engine.row('k'))) == {'reader-2'}
+
+
+@pytest.mark.parametrize('on_item, own_row', [(False, False), (True, False), (True, True)])
+def test_a_handed_row_keeps_what_the_release_left_unless_it_is_an_applications_item(on_item: bool,
+                                                                                    own_row: bool) -> None:
+    from python_dynamodb_lock._core.write import AcquireAttempt
+    clock = FakeClock()
+    schema = _SCHEMA[0]
+    template = schema.lock_item('k', '-', 'waiter', LEASE, '', 0, {})
+    for name in ('record_version_number', 'expiry_time'):
+        template.pop(name)
+    successor = AcquireAttempt(schema, 'k', '-', 'k|-', template, 5.0, 10.0, EXPIRY, LEASE,
+                               lock_existing_item=on_item)
+    lock = Lock(_state(clock), _existing_item=on_item, _own_row=own_row)
+    answer = Applied({'Attributes': {'lock_key': 'k', 'sort_key': '-', 'title': 'the items', 'fencing_token': 6}})
+    done = drive(release(ReleaseSettings(schema, EXPIRY), lock, clock, successor=successor), scripted(answer),
+                 clock=clock)
+    handed = done.result.handed
+    assert handed.item['fencing_token'] == 6 and handed.item['owner_name'] == 'waiter'
+    assert ('title' in handed.item) is (not on_item)      # the item's own attributes stay the application's
+    assert handed.own_row is (on_item and own_row)
+
+
+def test_a_release_of_a_lost_lock_says_who_took_it_and_keeps_the_loss() -> None:
+    from python_dynamodb_lock._core.state import Loss
+    state = _state(FakeClock())
+    loss = Loss(Reason.TAKEN_OVER, _row('v9', 'thief'))
+    state.forget(Status.INVALID, loss)
+    verdict = precheck_release(state, True, False, 'k|-', 'me')
+    assert verdict.loss is loss and verdict.final_status is None and verdict.event.value == 'release_skipped'
+    assert verdict.error.message == 'k|- was taken over by thief before it was released; their row was left alone'
+    assert verdict.error.holder['owner_name'] == 'thief'
+    other = precheck_release(_state(FakeClock()), False, False, 'k|-', 'me')
+    assert other.error.code == DynamoDBLockError.LOCK_NOT_OWNED
+    assert other.error.message == 'k|- is not held by this client (me)'
