@@ -480,3 +480,23 @@ def test_a_release_of_a_lost_lock_says_who_took_it_and_keeps_the_loss() -> None:
     other = precheck_release(_state(FakeClock()), False, False, 'k|-', 'me')
     assert other.error.code == DynamoDBLockError.LOCK_NOT_OWNED
     assert other.error.message == 'k|- is not held by this client (me)'
+
+
+def test_what_a_release_tells_the_caller_word_for_word() -> None:
+    from python_dynamodb_lock._core.messages import explain
+    from python_dynamodb_lock._core.release import ReleaseResult
+    schema = _SCHEMA[0]
+    gone = release_verdict(ReleaseResult(ReleaseOutcome.ROW_GONE), False, schema, 'k|-')
+    assert gone.loss.reason == Reason.ROW_GONE and gone.loss.row is None and gone.error.reason == Reason.ROW_GONE
+    assert gone.error.message == ('k|- was lost before it was released: its row was gone (expired or '
+                                  'force-released)')
+    thief = _row('v9', 'thief')
+    stolen = release_verdict(ReleaseResult(ReleaseOutcome.STOLEN, thief), True, schema, 'k|-')
+    assert stolen.error is None and stolen.loss.row == thief and stolen.loss.reason == Reason.TAKEN_OVER
+    forgotten = release_verdict(ReleaseResult(ReleaseOutcome.FAILED, failed=SERVER_ERROR), True, schema, 'k|-')
+    assert forgotten.detail == explain(schema, SERVER_ERROR.error) != ''
+    strict = release_verdict(ReleaseResult(ReleaseOutcome.FAILED, failed=THROTTLED), False, schema, 'k|-')
+    assert strict.error.message == (f'Could not release k|-: {explain(schema, THROTTLED.error)}; '
+                                    'the lock is still held and kept alive')
+    assert strict.error.reason == Reason.THROTTLED and strict.error.__cause__ is THROTTLED.error
+    assert strict.final_status is None and strict.event.value == 'release_failed'
