@@ -190,6 +190,7 @@ def test_a_release_meeting_the_next_holder_after_a_lost_answer_within_the_lease_
     engine.store.send(_renew_to(engine, lock._state.version, 'v-next'))
     result = run(release(settings(), lock, clock), engine, clock).result
     assert result.outcome is ReleaseOutcome.MET_NEXT_HOLDER
+    assert result.row['record_version_number'] == 'v-next'      # the row met, for the log
     clock.now += LEASE          # past our lease, the same row is a theft
     assert run(release(settings(), lock, clock), engine, clock).result.outcome is ReleaseOutcome.STOLEN
 
@@ -500,3 +501,37 @@ def test_what_a_release_tells_the_caller_word_for_word() -> None:
                                     'the lock is still held and kept alive')
     assert strict.error.reason == Reason.THROTTLED and strict.error.__cause__ is THROTTLED.error
     assert strict.final_status is None and strict.event.value == 'release_failed'
+
+
+def _written_version(request: Any) -> str:
+    """The version a handover's write gives the row (the successor's new version)."""
+    import re
+    expression = request.params['UpdateExpression']
+    placeholder = re.search(r'record_version_number = (:a\d+)', expression).group(1)
+    return str(request.params['ExpressionAttributeValues'][placeholder])
+
+
+@pytest.mark.parametrize('how', ['retry-met-our-row', 'lost-answer-then-read'])
+def test_a_handover_whose_answer_did_not_say_so_still_hands_the_row_with_its_token(how: str) -> None:
+    from python_dynamodb_lock._core.write import AcquireAttempt
+    clock = FakeClock()
+    schema = _SCHEMA[0]
+    template = schema.lock_item('k', '-', 'waiter', LEASE, '', 0, {})
+    for name in ('record_version_number', 'expiry_time'):
+        template.pop(name)
+    successor = AcquireAttempt(schema, 'k', '-', 'k|-', template, 5.0, 10.0, EXPIRY, LEASE)
+    versions: List[str] = []
+
+    def write(request: Any) -> Any:
+        versions.append(_written_version(request))
+        if how == 'retry-met-our-row':
+            return Refused(_row(versions[0], 'waiter', fencing_token=8), retried=True)
+        return LOST_ANSWER
+
+    answers = [write] + ([lambda request: Applied({'Item': _row(versions[0], 'waiter', fencing_token=8)})]
+                         if how == 'lost-answer-then-read' else [])
+    done = drive(release(ReleaseSettings(schema, EXPIRY), Lock(_state(clock)), clock, successor=successor),
+                 scripted(*answers), clock=clock)
+    assert done.result.outcome is ReleaseOutcome.RELEASED
+    assert done.result.handed is not None and done.result.handed.item['fencing_token'] == 8
+    assert done.result.handed.item['record_version_number'] == versions[0]
