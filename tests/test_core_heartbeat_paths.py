@@ -215,6 +215,7 @@ def test_extend_refused_by_an_earlier_renewal_of_ours_adopts_it_and_returns() ->
     driven = drive(extend(SETTINGS, lock, FakeClock()), answers(Refused(row('u1', 'me'))))
     assert driven.error is None and lock._state.version == 'u1'
     assert driven.kinds() == [Kind.RENEWAL_ADOPTED_EARLIER]
+    assert driven.events[0].key == 'k|-' and driven.events[0].lock is lock
 
 
 def test_extend_whose_answer_was_lost_but_landed_returns() -> None:
@@ -223,6 +224,7 @@ def test_extend_whose_answer_was_lost_but_landed_returns() -> None:
                    lambda request: Refused(row(request.params['ExpressionAttributeValues'][':new_version'], 'me')))
     assert driven.error is None
     assert driven.kinds() == [Kind.RENEWAL_LANDED_UNANSWERED, Kind.RENEWED]
+    assert all(event.key == 'k|-' and event.lock is lock for event in driven.events)
 
 
 # -- update_attributes ----------------------------------------------------------------------------
@@ -525,3 +527,44 @@ def test_a_statement_renewed_by_its_second_attempt_counts_the_lease_from_before_
     driven = drive(renew_batch(SETTINGS, [lock], Batching(25), clock), answers(throttled, applied), clock)
     assert len(driven.calls) == 2 and driven.sleeps == [0.05]
     assert lock._state.last_confirmed == prepared       # not the second attempt's start: the lease written then
+
+
+# -- a shared holder's heartbeat ----------------------------------------------------------------
+
+def test_a_readers_heartbeat_renews_its_own_entry_and_a_lost_entry_is_stolen(engine: Engine) -> None:
+    from test_core_shared_steps import holders
+    clock = FakeClock()
+    first = take(engine, clock, 'k', 'reader-1').result.item
+    second = take(engine, clock, 'k', 'reader-2').result.item
+    state = LockState(first['record_version_number'], 0, clock.monotonic(), LEASE)
+    state.acquired(clock.monotonic(), None, first['acquisition_id'])
+    reader = Lock(state, shared=True)
+    row_version = engine.row('k')['record_version_number']
+    driven = drive(renew_one(table_settings(engine), reader, clock), engine.send, clock)
+    assert driven.result.verdict.value == 'renewed'
+    row_now = engine.row('k')
+    assert holders(row_now) == {'reader-1': state.version, 'reader-2': second['record_version_number']}
+    assert state.version != first['record_version_number'] and row_now['record_version_number'] != row_version
+
+    def retried_into_itself(store: Any, request: Any) -> Any:     # landed; botocore's retry met it
+        store.send(request)
+        return Refused(engine.row('k'), retried=True)
+
+    engine.faults = [retried_into_itself]
+    landed = drive(renew_one(table_settings(engine), reader, clock), engine.send, clock)
+    assert landed.result.verdict.value == 'landed-unanswered' and state.status == Status.LOCKED
+    assert holders(engine.row('k'))['reader-1'] == state.version
+    state.version = 'not-the-entrys'       # as if its entry had been taken over meanwhile
+    lost = drive(renew_one(table_settings(engine), reader, clock), engine.send, clock)
+    assert lost.result.verdict.value == 'stolen' and state.status == Status.INVALID
+    assert lost.unregistered == [reader]
+
+
+def test_a_renewal_retried_after_a_conflict_counts_the_lease_from_before_the_first_attempt() -> None:
+    clock = FakeClock()
+    lock = held(clock=clock)
+    clock.now += 2.0
+    prepared = clock.monotonic()
+    driven = drive(renew_one(SETTINGS, lock, clock), answers(CONFLICT, Applied()), clock)
+    assert driven.sleeps == [0.05] and lock._state.last_confirmed == prepared
+    assert driven.event(Kind.RENEWED)['duration'] == 0.0      # the latency of the attempt that landed
