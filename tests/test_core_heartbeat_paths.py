@@ -568,3 +568,23 @@ def test_a_renewal_retried_after_a_conflict_counts_the_lease_from_before_the_fir
     driven = drive(renew_one(SETTINGS, lock, clock), answers(CONFLICT, Applied()), clock)
     assert driven.sleeps == [0.05] and lock._state.last_confirmed == prepared
     assert driven.event(Kind.RENEWED)['duration'] == 0.0      # the latency of the attempt that landed
+
+
+def test_a_lock_in_danger_renewed_again_is_said_to_have_recovered() -> None:
+    clock = FakeClock()
+    lock = held(clock=clock)
+    clock.now += 25.0
+    drive(check_locks(SETTINGS, [lock], clock))
+    assert lock._state.status == Status.IN_DANGER
+    driven = drive(renew_one(SETTINGS, lock, clock))
+    assert driven.kinds() == [Kind.RECOVERED, Kind.RENEWED] and lock._state.status == Status.LOCKED
+    assert all(event.key == 'k|-' and event.lock is lock for event in driven.events)
+
+
+def test_a_renewal_meeting_the_next_holder_after_our_lost_release_says_the_release_landed() -> None:
+    lock = held()
+    lock._state.note_release_maybe_applied()
+    driven = drive(renew_one(SETTINGS, lock, FakeClock()), answers(Refused(row('v-next', 'next'))))
+    (event,) = driven.events
+    assert event.kind is Kind.RELEASED_BY_LOST_ANSWER and event.key == 'k|-' and event.lock is lock
+    assert driven.unregistered == [lock] and lock._state.status == Status.RELEASED
