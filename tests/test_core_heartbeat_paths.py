@@ -206,6 +206,7 @@ def test_extend_that_dynamodb_failed_raises_unknown_with_the_cause_and_keeps_the
     assert error.message.endswith('; the lock may still be held until its lease runs out')
     assert lock._state.status == Status.LOCKED
     failed = driven.event(Kind.RENEWAL_FAILED)
+    assert failed.lock is lock and failed.key == 'k|-'
     assert failed['reason'] == Reason.THROTTLED and failed['duration'] == 0 and 'scripted' in failed['error']
 
 
@@ -436,9 +437,14 @@ def test_a_stolen_event_says_how_the_row_changed_hands() -> None:
     released_then_taken = row('v9', 'thief')
     driven = drive(renew_one(SETTINGS, lock, FakeClock()), answers(Refused(released_then_taken)))
     stolen = driven.event(Kind.STOLEN)
-    assert stolen['owner'] == 'thief' and stolen['reason'] == Reason.TAKEN_OVER
-    assert set(stolen.fields) <= {'owner', 'reason', 'how'}
+    assert stolen.fields == {'owner': 'thief', 'reason': Reason.TAKEN_OVER}     # taken over: no "how"
     assert driven.unregistered == [lock]
+    forced = held()
+    released = drive(renew_one(SETTINGS, forced, FakeClock()), answers(Refused(row('v9', 'me') | {'released_at': 1})))
+    assert released.event(Kind.STOLEN).fields == {
+        'owner': 'nobody', 'reason': Reason.ROW_GONE,
+        'how': ("force-released by someone else (an operator's force_release_lock or `dynamodb-lock release "
+                '--force`): its row was marked released')}
 
 
 def test_renewal_events_carry_the_version_and_the_latency() -> None:
@@ -588,3 +594,15 @@ def test_a_renewal_meeting_the_next_holder_after_our_lost_release_says_the_relea
     (event,) = driven.events
     assert event.kind is Kind.RELEASED_BY_LOST_ANSWER and event.key == 'k|-' and event.lock is lock
     assert driven.unregistered == [lock] and lock._state.status == Status.RELEASED
+
+
+def test_update_attributes_sets_and_removes_them_on_the_row(engine: Engine) -> None:
+    clock = FakeClock()
+    item = take(engine, clock, 'k', 'me', shared=False, attributes={'stage': 1, 'kept': 'k'}).result.item
+    lock = held(item['record_version_number'], clock, additional_attributes={'stage': 1, 'kept': 'k'})
+    driven = drive(update_attributes(table_settings(engine), lock, clock, ((('progress', 40),), ('stage',))),
+                   engine.send, clock)
+    assert driven.error is None
+    row_now = engine.row('k')
+    assert row_now['progress'] == 40 and 'stage' not in row_now and row_now['kept'] == 'k'
+    assert row_now['record_version_number'] == lock._state.version
