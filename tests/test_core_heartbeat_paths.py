@@ -303,6 +303,7 @@ def test_a_renewal_met_by_a_transaction_is_sent_again_after_50_then_100_ms() -> 
 def test_a_renewal_met_by_transactions_three_times_is_a_failure() -> None:
     driven = send(CONFLICT, CONFLICT, CONFLICT, Applied())
     assert len(driven.calls) == 3 and driven.result[0] is CONFLICT
+    assert driven.sleeps == [0.05, 0.1]       # no wait after the last attempt
 
 
 def test_a_conflict_that_may_have_landed_and_other_failures_are_not_sent_again() -> None:
