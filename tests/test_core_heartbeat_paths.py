@@ -607,3 +607,12 @@ def test_update_attributes_sets_and_removes_them_on_the_row(engine: Engine) -> N
     row_now = engine.row('k')
     assert row_now['progress'] == 40 and 'stage' not in row_now and row_now['kept'] == 'k'
     assert row_now['record_version_number'] == lock._state.version
+
+
+def test_a_round_overrun_by_half_a_second_says_so_and_a_millisecond_is_not_waited_for() -> None:
+    driven = round_of(2, tps=1.0, step=2.25, period=4.0)
+    assert driven.event(Kind.ROUND_OVERRUN)['overrun'] == pytest.approx(0.5)
+    clock = FakeClock(now=0.0)
+    settings = HeartbeatSettings(SCHEMA, 5.0, 20.0, 3600.0, 1000.0, 1)      # one heartbeat a millisecond
+    burst = drive(heartbeat_round(settings, [held(), held()], Batching(1), clock, lambda: False), clock=clock)
+    assert len(burst.submitted) == 2 and burst.sleeps == [5.0]
