@@ -302,3 +302,16 @@ def test_a_batched_renewal_is_one_partiql_update_per_lock_conditioned_on_its_ver
     no_sort_key = renew_many(Schema('t', 'id', None, 'ttl'), [no_ttl]).params['Statements'][0]
     assert 'WHERE "id" = ? AND "record_version_number" IN [?]' in no_sort_key['Statement']
     assert no_sort_key['Parameters'] == ['v3', Decimal('8'), 'j', 'v9']
+
+
+def test_a_plain_acquisition_writes_only_where_there_is_no_row_or_a_released_one(db: Table) -> None:
+    from python_dynamodb_lock._requests import acquire_free
+    db.put('k', title='an item of the application')
+    item = db.schema.lock_item('k', '-', 'me', 30, 'v1', 2000)
+    refused = db.send(acquire_free(db.schema, item, 5))
+    assert isinstance(refused, Refused) and refused.item == {'lock_key': 'k', 'sort_key': '-',
+                                                             'title': 'an item of the application'}
+    db.put('k', owner_name='old', record_version_number='v0', released_at=1, fencing_token=9)
+    assert isinstance(db.send(acquire_free(db.schema, item, 5)), Applied)
+    row = db.row('k')
+    assert row['owner_name'] == 'me' and row['fencing_token'] == 10 and 'released_at' not in row
