@@ -196,3 +196,16 @@ def test_an_applications_item_in_the_way_of_a_plain_lock_is_said_once_and_never_
     (said,) = [event for event in done.emitted if event.kind is Kind.NOT_A_LOCK]
     assert said.key == 'k|-' and said.fields == {'owner': 'an unknown owner'}
     assert engine.row('k') == {'lock_key': 'k', 'sort_key': '-', 'title': 'an item of the application'}
+
+
+def test_only_if_exists_writes_nothing_where_there_is_no_item_and_locks_the_item_that_is_there(
+        engine: Engine) -> None:
+    clock = FakeClock()
+    done = take(engine, clock, 'k', 'me', shared=False, lock_existing_item=True, only_if_exists=True)
+    assert isinstance(done.error, DynamoDBLockError) and done.error.code == DynamoDBLockError.ITEM_NOT_FOUND
+    assert engine.row('k') is None                 # the condition itself refused it: no row was created
+    put(engine, title='an item of the application')
+    held = take(engine, clock, 'k', 'me', shared=False, lock_existing_item=True, only_if_exists=True)
+    assert isinstance(held.result, Written)
+    row = engine.row('k')
+    assert row['title'] == 'an item of the application' and row['owner_name'] == 'me'
