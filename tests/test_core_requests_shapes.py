@@ -35,7 +35,7 @@ from python_dynamodb_lock._requests import (
     take_over_in_session,
 )
 from python_dynamodb_lock._schema import Schema
-from python_dynamodb_lock._store import Store
+from python_dynamodb_lock._drivers.thread_transport import ThreadTransport
 from python_dynamodb_lock.testing import moto_lock_table
 
 
@@ -63,7 +63,7 @@ def table() -> Iterator[Any]:
 class Table:
     def __init__(self, made: Any) -> None:
         self.schema = Schema(made.table_name, 'lock_key', 'sort_key', 'expiry_time')
-        self.store = Store(made.resource.meta.client)
+        self.store = ThreadTransport(made.resource.meta.client)
         self.made = made
 
     def send(self, request: Request) -> Any:

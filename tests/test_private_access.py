@@ -460,7 +460,7 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._requests'): (3, WHY_CORE),
         ('import', 'python_dynamodb_lock._schema'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._store'): (1, WHY_STORE_STEPS),
+        ('import', 'python_dynamodb_lock._drivers.thread_transport'): (1, WHY_STORE_STEPS),
     },
     'test_core_write_steps.py': {
         ('import', 'python_dynamodb_lock._core.acquire'): (1, WHY_CORE),
