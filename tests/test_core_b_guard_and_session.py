@@ -407,3 +407,24 @@ def test_a_waiter_that_cannot_read_the_session_says_which(engine: Engine) -> Non
                                     f'{explain(engine.schema, failed.error.__cause__)}')
     assert failed.error.reason == Reason.VALIDATION
 
+
+
+# --- LockState: a session lock's row refresh ------------------------------------------------------------
+
+def test_a_session_locks_row_refresh_confirmed_is_planned_again_a_period_after_it_was_sent() -> None:
+    """Under a session the row is refreshed every third of its lease: a confirmed refresh moves
+    the start of the next period to when it was sent, and confirms the row only (the lock's
+    safety follows the session's renewals)."""
+    from python_dynamodb_lock._core.answers import Applied
+    from python_dynamodb_lock._core.state import RenewalVerdict
+    state = LockState('v-current', 1_700_003_600, 1000.0, 3600.0)
+    state.acquired(1000.0, 1, 'a-1')
+    state.bind_session('s-1', LEASE, 1000.0)
+    assert state.plan_row_refresh(2200.0, 1200.0)
+    renewal = state.next_renewal('v-new', 1_700_007_200, 'k', '-')
+    assert renewal is not None
+    result = state.settle_renewal(renewal, Applied(), 2200.0, 2201.0)
+    assert result.verdict == RenewalVerdict.RENEWED and result.recovered is False
+    assert state.version == 'v-new' and state.last_confirmed == 1000.0       # the session's, not the row's
+    assert not state.plan_row_refresh(3399.0, 1200.0)
+    assert state.plan_row_refresh(3400.0, 1200.0)
