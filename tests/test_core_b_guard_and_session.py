@@ -17,7 +17,8 @@ from botocore.exceptions import ClientError
 
 from python_dynamodb_lock._core.answers import Failed, judge_error
 from python_dynamodb_lock._core.events import Kind
-from python_dynamodb_lock._core.guard import GUARD_ATTEMPTS, check_actions, guarded_write, reasons_of, single_action
+from python_dynamodb_lock._core.guard import (GUARD_ATTEMPTS, MAX_TRANSACTION_BYTES, check_actions, guarded_write,
+                                              reasons_of, single_action, size_of)
 from python_dynamodb_lock._core.messages import explain
 from python_dynamodb_lock._core.session import (
     Session,
@@ -124,6 +125,16 @@ def test_a_guarded_write_over_4_mb_is_refused_with_its_size() -> None:
         ' bytes; DynamoDB takes at most 4194304 bytes per transaction')
     assert int(message.split()[5]) > 4 * 1024 * 1024
 
+
+
+def test_a_guarded_write_of_exactly_4_mb_is_sent_and_one_byte_more_is_refused_with_its_size() -> None:
+    def write(length: int) -> List[Dict[str, Any]]:
+        return [{'Put': {'TableName': 'data', 'Item': {'id': 'x', 'blob': 'x' * length}}}]
+    exactly = MAX_TRANSACTION_BYTES - size_of(write(0)[0]['Put'])
+    assert size_of(write(exactly)[0]['Put']) == MAX_TRANSACTION_BYTES
+    assert check_actions(SCHEMA, 'k', '-', write(exactly)) == write(exactly)
+    assert refusal(write(exactly + 1)) == (f'the guarded write is about {MAX_TRANSACTION_BYTES + 1} bytes; DynamoDB '
+                                           f'takes at most {MAX_TRANSACTION_BYTES} bytes per transaction')
 
 def test_the_checked_actions_are_copies_the_caller_may_change() -> None:
     actions = [data_put()]
@@ -428,3 +439,27 @@ def test_a_session_locks_row_refresh_confirmed_is_planned_again_a_period_after_i
     assert state.version == 'v-new' and state.last_confirmed == 1000.0       # the session's, not the row's
     assert not state.plan_row_refresh(3399.0, 1200.0)
     assert state.plan_row_refresh(3400.0, 1200.0)
+
+
+def test_a_session_recognises_its_last_20_renewals_whose_answers_were_lost() -> None:
+    session = Session('holder')
+    session.started(session.id, 'v-start', 0.0)
+    for index in range(25):
+        session.remember(f'v{index}')
+    assert session.unconfirmed == [f'v{index}' for index in range(5, 25)]
+    assert session.expected() == ['v-start', *[f'v{index}' for index in range(6, 25)]]
+    assert not session.adopt(session.id, 'v4')         # forgotten: a row carrying it is not ours
+    assert session.adopt(session.id, 'v5') and session.version == 'v5' and session.unconfirmed == []
+
+
+def test_extend_under_a_session_that_dynamodb_fails_says_why_and_that_the_lock_may_still_be_held(
+        engine: Engine) -> None:
+    from python_dynamodb_lock._core.session import extend_session
+    clock = FakeClock()
+    session, _ = started(engine, clock)
+    lock = SessionLock(session)
+    engine.faults = [lambda store, request: error('ValidationException')]
+    failed = run(extend_session(settings(engine), session, [lock], lock, clock), engine, clock)
+    assert failed.error.code == DynamoDBLockError.UNKNOWN and failed.error.reason == Reason.VALIDATION
+    assert failed.error.message == (f'Could not renew k|-: {explain(engine.schema, failed.error.__cause__)}; the lock '
+                                    'may still be held until its lease runs out')
