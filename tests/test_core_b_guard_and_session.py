@@ -463,3 +463,11 @@ def test_extend_under_a_session_that_dynamodb_fails_says_why_and_that_the_lock_m
     assert failed.error.code == DynamoDBLockError.UNKNOWN and failed.error.reason == Reason.VALIDATION
     assert failed.error.message == (f'Could not renew k|-: {explain(engine.schema, failed.error.__cause__)}; the lock '
                                     'may still be held until its lease runs out')
+
+
+def test_a_session_lost_once_is_not_lost_again_by_a_second_round_that_saw_it_end() -> None:
+    session = Session('holder')
+    old_id = session.id
+    assert session.lose(old_id) is True and session.id != old_id
+    new_id = session.id
+    assert session.lose(old_id) is False and session.id == new_id

@@ -420,3 +420,188 @@ def test_a_set_is_named_by_its_first_three_keys_and_how_many_more() -> None:
     assert set_name([Key(name) for name in 'abc']) == '{a, b, c}'
     assert set_name([Key(name) for name in 'abcd']) == '{a, b, c and 1 more}'
     assert set_name([Key(name) for name in 'abcdefg']) == '{a, b, c and 4 more}'
+
+
+# --- free_all: the set's release in one transaction -------------------------------------------------------
+
+def held_lock(written: Written, key: str) -> Any:
+    from python_dynamodb_lock._core.state import LockState
+
+    class Lock:
+        partition_key = key
+        sort_key = '-'
+        additional_attributes: Dict[str, Any] = {}
+        _state = LockState(written.item['record_version_number'], 0, 0.0, LEASE)
+    return Lock()
+
+
+def test_a_freed_set_gives_every_row_a_new_version_and_every_call_its_own_token(engine: Engine) -> None:
+    from python_dynamodb_lock._core.multi import free_all
+    clock = FakeClock()
+    tokens_sent = []
+    for _ in range(2):
+        locks = [held_lock(hold(engine, clock, key, 'me'), key) for key in ('a', 'b')]
+        before = [engine.row(key)['record_version_number'] for key in 'ab']
+        engine.sent.clear()
+        assert isinstance(run(free_all(engine.schema, locks, clock, 3600.0, True), engine, clock).result, Applied)
+        after = [engine.row(key)['record_version_number'] for key in 'ab']
+        assert len(set(before + after)) == 4          # a new version per row: its watchers see it change
+        tokens_sent += tokens(engine)
+    assert len(set(tokens_sent)) == 2
+
+
+@pytest.mark.parametrize('reasons, sends', [
+    (('TransactionConflict', 'TransactionConflict'), 2),     # every key conflicted: sent again
+    (('ConditionalCheckFailed', 'TransactionConflict'), 1),  # a key was lost: final, whatever else conflicted
+    (('ValidationError', 'None'), 1),                        # neither: final
+])
+def test_a_cancelled_free_is_sent_again_only_when_it_conflicted_and_nothing_refused(
+        engine: Engine, reasons: Any, sends: int) -> None:
+    from python_dynamodb_lock._core.multi import free_all
+    clock = FakeClock()
+    locks = [held_lock(hold(engine, clock, key, 'me'), key) for key in ('a', 'b')]
+    engine.sent.clear()
+    engine.faults = [lambda store, request: cancelled(*reasons)]
+    run(free_all(engine.schema, locks, clock, 3600.0, True), engine, clock)
+    assert len(engine.sent) == sends
+
+
+def test_a_conflict_after_a_lost_answer_keeps_the_token(engine: Engine) -> None:
+    from python_dynamodb_lock._core.multi import free_all
+    clock = FakeClock()
+    locks = [held_lock(hold(engine, clock, key, 'me'), key) for key in ('a', 'b')]
+    engine.sent.clear()
+    engine.faults = [lambda store, request: LOST, lambda store, request: cancelled('TransactionConflict', 'None')]
+    answer = run(free_all(engine.schema, locks, clock, 3600.0, True), engine, clock).result
+    assert isinstance(answer, Applied) and len(tokens(engine)) == 3 and len(set(tokens(engine))) == 1
+
+
+# --- acquire_first: which key is taken, and when each key polls ------------------------------------------
+
+class Deadline:
+    """Fail a test whose protocol loops without end (yielding nothing): SIGALRM after ``seconds``."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __enter__(self) -> None:
+        import signal
+
+        def expired(signum: int, frame: Any) -> None:
+            raise TimeoutError('the protocol did not end: a loop without end')
+        self.previous = signal.signal(signal.SIGALRM, expired)
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+
+    def __exit__(self, *exc: Any) -> None:
+        import signal
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self.previous)
+
+
+def first_of(engine: Engine, clock: FakeClock, attempts: List[Any], memory: Any = None, woken_at: int = -1,
+             call_seconds: float = 0.0, waking: Any = None) -> Any:
+    """Drive acquire_first: each call takes ``call_seconds`` of the clock; the sleep numbered
+    ``woken_at`` is answered True (woken early, after ``waking()``). The result, and the keys
+    read, with when."""
+    from python_dynamodb_lock._core.effects import Call, Emit, Sleep
+    from python_dynamodb_lock._core.first import acquire_first
+    protocol = acquire_first(attempts, clock, lambda: False, memory)
+    reads: List[Any] = []
+    value: Any = None
+    sleeps = 0
+    with Deadline(120.0):
+        while True:
+            try:
+                effect = protocol.send(value)
+            except StopIteration as done:
+                return done.value, reads
+            value = None
+            if isinstance(effect, Call):
+                if effect.request.operation == 'get_item':
+                    reads.append((effect.request.params['Key']['lock_key'], clock.now))
+                value = engine.send(effect.request)
+                clock.now += call_seconds
+            elif isinstance(effect, Sleep):
+                assert effect.seconds > 0
+                value = sleeps == woken_at
+                sleeps += 1
+                if value and waking is not None:
+                    waking()
+                if not value:
+                    clock.now += effect.seconds
+                assert sleeps < 1000, 'a wait that never ends'
+            else:
+                assert isinstance(effect, Emit), effect
+
+
+def renewing(engine: Engine, keys: Any) -> Any:
+    """A holder renewing each of ``keys`` at every call (a live holder): a new version each time."""
+    count = [0]
+    send = engine.send
+
+    def send_and_renew(request: Any) -> Any:
+        answer = send(request)
+        count[0] += 1
+        for key in keys:
+            engine.store.client.update_item(
+                TableName=engine.schema.table_name, Key={'lock_key': key, 'sort_key': '-'},
+                UpdateExpression='SET record_version_number = :v', ExpressionAttributeValues={':v': f'v{count[0]}'})
+        return answer
+    engine.send = send_and_renew      # type: ignore[method-assign]
+
+
+def test_each_key_polls_only_when_its_own_wait_is_over_though_calls_take_time(engine: Engine) -> None:
+    from python_dynamodb_lock._core.first import NoneFree
+    clock = FakeClock()
+    hold(engine, clock, 'a', 'holder-a')
+    hold(engine, clock, 'b', 'holder-b')
+    renewing(engine, 'ab')
+    result, reads = first_of(engine, clock, exclusive(engine, ['a', 'b'], retry_timeout=30.0), call_seconds=1.0)
+    assert isinstance(result, NoneFree)
+    for key in 'ab':
+        times = [at for read, at in reads if read == key]
+        assert len(times) >= 4
+        assert all(later - earlier >= 5.0 for earlier, later in zip(times, times[1:]))
+
+
+def test_woken_early_every_key_polls_at_once_the_one_due_first_first_and_wins(engine: Engine) -> None:
+    from python_dynamodb_lock._core.first import FirstWritten
+    clock = FakeClock()
+    hold(engine, clock, 'a', 'holder-a')
+    hold(engine, clock, 'b', 'holder-b')
+    import dataclasses
+    attempts = [dataclasses.replace(attempt(engine, 'a', 'me', shared=False), retry_period=10.0),  # every 10 s,
+                attempt(engine, 'b', 'me', shared=False)]          # b every 5 s: b's wait ends first
+
+    def both_holders_leave() -> None:
+        for key in 'ab':
+            engine.store.client.delete_item(TableName=engine.schema.table_name,
+                                            Key={'lock_key': key, 'sort_key': '-'})
+    started = clock.now
+    result, reads = first_of(engine, clock, attempts, woken_at=0, waking=both_holders_leave)
+    assert isinstance(result, FirstWritten) and result.index == 1 and clock.now == started
+    assert [key for key, _ in reads] == ['b']          # b looked first, was free, and won
+    assert engine.row('a') is None and engine.row('b')['owner_name'] == 'me'
+
+
+def test_acquire_first_lock_with_no_time_repeated_takes_a_dead_holders_key_over(engine: Engine) -> None:
+    from python_dynamodb_lock._core.first import FirstWritten, NoneFree
+    clock = FakeClock()
+    hold(engine, clock, 'a', 'dead')
+    memory = Observations()
+    once, _ = first_of(engine, clock, exclusive(engine, ['a'], retry_timeout=0.0), memory)
+    assert isinstance(once, NoneFree)
+    clock.now += LEASE
+    again, _ = first_of(engine, clock, exclusive(engine, ['a'], retry_timeout=0.0), memory)
+    assert isinstance(again, FirstWritten) and again.written.replaced['owner_name'] == 'dead'
+
+
+def test_an_interruption_of_a_keys_write_in_flight_is_settled_by_that_key(engine: Engine) -> None:
+    from python_dynamodb_lock._core.first import acquire_first
+    clock = FakeClock()
+    held = hold(engine, clock, 'a', 'holder-a')
+    engine.sent.clear()
+    done = run(acquire_first(exclusive(engine, ['a', 'b']), clock, lambda: False), engine, clock, interrupt_call=1)
+    assert isinstance(done.error, KeyboardInterrupt) and done.settled == 1
+    assert freed(engine.row('b'))                       # b's write landed: b's undo freed it
+    assert engine.row('a')['record_version_number'] == held.item['record_version_number']
