@@ -471,3 +471,90 @@ def test_a_session_lost_once_is_not_lost_again_by_a_second_round_that_saw_it_end
     assert session.lose(old_id) is True and session.id != old_id
     new_id = session.id
     assert session.lose(old_id) is False and session.id == new_id
+
+
+def test_a_lost_lock_written_to_again_names_its_holder_and_each_write_has_its_own_token(engine: Engine) -> None:
+    clock = FakeClock()
+    lock = hold(engine, clock)
+    engine.sent.clear()
+    run(guarded_write(engine.schema, lock, put(engine, 'x'), {}), engine, clock)
+    run(guarded_write(engine.schema, lock, put(engine, 'y'), {}), engine, clock)
+    assert len({request.params['ClientRequestToken'] for request in engine.sent}) == 2
+    steal(engine)
+    run(guarded_write(engine.schema, lock, put(engine, 'z'), {}), engine, clock)
+    again = run(guarded_write(engine.schema, lock, put(engine, 'z'), {}), engine, clock)
+    assert again.error.message == 'k|- is held by thief now, so nothing was sent'
+    assert again.error.holder['owner_name'] == 'thief' and again.error.reason == Reason.TAKEN_OVER
+
+
+def test_cancellation_reasons_that_do_not_match_the_actions_never_mark_the_lock_lost(engine: Engine) -> None:
+    clock = FakeClock()
+    lock = hold(engine, clock)
+    engine.faults = [lambda store, request: cancelled('None', 'ConditionalCheckFailed', 'None')]    # 3 for 2
+    with pytest.raises(ClientError):
+        run(guarded_write(engine.schema, lock, put(engine, 'x'), {}), engine, clock)
+    assert lock._state.status == Status.LOCKED
+
+
+def test_a_session_started_twice_keeps_the_first_version_and_the_earliest_send(engine: Engine) -> None:
+    session = Session('holder')
+    session.started(session.id, 'v-1', 10.0)
+    session.started(session.id, 'v-2', 5.0)
+    assert session.version == 'v-1' and session.confirmed_at == 5.0
+    session.started(session.id, 'v-3', 20.0)
+    assert session.confirmed_at == 5.0
+    session.started('another-id', 'v-4', 1.0)
+    assert session.confirmed_at == 5.0 and session.version == 'v-1'
+
+
+def test_a_session_row_ended_before_we_adopted_it_is_an_error_saying_so(engine: Engine) -> None:
+    from python_dynamodb_lock._core.answers import Refused
+    clock = FakeClock()
+    session = Session('holder')
+    engine.faults = [lambda store, request: Refused({'lock_key': session.id, 'sort_key': '-',
+                                                     'record_version_number': 'v', 'released_at': 1})]
+    failed = run(ensure_session(settings(engine), session, clock), engine, clock)
+    assert failed.error.message == f'Could not start the lock client session {session.id}: its row was ended meanwhile'
+    assert failed.error.reason == Reason.OTHER
+
+
+def test_a_session_renewal_met_by_its_own_retry_is_a_renewal(engine: Engine) -> None:
+    clock = FakeClock()
+    session, _ = started(engine, clock)
+    lock = SessionLock(session)
+
+    def lands_then_refused(store: Any, request: Any) -> Any:
+        store.send(request)
+        return store.send(request)       # botocore's retry meets our own new version
+    engine.faults = [lands_then_refused]
+    done = run(session_round(settings(engine), session, [lock], clock), engine, clock)
+    assert [event.kind for event in done.emitted] == [Kind.SESSION_RENEWED]
+    assert session.version == engine.row(session.id)['record_version_number'] and lock._state.held
+
+
+def test_a_session_renewal_interrupted_after_it_landed_does_not_lose_the_session_next_time(engine: Engine) -> None:
+    clock = FakeClock()
+    session, _ = started(engine, clock)
+    lock = SessionLock(session)
+    interrupted = run(session_round(settings(engine), session, [lock], clock), engine, clock, interrupt_call=0)
+    assert isinstance(interrupted.error, KeyboardInterrupt)
+    assert session.unconfirmed == [engine.row(session.id)['record_version_number']]
+    done = run(session_round(settings(engine), session, [lock], clock), engine, clock)
+    assert [event.kind for event in done.emitted] == [Kind.SESSION_RENEWED] and lock._state.held
+
+
+def test_a_waiter_watching_two_sessions_in_turn_times_each_on_its_own(engine: Engine) -> None:
+    from python_dynamodb_lock._core.acquire import Observations
+    clock = FakeClock()
+    first, _ = started(engine, clock)
+    second, _ = started(engine, clock)
+    seen = Observations()
+    for _ in range(7):
+        for session in (first, second):
+            watch = run(watch_session(engine.schema, session.id, seen, clock, LEASE), engine, clock).result
+            assert watch.expired_version is None
+        clock.now += LEASE / 7.5
+    clock.now += LEASE
+    for session in (first, second):
+        watch = run(watch_session(engine.schema, session.id, seen, clock, LEASE), engine, clock).result
+        assert watch.expired_version == session.version

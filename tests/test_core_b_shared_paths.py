@@ -237,3 +237,119 @@ def test_a_join_that_landed_whose_entry_someone_removed_meanwhile_is_left_alone(
     assert engine.row('k')['owner_name'] == 'writer'
     assert engine.operations() == ['update_item', 'update_item']      # one removal, refused: nothing more
     assert Kind.ORPHAN_UNVERIFIED not in interrupted.events
+
+
+# --- takeovers: the events, and the dead readers removed ----------------------------------------------------
+
+def test_a_reader_trusting_clocks_takes_over_a_crashed_writer_at_first_sight_and_says_so(engine: Engine) -> None:
+    clock = FakeClock()
+    crashed = take(engine, clock, 'k', 'writer', shared=False).result.item
+    clock.now += 10.0           # its lease_expiry (30 s after it wrote) is not past yet...
+    patient = take(engine, clock, 'k', 'reader', retry_timeout=0.0, max_clock_skew=1.0)
+    assert isinstance(patient.result, TimedOut)
+    clock.now += 22.0           # ...now it is, by more than the skew: taken at first sight
+    joined = take(engine, clock, 'k', 'reader', retry_timeout=0.0, max_clock_skew=1.0)
+    assert isinstance(joined.result, Written) and joined.result.replaced['owner_name'] == 'writer'
+    (taking_over,) = events_of(joined, Kind.TAKING_OVER)
+    assert taking_over.key == 'k|-' and dict(taking_over.fields) == {
+        'owner': 'writer', 'version': crashed['record_version_number'], 'unchanged_for': 0.0, 'duration': 0.0}
+    assert events_of(joined, Kind.ACQUIRE_ATTEMPT)[-1]['takeover'] is True
+
+
+def test_a_writer_takes_over_dead_readers_and_says_how_long_they_were_quiet(engine: Engine) -> None:
+    clock = FakeClock()
+    take(engine, clock, 'k', 'reader')
+    started = clock.now
+    taken = take(engine, clock, 'k', 'writer', shared=False)
+    assert isinstance(taken.result, Written) and LEASE <= clock.now - started <= LEASE + 5.0
+    (taking_over,) = events_of(taken, Kind.TAKING_OVER)
+    row_version = taken.result.replaced['record_version_number']
+    assert taking_over.key == 'k|-' and taking_over['owner'] == 'reader' and taking_over['version'] == row_version
+    assert taking_over['unchanged_for'] == taking_over['duration'] >= LEASE
+
+
+def renew(engine: Engine, item: Any, version: str) -> None:
+    """A reader's heartbeat: its entry gets ``version``."""
+    renewal = Renewal('k', '-', [item['record_version_number']], version, 1_700_009_999)
+    answer = engine.store.send(renewal_request(engine.schema, HeldLock(State(item['acquisition_id'])), renewal))
+    assert isinstance(answer, Applied)
+    item['record_version_number'] = version
+
+
+def test_a_reader_kept_out_past_a_lease_removes_the_dead_readers_entries_and_no_live_ones(engine: Engine) -> None:
+    from python_dynamodb_lock._shared_requests import mark_writer, unmark_writer
+    clock = FakeClock()
+    take(engine, clock, 'k', 'dead')
+    live = take(engine, clock, 'k', 'live').result.item
+    assert isinstance(engine.store.send(mark_writer(engine.schema, 'k', '-', 'w', 'writer', 'm0', LEASE, None)),
+                      Applied)
+    polls = [0]
+
+    def the_live_reader_and_the_writer_renew_then_the_writer_gives_up() -> None:
+        polls[0] += 1
+        renew(engine, live, f'live-{polls[0]}')
+        if clock.now < 1000.0 + LEASE + 5.0:
+            engine.store.send(mark_writer(engine.schema, 'k', '-', 'w', 'writer', f'm{polls[0]}', LEASE, None))
+        else:
+            engine.store.send(unmark_writer(engine.schema, 'k', '-', 'w'))
+    joined = run(acquire(attempt(engine, 'k', 'new'), clock, lambda: False), engine, clock,
+                 on_sleep=the_live_reader_and_the_writer_renew_then_the_writer_gives_up)
+    assert isinstance(joined.result, Written) and joined.result.beside_others
+    assert set(holders(engine.row('k'))) == {'live', 'new'}       # the dead one's entry went with the join
+
+
+def test_a_writers_marker_is_refreshed_with_a_new_version_at_every_poll(engine: Engine) -> None:
+    clock = FakeClock()
+    reader = take(engine, clock, 'k', 'reader').result.item
+    markers: List[str] = []
+    beats = [0]
+
+    def the_reader_renews_and_the_marker_is_noted() -> None:
+        beats[0] += 1
+        renew(engine, reader, f'r-{beats[0]}')
+        markers.append(engine.row('k')['writer_waiting']['version'])
+    waited = run(acquire(attempt(engine, 'k', 'writer', shared=False, retry_timeout=2 * LEASE), clock,
+                         lambda: False), engine, clock, on_sleep=the_reader_renews_and_the_marker_is_noted)
+    assert isinstance(waited.result, TimedOut)
+    assert len(markers) >= 2 * LEASE / 5.0 - 1 and len(set(markers)) == len(markers)     # a new version each poll
+    assert 'writer_waiting' not in engine.row('k')          # taken off when it gave up
+
+
+def test_a_writers_marker_removes_dead_readers_but_not_one_that_renewed_meanwhile(engine: Engine) -> None:
+    from python_dynamodb_lock._shared_requests import mark_writer
+    clock = FakeClock()
+    dead = take(engine, clock, 'k', 'dead').result.item
+    renewed = take(engine, clock, 'k', 'renewed').result.item
+    watched = {dead['acquisition_id']: dead['record_version_number'],
+               renewed['acquisition_id']: renewed['record_version_number']}
+    renew(engine, renewed, 'renewed-2')         # it renewed since the writer watched it
+    refused = engine.store.send(mark_writer(engine.schema, 'k', '-', 'w', 'writer', 'm1', LEASE, None, watched))
+    assert isinstance(refused, Refused) and set(holders(engine.row('k'))) == {'dead', 'renewed'}
+    del watched[renewed['acquisition_id']]
+    marked = engine.store.send(mark_writer(engine.schema, 'k', '-', 'w', 'writer', 'm1', LEASE, None, watched))
+    assert isinstance(marked, Applied) and set(holders(engine.row('k'))) == {'renewed'}
+    again = engine.store.send(mark_writer(engine.schema, 'k', '-', 'w', 'writer', 'm2', LEASE, None))
+    assert isinstance(again, Applied) and engine.row('k')['writer_waiting']['version'] == 'm2'   # its own: refreshed
+    other = engine.store.send(mark_writer(engine.schema, 'k', '-', 'w2', 'other', 'x', LEASE, None))
+    assert isinstance(other, Refused)
+
+
+def test_every_join_gives_the_row_a_new_version(engine: Engine) -> None:
+    clock = FakeClock()
+    versions = []
+    for index in range(3):
+        take(engine, clock, 'k', f'reader-{index}')
+        versions.append(engine.row('k')['record_version_number'])
+    assert len(set(versions)) == 3
+
+
+def test_a_join_interrupted_whose_retry_met_its_own_entry_is_taken_out(engine: Engine) -> None:
+    clock = FakeClock()
+
+    def lands_then_refused(store: Any, request: Any) -> Any:
+        store.send(request)
+        return store.send(request)        # botocore's retry meets our own entry: refused, with the row
+    engine.faults = [lands_then_refused]
+    interrupted = run(acquire(attempt(engine, 'k', 'reader'), clock, lambda: False), engine, clock, interrupt_call=0)
+    assert isinstance(interrupted.error, KeyboardInterrupt)
+    assert holders(engine.row('k')) == {}
