@@ -605,3 +605,19 @@ def test_an_interruption_of_a_keys_write_in_flight_is_settled_by_that_key(engine
     assert isinstance(done.error, KeyboardInterrupt) and done.settled == 1
     assert freed(engine.row('b'))                       # b's write landed: b's undo freed it
     assert engine.row('a')['record_version_number'] == held.item['record_version_number']
+
+
+def test_a_refusal_without_the_row_whose_read_fails_says_which_key_it_read(engine: Engine) -> None:
+    from test_core_protocol import SERVER_ERROR
+    clock = FakeClock()
+    hold(engine, clock, 'b', 'holder-b')
+
+    def refused_without_rows(store: Any, request: Any) -> Any:
+        answer = store.send(request)
+        for reason in answer.error.response['CancellationReasons']:
+            reason.pop('Item', None)
+        return answer
+    engine.faults = [refused_without_rows, lambda store, request: SERVER_ERROR]
+    done = run(acquire_all(exclusive(engine, ['a', 'b'], retry_timeout=0.0), clock, lambda: False), engine, clock)
+    assert isinstance(done.error, DynamoDBLockError) and done.error.code == DynamoDBLockError.UNKNOWN
+    assert done.error.message.startswith("Could not read lock 'b'/'-' in table ")

@@ -353,3 +353,76 @@ def test_a_join_interrupted_whose_retry_met_its_own_entry_is_taken_out(engine: E
     interrupted = run(acquire(attempt(engine, 'k', 'reader'), clock, lambda: False), engine, clock, interrupt_call=0)
     assert isinstance(interrupted.error, KeyboardInterrupt)
     assert holders(engine.row('k')) == {}
+
+
+# --- a reader's fencing token: the last exclusive holder's, whichever way its join was answered ---------------
+
+def released_by_a_writer(engine: Engine, clock: FakeClock) -> Any:
+    """A key an exclusive holder held and released: its row keeps the holder's fencing token."""
+    from python_dynamodb_lock._requests import release_row
+    item = take(engine, clock, 'k', 'writer', shared=False).result.item
+    answer = engine.store.send(release_row(engine.schema, 'k', '-', [item['record_version_number']], 'rel-1',
+                                           int(clock.time() + EXPIRY), int(clock.time()), {}))
+    assert isinstance(answer, Applied) and engine.row('k')['fencing_token'] == item['fencing_token']
+    return item['fencing_token']
+
+
+def test_a_reader_gets_the_last_exclusive_holders_token_and_none_on_a_key_never_held_so(engine: Engine) -> None:
+    clock = FakeClock()
+    fresh = take(engine, clock, 'k', 'reader').result
+    assert isinstance(fresh, Written) and 'fencing_token' not in fresh.item
+    engine.store.client.delete_item(TableName=engine.schema.table_name, Key={'lock_key': 'k', 'sort_key': '-'})
+    token = released_by_a_writer(engine, clock)
+    joined = take(engine, clock, 'k', 'reader').result
+    assert isinstance(joined, Written) and joined.item['fencing_token'] == token
+
+
+def test_a_reader_whose_retry_met_its_own_entry_holds_it_with_the_token(engine: Engine) -> None:
+    clock = FakeClock()
+    token = released_by_a_writer(engine, clock)
+
+    def lands_then_refused(store: Any, request: Any) -> Any:
+        store.send(request)
+        return store.send(request)
+    engine.faults = [lands_then_refused]
+    joined = take(engine, clock, 'k', 'reader').result
+    assert isinstance(joined, Written) and joined.item['fencing_token'] == token
+    assert holders(engine.row('k')) == {'reader': joined.item['record_version_number']}
+
+
+def test_a_reader_whose_answer_was_lost_reads_its_entry_and_holds_it_with_the_token(engine: Engine) -> None:
+    clock = FakeClock()
+    token = released_by_a_writer(engine, clock)
+    engine.sent.clear()
+
+    def lands_unanswered(store: Any, request: Any) -> Any:
+        store.send(request)
+        return LOST
+    engine.faults = [lands_unanswered]
+    joined = take(engine, clock, 'k', 'reader').result
+    assert isinstance(joined, Written) and joined.item['fencing_token'] == token
+    assert engine.operations() == ['update_item', 'get_item']
+
+
+def test_a_refused_join_judges_the_row_it_returned_without_reading(engine: Engine) -> None:
+    clock = FakeClock()
+    take(engine, clock, 'k', 'writer', shared=False)
+    engine.sent.clear()
+    waited = take(engine, clock, 'k', 'reader', retry_timeout=0.0)
+    assert isinstance(waited.result, TimedOut) and waited.result.blocking['owner_name'] == 'writer'
+    assert engine.operations() == ['update_item']
+
+
+def test_a_join_refused_without_the_row_reads_it_and_a_failed_read_says_what_it_read(engine: Engine) -> None:
+    from test_core_protocol import SERVER_ERROR
+    clock = FakeClock()
+    take(engine, clock, 'k', 'writer', shared=False)
+    engine.sent.clear()
+    engine.faults = [lambda store, request: Refused(None)]
+    waited = take(engine, clock, 'k', 'reader', retry_timeout=0.0)
+    assert isinstance(waited.result, TimedOut) and waited.result.blocking['owner_name'] == 'writer'
+    assert engine.sent[1].params['Key'] == {'lock_key': 'k', 'sort_key': '-'}
+    engine.faults = [lambda store, request: Refused(None), lambda store, request: SERVER_ERROR]
+    failed = take(engine, clock, 'k', 'reader', retry_timeout=0.0)
+    assert isinstance(failed.error, DynamoDBLockError)
+    assert failed.error.message.startswith("Could not read lock 'k'/'-' in table ")
