@@ -622,3 +622,27 @@ def test_a_refusal_without_the_row_whose_read_fails_says_which_key_it_read(engin
     done = run(acquire_all(exclusive(engine, ['a', 'b'], retry_timeout=0.0), clock, lambda: False), engine, clock)
     assert isinstance(done.error, DynamoDBLockError) and done.error.code == DynamoDBLockError.UNKNOWN
     assert done.error.message.startswith("Could not read lock 'b'/'-' in table ")
+
+
+def test_a_set_waits_to_the_end_of_its_retry_timeout_however_little_is_left(engine: Engine) -> None:
+    clock = FakeClock()
+    hold(engine, clock, 'b', 'holder-b')
+    done = run(acquire_all(exclusive(engine, ['a', 'b'], retry_timeout=10.5), clock, lambda: False), engine, clock,
+               on_sleep=lambda: engine.store.client.update_item(
+                   TableName=engine.schema.table_name, Key={'lock_key': 'b', 'sort_key': '-'},
+                   UpdateExpression='SET record_version_number = :v', ExpressionAttributeValues={':v': str(clock.now)}))
+    assert isinstance(done.result, NotAll)
+    assert [event['retry_in'] for event in events_of(done, Kind.WAITING)] == [5.0, 5.0, 0.5]
+    assert events_of(done, Kind.ACQUIRE_TIMED_OUT)[0]['duration'] == 10.5
+
+
+def test_a_set_does_not_watch_the_session_of_a_key_held_under_one(engine: Engine) -> None:
+    """A transaction of several keys has no room to end a session: a key held under a client
+    session is waited for as any other (its row's own lease), its session row never read."""
+    clock = FakeClock()
+    held = attempt(engine, 'b', 'holder', shared=False, attributes={'lock_session': 'python_dynamodb_lock/session/x/1'})
+    assert isinstance(run(acquire(held, clock, lambda: False), engine, clock).result, Written)
+    engine.sent.clear()
+    done = run(acquire_all(exclusive(engine, ['a', 'b'], retry_timeout=10.0, sessions=True), clock, lambda: False),
+               engine, clock)
+    assert isinstance(done.result, NotAll) and set(engine.operations()) == {'transact_write_items'}
