@@ -365,7 +365,10 @@ def test_first_lock_cancel_set_while_its_write_is_held_back_frees_it_once_it_lan
 
 
 _CTRL_C_CHILD = textwrap.dedent('''
-    import datetime, socket, sys, time
+    import datetime, signal, socket, sys, time
+    # Ctrl-C raises KeyboardInterrupt here even when this test runs under a shell job that
+    # ignores SIGINT (a child inherits the ignored disposition, and Python then keeps it)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     import boto3
     from botocore.config import Config
     from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient
