@@ -60,6 +60,20 @@ def test_extend_of_a_stolen_lock_raises_lock_stolen(engine: LockTable, clients: 
     assert again.value.code == DynamoDBLockError.LOCK_STOLEN
 
 
+def test_a_guarded_write_of_a_lock_known_lost_names_its_holder(engine: LockTable, clients: LockClients) -> None:
+    """Refused before anything is sent (the client already knows the lock is lost), the error
+    still names the holder as a lock, as a refusal by DynamoDB does."""
+    client = clients.make()
+    lock = client.acquire_lock('lost-then-written')
+    engine.steal_row('lost-then-written', owner_name='the-thief')
+    with pytest.raises(DynamoDBLockError):
+        extend(lock)                                   # the client learns of the loss
+    with pytest.raises(DynamoDBLockError) as refused:
+        lock.put_item(TableName=engine.table_name, Item={'lock_key': 'data', 'sort_key': '-'})
+    assert refused.value.code == DynamoDBLockError.LOCK_STOLEN
+    assert refused.value.holder is not None and refused.value.holder.owner_name == 'the-thief'
+
+
 def test_extend_of_a_force_released_lock_says_its_row_is_gone(engine: LockTable, clients: LockClients) -> None:
     client = clients.make(owner_name='holder')
     operator = clients.make(owner_name='operator')

@@ -147,9 +147,11 @@ class ThreadDriver:
             relay_done = _relay(cancel, (steps.wake, steps.kick))
         local = self._local
         try:
-            step = advance(protocol, None, None, local)
+            step = None
             while True:
                 try:
+                    if step is None:     # a protocol may refuse before its first effect
+                        step = advance(protocol, None, None, local)
                     while not isinstance(step, Done):
                         value, steps.thrown = self._perform(step, steps)
                         step = advance(protocol, value, steps.thrown, local)
