@@ -213,11 +213,12 @@ def create_was_retried(error: BaseException) -> bool:
 
 
 def judge_retried_create(description: Mapping[str, Any], ttl_description: Mapping[str, Any],
-                         params: Mapping[str, Any], ttl_attribute_name: str) -> None:
-    """A retried ``CreateTable`` met an existing table: accept it when it is what was asked
-    (the key schema and types, the billing mode, the provisioned capacities, no time-to-live on
-    another attribute, no replicas), as an earlier attempt of this very call would have made it;
-    raise otherwise. Tags are not compared (reading them needs ``dynamodb:ListTagsOfResource``).
+                         params: Mapping[str, Any], ttl_attribute_name: str,
+                         tags: Optional[List[Mapping[str, str]]] = None) -> None:
+    """A retried ``CreateTable`` met an existing table: accept it when it is what was asked (key
+    schema and types, billing mode, provisioned capacities, no time-to-live on another attribute,
+    no replicas, the tags asked for and no others: ``tags`` are the table's, None when unread), as
+    an earlier attempt of this very call would have made it; raise otherwise.
 
     :raises DynamoDBLockError: ``UNKNOWN``, reason ``WRONG_KEY_SCHEMA`` (the keys differ) or
         ``TABLE_EXISTS`` (anything else differs), naming every difference.
@@ -239,6 +240,9 @@ def judge_retried_create(description: Mapping[str, Any], ttl_description: Mappin
         differences.append(f'its time-to-live is on {ttl_on!r}, not {ttl_attribute_name!r}')
     if description.get('Replicas'):
         differences.append('it has replicas in other regions (a global table)')
+    found_tags, asked = ({tag['Key']: tag['Value'] for tag in given} for given in (tags or [], params.get('Tags', [])))
+    if tags is not None and found_tags != asked:
+        differences.append(f'its tags are {found_tags or "none"}, not {asked or "none"}')
     if differences:
         raise DynamoDBLockError(
             DynamoDBLockError.UNKNOWN,
@@ -420,7 +424,19 @@ def creating_table(table_name: str, partition_key_name: object, sort_key_name: o
             if create_was_retried(exc) and not exist_ok:
                 # Maybe our own table, made by the attempt whose answer was lost: it must be as asked.
                 ttl = (yield AdminCall('describe_time_to_live', named)).get('TimeToLiveDescription', {})
-                judge_retried_create(existing, ttl, params, ttl_attribute_name)
+                yield AdminCall('wait:table_exists', named)     # its tags are read once it is ACTIVE
+                found: Optional[List[Any]] = []
+                listing: Dict[str, Any] = {'ResourceArn': existing.get('TableArn', '')}
+                try:
+                    while listing:     # ListTagsOfResource answers in pages
+                        page = yield AdminCall('list_tags_of_resource', listing)
+                        found = [*(found or []), *page.get('Tags', [])]
+                        listing = {**listing, 'NextToken': page['NextToken']} if page.get('NextToken') else {}
+                except (ClientError, BotoCoreError) as unread:
+                    found = None
+                    logger.info('Could not read the tags of table %s (%s; it needs dynamodb:ListTagsOfResource): '
+                                'accepted as the retried create\'s table, its tags not compared', table_name, unread)
+                judge_retried_create(existing, ttl, params, ttl_attribute_name, found)
             else:
                 judge_existing_table(existing, params, exist_ok)
                 check_global_table(existing, allow_global_table)
