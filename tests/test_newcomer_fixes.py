@@ -69,6 +69,13 @@ ARGUMENT_ERRORS = [
     (['run', 'k', '--wait', 'soon', '--', 'true'], "dynamodb-lock: error: argument --wait: not a number: 'soon'"),
     (['run', 'k', 'true'], 'dynamodb-lock: error: unrecognized arguments: true (see: dynamodb-lock run --help)'),
     (['list', '--bogus'], 'dynamodb-lock: error: unrecognized arguments: --bogus (see: dynamodb-lock list --help)'),
+    (['--table', 't', 'list', '--region-typo', 'x'],
+     'dynamodb-lock: error: unrecognized arguments: --region-typo x (see: dynamodb-lock list --help)'),
+    # An unknown option before the command, with a value: named as such, not its value as an
+    # invalid command (options before the command take no abbreviations).
+    (['--tabel', 't', 'list'], 'dynamodb-lock: error: unrecognized arguments: --tabel t (see: dynamodb-lock --help)'),
+    (['--endpoint', 'http://127.0.0.1:9', 'show', 'k'],
+     'dynamodb-lock: error: unrecognized arguments: --endpoint http://127.0.0.1:9 (see: dynamodb-lock --help)'),
     (['show'], 'dynamodb-lock: error: the following arguments are required: KEY (see: dynamodb-lock show --help)'),
     ([], 'dynamodb-lock: error: the following arguments are required: COMMAND (see: dynamodb-lock --help)'),
     (['frobnicate'], "dynamodb-lock: error: argument COMMAND: invalid choice: 'frobnicate'"),

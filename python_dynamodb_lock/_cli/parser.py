@@ -15,6 +15,7 @@ version.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any, List, NoReturn, Optional, Sequence
 
 from .._version import __version__
@@ -38,8 +39,25 @@ class _ArgumentParser(argparse.ArgumentParser):
 
     def parse_args(self, args: Optional[Sequence[str]] = None,  # type: ignore[override]
                    namespace: Optional[argparse.Namespace] = None) -> argparse.Namespace:
-        """As argparse's, with unknown arguments pointing at the help of the command they were given to."""
-        parsed, extras = self.parse_known_args(args, namespace)
+        """As argparse's, with unknown arguments pointing at the help of the command they were given to.
+
+        An unknown option before the command (``--tabel t list``, or ``--endpoint URL list``,
+        since options before the command take no abbreviations) is named as such, not reported
+        as its value being an invalid command."""
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            parsed, extras = self.parse_known_args(argv, namespace)
+        except CliError as error:
+            commands = next((action.choices for action in self._actions
+                             if isinstance(action, argparse._SubParsersAction)), None) or {}
+            for index, token in enumerate(argv):
+                if token in commands or token == '--':
+                    break
+                if token.startswith('-') and token.split('=', 1)[0] not in self._option_string_actions:
+                    value = argv[index + 1:index + 2]
+                    shown = ' '.join([token, *(value if value and not value[0].startswith('-') else [])])
+                    raise CliError(f'unrecognized arguments: {shown} (see: {self.prog} --help)', EXIT_USAGE) from error
+            raise
         if extras:
             command = getattr(parsed, 'command', None)
             where = f'{self.prog} {command}' if command else self.prog
