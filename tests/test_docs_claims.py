@@ -8,6 +8,7 @@
   and each refusal it quotes is the one the client raises;
 * README states no figure that goes stale unchecked (test counts, run times), and every figure
   it states is checked;
+* docs/shared_locks.rst's cost of a shared release is the writes it makes;
 * docs/testing.rst's Node.js version is the one DynamoDB Local's npm package declares.
 """
 from __future__ import annotations
@@ -228,6 +229,40 @@ def test_choosing_table_quotes_the_real_refusals() -> None:
         finally:
             plain.close()
             session.close()
+
+
+# -- shared_locks.rst ---------------------------------------------------------------------------
+
+
+def _writes(calls: Any) -> List[str]:
+    return [call.operation for call in calls.calls if call.operation != 'GetItem']
+
+
+def test_shared_locks_page_states_what_a_release_costs() -> None:
+    """A release beside other holders is one write; a lone or last holder's release two (its
+    first write, guessing others remain, is refused), as the cost table says."""
+    text = ' '.join(page('shared_locks.rst').split())
+    assert ('shared release one ``UpdateItem`` while other holders remain; two for a lone or last holder '
+            '(the first, refused, is billed too)') in text
+    with moto_lock_table() as table:
+        first = table.lock_client(owner_name='reader-1', background_heartbeats=False)
+        second = table.lock_client(owner_name='reader-2', background_heartbeats=False)
+        try:
+            lone = first.acquire_lock('report', shared=True)
+            with CallRecorder(table.resource) as calls:
+                assert lone.release(best_effort=False) is True
+            assert _writes(calls) == ['UpdateItem', 'UpdateItem']
+            one, other = first.acquire_lock('report', shared=True), second.acquire_lock('report', shared=True)
+            with CallRecorder(table.resource) as calls:
+                assert one.release(best_effort=False) is True
+            assert _writes(calls) == ['UpdateItem']
+            with CallRecorder(table.resource) as calls:
+                assert other.release(best_effort=False) is True     # now the last holder
+            assert _writes(calls) == ['UpdateItem', 'UpdateItem']
+            assert table.read_item('report') is not None and 'released_at' in table.read_item('report')
+        finally:
+            first.close()
+            second.close()
 
 
 # -- README and testing.rst ----------------------------------------------------------------------
