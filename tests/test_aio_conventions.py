@@ -133,3 +133,33 @@ def test_a_never_awaited_call_is_named_by_its_public_name(local_engine: LockTabl
 
     run(main())
     assert local_engine.read_item('dropped') is None
+
+
+def test_every_public_coroutine_is_named_by_its_public_name_when_never_awaited(local_engine: LockTable) -> None:
+    """Each call of the asyncio faces that returns a coroutine, dropped unawaited, is named in
+    asyncio's warning by the class and method a user called (none by an internal helper)."""
+    async def main() -> None:
+        async with local_engine.async_lock_client(background_heartbeats=False) as client:
+            lock = await client.acquire_lock('held')
+            multi = await client.acquire_locks(['m1', 'm2'])
+            calls = {
+                'AsyncDynamoDBLockClient.try_acquire_lock': lambda: client.try_acquire_lock('d'),
+                'AsyncDynamoDBLockClient.try_acquire_locks': lambda: client.try_acquire_locks(['d1', 'd2']),
+                'AsyncDynamoDBLockClient.acquire_first_lock': lambda: client.acquire_first_lock('pool', ['a', 'b']),
+                'AsyncDynamoDBLockClient.get_lock': lambda: client.get_lock('held'),
+                'AsyncDynamoDBLockClient.release_lock': lambda: client.release_lock(lock),
+                'AsyncDynamoDBLockClient.force_release_lock': lambda: client.force_release_lock(lock),
+                'AsyncDynamoDBLockClient.send_heartbeats': lambda: client.send_heartbeats(),
+                'AsyncDynamoDBLock.extend': lambda: lock.extend(),
+                'AsyncDynamoDBMultiLock.release': lambda: multi.release(),
+            }
+            for name, call in calls.items():
+                assert _never_awaited(call) == [f"coroutine '{name}' was never awaited"], name
+            assert lock.status == 'LOCKED' and all(held.status == 'LOCKED' for held in multi.locks)
+            assert await multi.release() is True and await lock.release() is True
+
+    run(main())
+    for key in ('d', 'd1', 'd2'):                    # nothing was acquired
+        assert local_engine.read_item(key) is None
+    for sort_key in ('a', 'b'):
+        assert local_engine.read_item('pool', sort_key) is None
