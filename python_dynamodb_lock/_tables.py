@@ -215,10 +215,10 @@ def create_was_retried(error: BaseException) -> bool:
 def judge_retried_create(description: Mapping[str, Any], ttl_description: Mapping[str, Any],
                          params: Mapping[str, Any], ttl_attribute_name: str,
                          tags: Optional[List[Mapping[str, str]]] = None) -> None:
-    """A retried ``CreateTable`` met an existing table: accept it when it is what was asked (key
-    schema and types, billing mode, provisioned capacities, no time-to-live on another attribute,
-    no replicas, the tags asked for and no others: ``tags`` are the table's, None when unread), as
-    an earlier attempt of this very call would have made it; raise otherwise.
+    """A retried ``CreateTable`` met an existing table: accept it when it is what was asked (keys,
+    billing, capacities, no TTL on another attribute, no replicas, no tag other than asked: ``tags``
+    are the table's, None when unread; some asked for but not shown yet is a tag read's lag), as an
+    earlier attempt of this very call would have made it; raise otherwise.
 
     :raises DynamoDBLockError: ``UNKNOWN``, reason ``WRONG_KEY_SCHEMA`` (the keys differ) or
         ``TABLE_EXISTS`` (anything else differs), naming every difference.
@@ -241,19 +241,19 @@ def judge_retried_create(description: Mapping[str, Any], ttl_description: Mappin
     if description.get('Replicas'):
         differences.append('it has replicas in other regions (a global table)')
     found_tags, asked = ({tag['Key']: tag['Value'] for tag in given} for given in (tags or [], params.get('Tags', [])))
-    if tags is not None and found_tags != asked:
+    lagging = tags is not None and found_tags != asked and found_tags.items() <= asked.items()
+    if tags is not None and found_tags != asked and not lagging:
         differences.append(f'its tags are {found_tags or "none"}, not {asked or "none"}')
     if differences:
-        raise DynamoDBLockError(
-            DynamoDBLockError.UNKNOWN,
-            f'Table {params["TableName"]!r} already exists and is not the table asked for: '
-            f'{"; ".join(differences)} (CreateTable was sent again after an answer was lost, so an earlier '
-            'attempt of this call could have created it, but this table differs; pass exist_ok=True to accept '
-            'an existing table)',
-            reason=Reason.WRONG_KEY_SCHEMA if mismatch is not None else Reason.TABLE_EXISTS,
-        )
-    logger.info('Lock table %s was created by an earlier attempt of this CreateTable, whose answer was lost',
-                params['TableName'])
+        raise DynamoDBLockError(DynamoDBLockError.UNKNOWN, f'Table {params["TableName"]!r} already exists and is not '
+                                f'the table asked for: {"; ".join(differences)} (CreateTable was sent again after an '
+                                'answer was lost, so an earlier attempt of this call could have created it, but this '
+                                'table differs; pass exist_ok=True to accept an existing table)',
+                                reason=Reason.WRONG_KEY_SCHEMA if mismatch is not None else Reason.TABLE_EXISTS)
+    if lagging:     # ListTagsOfResource is eventually consistent: a new table's tags can show late
+        logger.warning('Lock table %s: tags %s are not shown yet (tag reads lag behind a new table); accepted as '
+                       'the table asked for', params['TableName'], sorted(set(asked) - set(found_tags)))
+    logger.info('Lock table %s was made by an earlier attempt of this CreateTable (answer lost)', params['TableName'])
 
 
 def lock_table_shape(description: Mapping[str, Any], ttl_description: Optional[Mapping[str, Any]],

@@ -98,9 +98,8 @@ def test_a_retried_create_whose_table_has_the_tags_asked_for_succeeds(engine: Lo
 @pytest.mark.parametrize('asked, retag, untag, words', [
     (TAGS, {'team': 'search'}, [], "its tags are {'team': 'search', 'cost-centre': '42'}, not "
                                    "{'team': 'payments', 'cost-centre': '42'}"),
-    (TAGS, {}, ['cost-centre'], "its tags are {'team': 'payments'}, not"),
     (None, {'owner': 'someone-else'}, [], "its tags are {'owner': 'someone-else'}, not none"),
-], ids=['other-value', 'one-missing', 'unasked-tag'])
+], ids=['other-value', 'unasked-tag'])
 def test_a_retried_create_whose_table_has_other_tags_fails_clearly(engine: LockTable, client_kind: str,
                                                                    new_table: str, asked: Optional[Dict[str, str]],
                                                                    retag: Dict[str, str], untag: List[str],
@@ -114,6 +113,20 @@ def test_a_retried_create_whose_table_has_other_tags_fails_clearly(engine: LockT
     # Nothing was changed on the table that is not ours: its TTL was not turned on.
     ttl = engine.client.describe_time_to_live(TableName=new_table)['TimeToLiveDescription']
     assert ttl['TimeToLiveStatus'] == 'DISABLED'
+
+
+@pytest.mark.parametrize('engine', [MOTO], indirect=True)
+def test_a_retried_create_whose_tags_do_not_show_yet_is_accepted_with_a_warning(
+        engine: LockTable, client_kind: str, new_table: str, caplog: pytest.LogCaptureFixture) -> None:
+    """ListTagsOfResource is eventually consistent on AWS: a table that shows only some of the tags
+    asked for (none other, none with another value) is taken as ours with its tags not yet
+    visible, and a WARNING names the missing ones; a deploy script is not failed for the lag."""
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        description = create(engine, client_kind, new_table, tags=TAGS,
+                             between=_retag(engine, new_table, {}, ['cost-centre']))
+    assert description['TableStatus'] == 'ACTIVE'
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 1 and new_table in warnings[0] and "['cost-centre']" in warnings[0], warnings
 
 
 @pytest.mark.parametrize('engine', [MOTO], indirect=True)
