@@ -1,4 +1,4 @@
-"""The request builders (python_dynamodb_lock/_requests.py) judged by what their requests do to a
+"""The request builders (python_dynamodb_lock/_wire/requests.py) judged by what their requests do to a
 table: each request is sent to moto in-process, and the rows it reads or leaves are checked.
 
 The operator reads (``list_locks_by_partition_key``'s query, ``scan``'s pages), the reads a
@@ -13,9 +13,9 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from python_dynamodb_lock import _requests
+import python_dynamodb_lock._wire.requests as _requests
 from python_dynamodb_lock._core.answers import Applied, Refused
-from python_dynamodb_lock._requests import (
+from python_dynamodb_lock._wire.requests import (
     Renewal,
     Request,
     acquire_over,
@@ -34,7 +34,7 @@ from python_dynamodb_lock._requests import (
     session_start,
     take_over_in_session,
 )
-from python_dynamodb_lock._schema import Schema
+from python_dynamodb_lock._model.schema import Schema
 from python_dynamodb_lock._drivers.thread_transport import ThreadTransport
 from python_dynamodb_lock.testing import moto_lock_table
 
@@ -305,7 +305,7 @@ def test_a_batched_renewal_is_one_partiql_update_per_lock_conditioned_on_its_ver
 
 
 def test_a_plain_acquisition_writes_only_where_there_is_no_row_or_a_released_one(db: Table) -> None:
-    from python_dynamodb_lock._requests import acquire_free
+    from python_dynamodb_lock._wire.requests import acquire_free
     db.put('k', title='an item of the application')
     item = db.schema.lock_item('k', '-', 'me', 30, 'v1', 2000)
     refused = db.send(acquire_free(db.schema, item, 5))

@@ -13,10 +13,11 @@ from botocore.exceptions import ClientError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from python_dynamodb_lock import _requests, _shared_requests
+import python_dynamodb_lock._wire.requests as _requests
+import python_dynamodb_lock._wire.shared_requests as _shared_requests
 from python_dynamodb_lock._core.answers import Applied, Refused, judge_answer, judge_error
-from python_dynamodb_lock._schema import Schema
-from python_dynamodb_lock._wire import python_item, typed_value
+from python_dynamodb_lock._model.schema import Schema
+from python_dynamodb_lock._wire.typed_json import python_item, typed_value
 from python_dynamodb_lock.testing._simulation import SimulatedTable, format_number
 from python_dynamodb_lock.testing._simulation.expressions import Parser, Placeholders, evaluate
 
@@ -205,7 +206,7 @@ def test_an_unknown_table_is_resource_not_found(table: SimulatedTable) -> None:
 # -- the library's own requests, as it sends them ------------------------------------------------
 
 def typed(params: Dict[str, Any]) -> Dict[str, Any]:
-    """A request of Python values in typed JSON (as ``_wire.Wire.to_typed`` sends it)."""
+    """A request of Python values in typed JSON (as ``_wire.typed_json.Wire.to_typed`` sends it)."""
     result = dict(params)
     if 'Statements' in result:
         result['Statements'] = [{**statement, 'Parameters': [typed_value(value) for value in statement['Parameters']]}

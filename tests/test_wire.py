@@ -2,7 +2,7 @@
 
 The threaded client's requests go through boto3's resource layer, which types every attribute
 value with ``TypeSerializer`` wherever the operation's input shape has one. The asyncio client's
-executor types the lock's own requests by a shorter way (``_wire.Wire.to_typed``): these tests
+executor types the lock's own requests by a shorter way (``_wire.typed_json.Wire.to_typed``): these tests
 hold it to the resource layer's result, value type by value type, for every request the lock
 sends, and its reading of answers to boto3's deserializer (numbers read exactly).
 """
@@ -19,10 +19,10 @@ import pytest
 from boto3.dynamodb.transform import ParameterTransformer
 from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 
-from python_dynamodb_lock import _requests as requests
+import python_dynamodb_lock._wire.requests as requests
 from python_dynamodb_lock._core.answers import Refused, judge_error
-from python_dynamodb_lock._schema import Schema
-from python_dynamodb_lock._wire import Wire
+from python_dynamodb_lock._model.schema import Schema
+from python_dynamodb_lock._wire.typed_json import Wire
 from python_dynamodb_lock.testing import readable_expression
 
 SCHEMAS = [

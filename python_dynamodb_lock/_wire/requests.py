@@ -5,7 +5,7 @@ arguments, with values as Python values (boto3's resource layer converts them; t
 executor serialises them itself). Every name an application chooses (the table's keys, the TTL
 attribute, additional attributes, shared holders' ids) goes through ``ExpressionAttributeNames``
 (or is a quoted identifier in PartiQL); this package's own attribute names
-(:data:`._schema.OWN_ATTRIBUTES`: fixed identifiers, none a reserved word) are written directly
+(:data:`.._model.schema.OWN_ATTRIBUTES`: fixed identifiers, none a reserved word) are written directly
 into the expressions of the conditional writes, which makes each call lighter for botocore
 (see :func:`direct_names`). Every conditional write asks for the item in the way
 (``ReturnValuesOnConditionCheckFailure='ALL_OLD'``) instead of spending a read on it. Nothing
@@ -17,7 +17,7 @@ import functools
 import re
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from ._schema import (
+from .._model.schema import (
     COL_ACQUISITION_ID,
     COL_FENCING_TOKEN,
     COL_LEASE_DURATION,
@@ -358,7 +358,7 @@ def free_row(schema: Schema, partition_key: Any, sort_key: str, expected_version
              attributes: Optional[Mapping[str, Any]] = None, existing_item: bool = False) -> Request:
     """The write that frees a lock row: :func:`release_row` (keeping the fencing token, and
     writing ``attributes``), or a plain conditional delete when the row is not kept
-    (``attributes`` are then refused before any write: see ``_config.check_release_attributes``);
+    (``attributes`` are then refused before any write: see ``_common.config.check_release_attributes``);
     for a lock on an existing item (``existing_item``), :func:`release_item_lock`, which never
     deletes and writes no attributes."""
     if existing_item:

@@ -1,5 +1,5 @@
 """The requests of shared (read) locks, kept apart from the code that sends them (as
-:mod:`._requests`). Every one is a single conditional ``UpdateItem`` (or ``DeleteItem``) that
+:mod:`.requests`). Every one is a single conditional ``UpdateItem`` (or ``DeleteItem``) that
 asks for the row in the way (``ALL_OLD``) when refused. See docs/shared_locks.rst for the row.
 """
 from __future__ import annotations
@@ -8,8 +8,8 @@ import re
 from decimal import Decimal
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
-from ._requests import Request, direct_names
-from ._schema import (
+from .requests import Request, direct_names
+from .._model.schema import (
     COL_ACQUISITION_ID,
     COL_LEASE_DURATION,
     COL_LEASE_EXPIRY,
