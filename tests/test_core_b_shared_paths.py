@@ -14,7 +14,7 @@ import pytest
 from python_dynamodb_lock._core.acquire import TimedOut, acquire
 from python_dynamodb_lock._core.answers import Applied, Failed, Refused
 from python_dynamodb_lock._core.shared_ops import _LEAVE_ATTEMPTS, leave_write, renewal_request
-from python_dynamodb_lock._wire.requests import Renewal
+from python_dynamodb_lock._wire.renewals import Renewal
 from python_dynamodb_lock._wire.shared_requests import entry
 from python_dynamodb_lock import DynamoDBLockError, Reason
 from python_dynamodb_lock._core.events import Kind
@@ -359,7 +359,7 @@ def test_a_join_interrupted_whose_retry_met_its_own_entry_is_taken_out(engine: E
 
 def released_by_a_writer(engine: Engine, clock: FakeClock) -> Any:
     """A key an exclusive holder held and released: its row keeps the holder's fencing token."""
-    from python_dynamodb_lock._wire.requests import release_row
+    from python_dynamodb_lock._wire.lock_writes import release_row
     item = take(engine, clock, 'k', 'writer', shared=False).result.item
     answer = engine.store.send(release_row(engine.schema, 'k', '-', [item['record_version_number']], 'rel-1',
                                            int(clock.time() + EXPIRY), int(clock.time()), {}))

@@ -31,7 +31,7 @@ from python_dynamodb_lock._core.release import (
 )
 from python_dynamodb_lock._core.state import LockState, RenewalVerdict, Status
 from python_dynamodb_lock._model.errors import DynamoDBLockError, Reason
-from python_dynamodb_lock._wire.requests import Renewal
+from python_dynamodb_lock._wire.renewals import Renewal
 from python_dynamodb_lock._model.schema import Schema
 
 SCHEMA = Schema('locks', 'lock_key', 'sort_key', 'expiry_time')

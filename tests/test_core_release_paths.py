@@ -177,7 +177,7 @@ def test_a_release_refused_by_an_old_renewal_of_ours_is_sent_again_with_that_ver
 
 
 def _renew_to(engine: Engine, old: str, new: str) -> Any:
-    from python_dynamodb_lock._wire.requests import Renewal, renew
+    from python_dynamodb_lock._wire.renewals import Renewal, renew
     return renew(engine.schema, Renewal('k', '-', [old], new, 1))
 
 
@@ -366,7 +366,7 @@ def test_which_releases_remove_only_the_locks_attributes() -> None:
 def test_a_readers_entry_carrying_an_old_renewal_of_its_own_is_released_not_taken_for_a_theft(
         engine: Engine) -> None:
     from python_dynamodb_lock._core.shared_ops import renewal_request
-    from python_dynamodb_lock._wire.requests import Renewal
+    from python_dynamodb_lock._wire.renewals import Renewal
     clock = FakeClock()
     first = take(engine, clock, 'k', 'reader-1').result.item
     take(engine, clock, 'k', 'reader-2')

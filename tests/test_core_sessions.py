@@ -17,7 +17,7 @@ from python_dynamodb_lock._core.session import (Session, SessionSettings, due_fo
                                                 session_round, watch_session)
 from python_dynamodb_lock._core.state import LockState, RenewalVerdict, Status, how_lost
 from python_dynamodb_lock._model.errors import Reason
-from python_dynamodb_lock._wire.requests import acquire_free, release_row
+from python_dynamodb_lock._wire.lock_writes import acquire_free, release_row
 from python_dynamodb_lock._model.schema import Schema
 
 SCHEMA = Schema('locks', 'lock_key', 'sort_key', 'expiry_time')

@@ -25,7 +25,7 @@ from python_dynamodb_lock._core.effects import Call, Emit, Pending, Settle, Slee
 from python_dynamodb_lock._core.events import Kind
 from python_dynamodb_lock._core.shared_ops import _LEAVE_ATTEMPTS, entry_answer, leave_write, renewal_request
 from python_dynamodb_lock import DynamoDBLockError
-from python_dynamodb_lock._wire.requests import Renewal
+from python_dynamodb_lock._wire.renewals import Renewal
 from python_dynamodb_lock._model.schema import Schema
 from python_dynamodb_lock._wire.shared_requests import entry, mark_writer
 from python_dynamodb_lock._drivers.thread_transport import ThreadTransport as Store

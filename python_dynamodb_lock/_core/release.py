@@ -12,7 +12,8 @@ import uuid
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from .._model.errors import DynamoDBLockError, Reason
-from .._wire.requests import acquire_over, free_row, get
+from .._wire.lock_writes import acquire_over, free_row
+from .._wire.requests import get
 from .._model.schema import COL_RECORD_VERSION_NUMBER, Schema
 from .write import AcquireAttempt, Written, new_lock_item, token_floor, undo_write, with_token
 from .answers import Answer, Applied, Failed, Refused

@@ -6,7 +6,8 @@ import uuid
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from .._model.errors import DynamoDBLockError
-from .._wire.requests import Request, following_page, free_row
+from .._wire.lock_writes import free_row
+from .._wire.requests import Request, following_page
 from .._model.schema import Schema
 from .answers import Answer, Applied, Failed, Refused, single
 from .release import ReleaseSettings

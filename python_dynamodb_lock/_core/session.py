@@ -17,7 +17,8 @@ import uuid
 from typing import Any, ContextManager, List, Mapping, Optional, Sequence
 
 from .._model.errors import DynamoDBLockError, Reason
-from .._wire.requests import get, session_end, session_renew, session_start
+from .._wire.requests import get
+from .._wire.sessions import session_end, session_renew, session_start
 from .._model.schema import COL_RECORD_VERSION_NUMBER, NO_SORT_KEY, SESSION_PREFIX, Item, Schema
 from .answers import Applied, Failed, Refused
 from .effects import Call, Emit, Protocol, Unregister

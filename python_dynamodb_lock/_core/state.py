@@ -16,7 +16,8 @@ import enum
 from typing import Any, ContextManager, Dict, List, NamedTuple, Optional
 
 from .._model.errors import Reason
-from .._wire.requests import MAX_CONDITION_VERSIONS, Renewal
+from .._wire.renewals import Renewal
+from .._wire.requests import MAX_CONDITION_VERSIONS
 from .._model.schema import Schema
 from .answers import Answer, Failed, Refused
 
