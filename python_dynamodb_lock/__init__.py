@@ -6,13 +6,13 @@ published package) and are re-exported here, with the recipes of :mod:`python_dy
 a lock held by either client (``DynamoDBLock`` and ``AsyncDynamoDBLock`` are both one).
 """
 from ._version import __version__
-from ._errors import Reason
-from ._observe import LockEvent
-from ._locks import HeldLock
-from ._schema import TableLayout
+from ._model.errors import Reason
+from ._common.observe import LockEvent
+from ._common.locks import HeldLock
+from ._model.schema import TableLayout
 from ._core.shared import MAX_SHARED_HOLDERS, SharedHolder
 from .python_dynamodb_lock import BaseDynamoDBLock, DynamoDBLock, DynamoDBLockClient, DynamoDBLockError
-from ._multi_locks import DynamoDBMultiLock
+from ._handles.multi_locks import DynamoDBMultiLock
 from .recipes import LeaderElection, LossReason, Permit, Semaphore
 
 __all__ = ['MAX_SHARED_HOLDERS', 'BaseDynamoDBLock', 'DynamoDBLock', 'DynamoDBLockClient', 'DynamoDBLockError',

@@ -44,22 +44,22 @@ from typing import (
 
 from ._client.acquiring import MAX_FIRST_KEYS
 from ._client.call import acquire_call
-from ._calls import TaskCalls
+from ._handles.calls import TaskCalls
 from ._client.context import check_construction
-from ._config import check_lock_arguments
-from ._lock_objects import AsyncAppCallback, AsyncDynamoDBLock
-from ._multi_locks import Acquisition, AsyncDynamoDBMultiLock, Key
-from ._clock import Clock
+from ._common.config import check_lock_arguments
+from ._handles.lock_objects import AsyncAppCallback, AsyncDynamoDBLock
+from ._handles.multi_locks import Acquisition, AsyncDynamoDBMultiLock, Key
+from ._common.clock import Clock
 from ._drivers.task_transport import TaskTransport
-from ._errors import DynamoDBLockError, Reason
-from ._observe import MetricsHook
+from ._model.errors import DynamoDBLockError, Reason
+from ._common.observe import MetricsHook
 from ._recipes import AsyncLeaderElection, AsyncPermit, AsyncSemaphore
-from ._schema import PartitionKey, TableLayout
-from ._tables import creating_table, describing_table, run_admin_async
-from ._validation import require_asyncio_event
-from ._locks import APP_CALLBACK_THREADPOOL_SIZE, BaseDynamoDBLock, check_for_table_arguments
-from ._locks import HeldLock  # noqa: F401  (importable here, as it was)
-from ._locks import Defaults as _Defaults
+from ._model.schema import PartitionKey, TableLayout
+from ._common.tables import creating_table, describing_table, run_admin_async
+from ._model.validation import require_asyncio_event
+from ._common.locks import APP_CALLBACK_THREADPOOL_SIZE, BaseDynamoDBLock, check_for_table_arguments
+from ._common.locks import HeldLock  # noqa: F401  (importable here, as it was)
+from ._common.locks import Defaults as _Defaults
 
 if TYPE_CHECKING:  # the types-aiobotocore types (pip install 'types-aiobotocore[dynamodb]'); nothing at run time
     from types_aiobotocore_dynamodb import DynamoDBClient
@@ -75,7 +75,7 @@ T = TypeVar('T')
 class _Acquisition(Acquisition[AsyncDynamoDBLock]):
     """What :meth:`AsyncDynamoDBLockClient.acquire_lock` returns: a coroutine (await it for the
     lock, or schedule it with ``asyncio.create_task``), or an async context manager holding the
-    lock for the ``async with`` block (see :class:`~python_dynamodb_lock._multi_locks.Acquisition`)."""
+    lock for the ``async with`` block (see :class:`~python_dynamodb_lock._handles.multi_locks.Acquisition`)."""
 
     __slots__ = ()
 

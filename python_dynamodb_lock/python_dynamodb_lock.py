@@ -28,19 +28,19 @@ from botocore.exceptions import ClientError
 
 from ._client.acquiring import MAX_FIRST_KEYS
 from ._client.call import acquire_call
-from ._config import check_lock_arguments, published_attributes
-from ._calls import ThreadCalls
+from ._common.config import check_lock_arguments, published_attributes
+from ._handles.calls import ThreadCalls
 from ._client.context import check_construction
-from ._clock import Clock
+from ._common.clock import Clock
 from ._drivers.thread_transport import ThreadTransport
-from ._errors import DynamoDBLockError, Reason  # noqa: F401  (Reason: importable here, not in __all__)
-from ._locks import APP_CALLBACK_THREADPOOL_SIZE, BaseDynamoDBLock, Defaults, check_for_table_arguments
-from ._locks import HeldLock  # noqa: F401  (importable here, as it was: the lock types of this module)
-from ._lock_objects import AppCallback, DynamoDBLock
-from ._multi_locks import DynamoDBMultiLock, Key
-from ._observe import MetricsHook
-from ._schema import Item, PartitionKey, TableLayout
-from ._tables import creating_table, describing_table, lock_transport_of, require_low_level_client, run_admin
+from ._model.errors import DynamoDBLockError, Reason  # noqa: F401  (Reason: importable here, not in __all__)
+from ._common.locks import APP_CALLBACK_THREADPOOL_SIZE, BaseDynamoDBLock, Defaults, check_for_table_arguments
+from ._common.locks import HeldLock  # noqa: F401  (importable here, as it was: the lock types of this module)
+from ._handles.lock_objects import AppCallback, DynamoDBLock
+from ._handles.multi_locks import DynamoDBMultiLock, Key
+from ._common.observe import MetricsHook
+from ._model.schema import Item, PartitionKey, TableLayout
+from ._common.tables import creating_table, describing_table, lock_transport_of, require_low_level_client, run_admin
 
 if TYPE_CHECKING:  # the boto3-stubs types (pip install 'boto3-stubs[dynamodb]'); nothing at run time
     from mypy_boto3_dynamodb import DynamoDBClient, DynamoDBServiceResource

@@ -30,7 +30,7 @@ import threading
 from types import TracebackType
 from typing import Any, Callable, List, Optional, Type
 
-from ._locks import BaseDynamoDBLock
+from ._common.locks import BaseDynamoDBLock
 from ._recipes.common import Duration
 from ._recipes.election import ElectionLogic, LossReason
 from ._recipes.handlers import Threads

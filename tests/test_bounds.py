@@ -27,7 +27,7 @@ from boto3.dynamodb.types import Binary
 
 from conftest import moto_table
 from helpers import CallRecorder, offline_resource
-from python_dynamodb_lock._validation import (
+from python_dynamodb_lock._model.validation import (
     MAX_DURATION,
     MAX_NUMBER_MAGNITUDE,
     MIN_NUMBER_MAGNITUDE,

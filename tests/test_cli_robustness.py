@@ -206,7 +206,7 @@ def test_the_longest_accepted_lease_is_accepted_by_the_library() -> None:
     """The bound is the library's: what the option accepts, the lock client does not refuse."""
     args = parser.build_parser().parse_args([*ENDPOINT, 'run', 'k', '--lease', str(arguments.MAX_SECONDS)])
     assert args.lease_duration == arguments.MAX_SECONDS
-    from python_dynamodb_lock import _validation
+    import python_dynamodb_lock._model.validation as _validation
     assert arguments.MAX_SECONDS == _validation.MAX_DURATION.total_seconds()
 
 

@@ -19,8 +19,8 @@ from python_dynamodb_lock._core.acquire import TimedOut, acquire
 from python_dynamodb_lock._core.answers import Applied
 from python_dynamodb_lock._core.events import Kind
 from python_dynamodb_lock._core.write import Written
-from python_dynamodb_lock._errors import DynamoDBLockError
-from python_dynamodb_lock._schema import lease_expiry
+from python_dynamodb_lock._model.errors import DynamoDBLockError
+from python_dynamodb_lock._model.schema import lease_expiry
 from python_dynamodb_lock.testing import moto_lock_table
 from test_core_protocol import LOST_ANSWER, THROTTLED, FakeClock
 from test_core_shared_steps import EXPIRY, LEASE, Engine, attempt, run, take
@@ -158,7 +158,7 @@ def test_a_lease_end_is_a_decimal_the_table_stores_exactly() -> None:
 
 
 def put(engine: Engine, **item: Any) -> None:
-    from python_dynamodb_lock._requests import Request
+    from python_dynamodb_lock._wire.requests import Request
     engine.store.send(Request('put_item', {'TableName': engine.schema.table_name,
                                            'Item': {'lock_key': 'k', 'sort_key': '-', **item}}))
 

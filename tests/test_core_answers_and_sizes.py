@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 from python_dynamodb_lock._core.answers import Applied, Failed, Refused, judge_answer, judge_batch
 from python_dynamodb_lock._core.guard import MAX_TRANSACTION_BYTES, check_actions, size_of
 from python_dynamodb_lock import Reason
-from python_dynamodb_lock._schema import Schema
+from python_dynamodb_lock._model.schema import Schema
 
 SCHEMA = Schema('locks', 'lock_key', 'sort_key', 'expiry_time')
 

@@ -29,7 +29,7 @@ from python_dynamodb_lock._core.session import (
     watch_session,
 )
 from python_dynamodb_lock._core.state import LockState, Status
-from python_dynamodb_lock._schema import Schema
+from python_dynamodb_lock._model.schema import Schema
 from python_dynamodb_lock import DynamoDBLockError, Reason
 from test_core_guard_steps import hold, put, steal
 from test_core_protocol import FakeClock

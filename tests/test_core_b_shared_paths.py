@@ -14,8 +14,8 @@ import pytest
 from python_dynamodb_lock._core.acquire import TimedOut, acquire
 from python_dynamodb_lock._core.answers import Applied, Failed, Refused
 from python_dynamodb_lock._core.shared_ops import _LEAVE_ATTEMPTS, leave_write, renewal_request
-from python_dynamodb_lock._requests import Renewal
-from python_dynamodb_lock._shared_requests import entry
+from python_dynamodb_lock._wire.renewals import Renewal
+from python_dynamodb_lock._wire.shared_requests import entry
 from python_dynamodb_lock import DynamoDBLockError, Reason
 from python_dynamodb_lock._core.events import Kind
 from python_dynamodb_lock._core.write import Written
@@ -277,7 +277,7 @@ def renew(engine: Engine, item: Any, version: str) -> None:
 
 
 def test_a_reader_kept_out_past_a_lease_removes_the_dead_readers_entries_and_no_live_ones(engine: Engine) -> None:
-    from python_dynamodb_lock._shared_requests import mark_writer, unmark_writer
+    from python_dynamodb_lock._wire.shared_requests import mark_writer, unmark_writer
     clock = FakeClock()
     take(engine, clock, 'k', 'dead')
     live = take(engine, clock, 'k', 'live').result.item
@@ -316,7 +316,7 @@ def test_a_writers_marker_is_refreshed_with_a_new_version_at_every_poll(engine: 
 
 
 def test_a_writers_marker_removes_dead_readers_but_not_one_that_renewed_meanwhile(engine: Engine) -> None:
-    from python_dynamodb_lock._shared_requests import mark_writer
+    from python_dynamodb_lock._wire.shared_requests import mark_writer
     clock = FakeClock()
     dead = take(engine, clock, 'k', 'dead').result.item
     renewed = take(engine, clock, 'k', 'renewed').result.item
@@ -359,7 +359,7 @@ def test_a_join_interrupted_whose_retry_met_its_own_entry_is_taken_out(engine: E
 
 def released_by_a_writer(engine: Engine, clock: FakeClock) -> Any:
     """A key an exclusive holder held and released: its row keeps the holder's fencing token."""
-    from python_dynamodb_lock._requests import release_row
+    from python_dynamodb_lock._wire.lock_writes import release_row
     item = take(engine, clock, 'k', 'writer', shared=False).result.item
     answer = engine.store.send(release_row(engine.schema, 'k', '-', [item['record_version_number']], 'rel-1',
                                            int(clock.time() + EXPIRY), int(clock.time()), {}))

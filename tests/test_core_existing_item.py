@@ -17,7 +17,8 @@ from python_dynamodb_lock._core.write import AcquireAttempt, Written, free_if_la
 from python_dynamodb_lock._core.answers import Applied, Refused
 from python_dynamodb_lock._core.release import ReleaseOutcome, ReleaseSettings, free_handed, release, release_again
 from python_dynamodb_lock._core.state import LockState
-from python_dynamodb_lock._requests import Renewal, acquire_free, free_row, release_item_lock, renew, renew_many
+from python_dynamodb_lock._wire.lock_writes import acquire_free, free_row, release_item_lock
+from python_dynamodb_lock._wire.renewals import Renewal, renew, renew_many
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockError
 from test_core_protocol import LEASE, SCHEMA, FakeClock, FakeLock, drive, scripted
 

@@ -32,9 +32,9 @@ from python_dynamodb_lock._core.heartbeat import (
     update_attributes,
 )
 from python_dynamodb_lock._core.state import LockState, Loss, Status
-from python_dynamodb_lock._errors import DynamoDBLockError, Reason
-from python_dynamodb_lock._requests import get
-from python_dynamodb_lock._schema import Schema
+from python_dynamodb_lock._model.errors import DynamoDBLockError, Reason
+from python_dynamodb_lock._wire.requests import get
+from python_dynamodb_lock._model.schema import Schema
 from python_dynamodb_lock.testing import moto_lock_table
 from test_core_requests_shapes import fresh_request_shapes  # noqa: F401 - autouse: shapes built afresh
 from test_core_protocol import LOST_ANSWER, SCHEMA, THROTTLED, FakeClock, client_error, row

@@ -13,14 +13,15 @@ from test_core_protocol import LOST_ANSWER, SCHEMA, SERVER_ERROR, FakeClock, Fak
 
 from helpers import readable_expression
 from python_dynamodb_lock import DynamoDBLockError
-from python_dynamodb_lock._config import (check_attribute_update, check_release_attributes, lock_lease,
+from python_dynamodb_lock._common.config import (check_attribute_update, check_release_attributes, lock_lease,
                                           make_settings)
 from python_dynamodb_lock._core.write import Written, with_token
 from python_dynamodb_lock._core.answers import Applied, Refused
 from python_dynamodb_lock._core.heartbeat import HeartbeatSettings, update_attributes
 from python_dynamodb_lock._core.release import ReleaseSettings, free_handed
 from python_dynamodb_lock._core.state import Status, lock_safe_period
-from python_dynamodb_lock._requests import Renewal, free_row, release_row, renew, renew_many
+from python_dynamodb_lock._wire.lock_writes import free_row, release_row
+from python_dynamodb_lock._wire.renewals import Renewal, renew, renew_many
 
 seconds = datetime.timedelta
 SETTINGS = HeartbeatSettings(SCHEMA, 5.0, 20.0, 3600.0, -1, 1)

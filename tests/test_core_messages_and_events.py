@@ -39,9 +39,9 @@ from python_dynamodb_lock._core.item_size import (
 from python_dynamodb_lock._core.messages import describe_key, explain
 from python_dynamodb_lock._core.release import ReleaseSettings
 from python_dynamodb_lock._core.scan import force_release, next_page
-from python_dynamodb_lock._errors import DynamoDBLockError, Reason
-from python_dynamodb_lock._requests import query, scan
-from python_dynamodb_lock._schema import Schema
+from python_dynamodb_lock._model.errors import DynamoDBLockError, Reason
+from python_dynamodb_lock._wire.requests import query, scan
+from python_dynamodb_lock._model.schema import Schema
 from python_dynamodb_lock.testing import moto_lock_table
 from test_core_protocol import FakeClock, drive, scripted
 from test_core_shared_steps import EXPIRY, Engine, run
@@ -237,7 +237,7 @@ def engine(table: Any) -> Engine:
 
 
 def put(engine: Engine, **item: Any) -> None:
-    from python_dynamodb_lock._requests import Request
+    from python_dynamodb_lock._wire.requests import Request
     engine.store.send(Request('put_item', {'TableName': engine.schema.table_name,
                                            'Item': {'lock_key': 'k', 'sort_key': '-', **item}}))
 

@@ -30,9 +30,9 @@ from python_dynamodb_lock._core.release import (
     release_verdict,
 )
 from python_dynamodb_lock._core.state import LockState, RenewalVerdict, Status
-from python_dynamodb_lock._errors import DynamoDBLockError, Reason
-from python_dynamodb_lock._requests import Renewal
-from python_dynamodb_lock._schema import Schema
+from python_dynamodb_lock._model.errors import DynamoDBLockError, Reason
+from python_dynamodb_lock._wire.renewals import Renewal
+from python_dynamodb_lock._model.schema import Schema
 
 SCHEMA = Schema('locks', 'lock_key', 'sort_key', 'expiry_time')
 LEASE = 30.0

@@ -29,7 +29,7 @@ from python_dynamodb_lock._core.release import (
     release_verdict,
 )
 from python_dynamodb_lock._core.state import LockState, Status
-from python_dynamodb_lock._errors import DynamoDBLockError, Reason
+from python_dynamodb_lock._model.errors import DynamoDBLockError, Reason
 from python_dynamodb_lock.testing import moto_lock_table
 from test_core_requests_shapes import fresh_request_shapes  # noqa: F401 - autouse: shapes built afresh
 from test_core_protocol import LOST_ANSWER, SERVER_ERROR, THROTTLED, FakeClock, drive, scripted
@@ -177,7 +177,7 @@ def test_a_release_refused_by_an_old_renewal_of_ours_is_sent_again_with_that_ver
 
 
 def _renew_to(engine: Engine, old: str, new: str) -> Any:
-    from python_dynamodb_lock._requests import Renewal, renew
+    from python_dynamodb_lock._wire.renewals import Renewal, renew
     return renew(engine.schema, Renewal('k', '-', [old], new, 1))
 
 
@@ -351,7 +351,7 @@ def test_a_background_release_of_a_lock_on_an_item_removes_only_the_lock(engine:
 
 
 def _put(engine: Engine, item: Dict[str, Any]) -> Any:
-    from python_dynamodb_lock._requests import Request
+    from python_dynamodb_lock._wire.requests import Request
     return Request('put_item', {'TableName': engine.schema.table_name, 'Item': item})
 
 
@@ -366,7 +366,7 @@ def test_which_releases_remove_only_the_locks_attributes() -> None:
 def test_a_readers_entry_carrying_an_old_renewal_of_its_own_is_released_not_taken_for_a_theft(
         engine: Engine) -> None:
     from python_dynamodb_lock._core.shared_ops import renewal_request
-    from python_dynamodb_lock._requests import Renewal
+    from python_dynamodb_lock._wire.renewals import Renewal
     clock = FakeClock()
     first = take(engine, clock, 'k', 'reader-1').result.item
     take(engine, clock, 'k', 'reader-2')

@@ -1,5 +1,6 @@
-"""The request builders (python_dynamodb_lock/_requests.py) judged by what their requests do to a
-table: each request is sent to moto in-process, and the rows it reads or leaves are checked.
+"""The request builders (python_dynamodb_lock/_wire/: requests, lock_writes, renewals, sessions) judged
+by what their requests do to a table: each request is sent to moto in-process, and the rows it reads or
+leaves are checked.
 
 The operator reads (``list_locks_by_partition_key``'s query, ``scan``'s pages), the reads a
 protocol relies on (a consistent ``get``, ``get_many`` in key order), a session row's renewal,
@@ -13,28 +14,15 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from python_dynamodb_lock import _requests
+import python_dynamodb_lock._wire.lock_writes as _lock_writes
+import python_dynamodb_lock._wire.renewals as _renewals
+import python_dynamodb_lock._wire.requests as _requests
 from python_dynamodb_lock._core.answers import Applied, Refused
-from python_dynamodb_lock._requests import (
-    Renewal,
-    Request,
-    acquire_over,
-    delete_if_version,
-    free_row,
-    following_page,
-    get,
-    get_many,
-    query,
-    release_item_lock,
-    renew,
-    renew_many,
-    scan,
-    session_end,
-    session_renew,
-    session_start,
-    take_over_in_session,
-)
-from python_dynamodb_lock._schema import Schema
+from python_dynamodb_lock._wire.lock_writes import acquire_over, free_row, release_item_lock
+from python_dynamodb_lock._wire.renewals import Renewal, renew, renew_many
+from python_dynamodb_lock._wire.requests import Request, delete_if_version, following_page, get, get_many, query, scan
+from python_dynamodb_lock._wire.sessions import session_end, session_renew, session_start, take_over_in_session
+from python_dynamodb_lock._model.schema import Schema
 from python_dynamodb_lock._drivers.thread_transport import ThreadTransport
 from python_dynamodb_lock.testing import moto_lock_table
 
@@ -43,10 +31,11 @@ def clear_request_shapes() -> None:
     """Forget the request shapes the builders cached (``functools.lru_cache``), so that each
     request is built afresh: under mutmut, a shape cached by an earlier test (in the process its
     workers fork from) would hide a mutant of the helpers that build it (``_quoted``,
-    ``_data_assignments``)."""
-    for value in vars(_requests).values():
-        if hasattr(value, 'cache_clear'):
-            value.cache_clear()
+    ``data_assignments``)."""
+    for module in (_requests, _lock_writes, _renewals):
+        for value in vars(module).values():
+            if hasattr(value, 'cache_clear'):
+                value.cache_clear()
 
 
 @pytest.fixture(autouse=True)
@@ -305,7 +294,7 @@ def test_a_batched_renewal_is_one_partiql_update_per_lock_conditioned_on_its_ver
 
 
 def test_a_plain_acquisition_writes_only_where_there_is_no_row_or_a_released_one(db: Table) -> None:
-    from python_dynamodb_lock._requests import acquire_free
+    from python_dynamodb_lock._wire.lock_writes import acquire_free
     db.put('k', title='an item of the application')
     item = db.schema.lock_item('k', '-', 'me', 30, 'v1', 2000)
     refused = db.send(acquire_free(db.schema, item, 5))

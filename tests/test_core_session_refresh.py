@@ -22,7 +22,7 @@ from python_dynamodb_lock._core.heartbeat import Batching, HeartbeatSettings, he
 from python_dynamodb_lock._core.session import (SESSION_REFRESHES, Session, SessionSettings, due_for_refresh,
                                                 ensure_session, session_round)
 from python_dynamodb_lock._core.state import LockState
-from python_dynamodb_lock._schema import Schema
+from python_dynamodb_lock._model.schema import Schema
 from python_dynamodb_lock.testing import ManualClock
 
 SCHEMA = Schema('locks', 'lock_key', 'sort_key', 'expiry_time')

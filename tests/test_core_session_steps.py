@@ -26,7 +26,7 @@ from python_dynamodb_lock._core.session import (
 )
 from python_dynamodb_lock._core.state import LockState, Status
 from python_dynamodb_lock import DynamoDBLockError, Reason
-from python_dynamodb_lock._requests import session_end, session_start
+from python_dynamodb_lock._wire.sessions import session_end, session_start
 from test_core_protocol import FakeClock
 from test_core_shared_steps import EXPIRY, LEASE, LOST, Engine, attempt, run, table  # noqa: F401 (table: fixture)
 

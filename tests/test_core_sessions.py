@@ -16,9 +16,9 @@ from python_dynamodb_lock._core.events import Kind
 from python_dynamodb_lock._core.session import (Session, SessionSettings, due_for_refresh, ensure_session,
                                                 session_round, watch_session)
 from python_dynamodb_lock._core.state import LockState, RenewalVerdict, Status, how_lost
-from python_dynamodb_lock._errors import Reason
-from python_dynamodb_lock._requests import acquire_free, release_row
-from python_dynamodb_lock._schema import Schema
+from python_dynamodb_lock._model.errors import Reason
+from python_dynamodb_lock._wire.lock_writes import acquire_free, release_row
+from python_dynamodb_lock._model.schema import Schema
 
 SCHEMA = Schema('locks', 'lock_key', 'sort_key', 'expiry_time')
 SETTINGS = SessionSettings(SCHEMA, 'me', lease=30.0, row_lease=3600.0, expiry_period=3600.0)

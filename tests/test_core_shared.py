@@ -9,8 +9,8 @@ import pytest
 
 from helpers import attribute_names_in, readable_expression
 from python_dynamodb_lock._core.shared import SharedWatch, entry_of, entry_view, holders_of, is_shared, marker_of
-from python_dynamodb_lock._schema import Schema
-from python_dynamodb_lock._shared_requests import JoinMode, entry, join, leave, mark_writer, renew_entry
+from python_dynamodb_lock._model.schema import Schema
+from python_dynamodb_lock._wire.shared_requests import JoinMode, entry, join, leave, mark_writer, renew_entry
 
 SCHEMA = Schema('locks', 'lock_key', 'sort_key', 'expiry_time')
 

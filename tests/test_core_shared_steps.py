@@ -1,5 +1,5 @@
 """The shared-lock steps of the protocol (python_dynamodb_lock/_core/shared_ops.py) and their
-requests (_shared_requests.py), driven against moto in-process on a manual clock.
+requests (_wire/shared_requests.py), driven against moto in-process on a manual clock.
 
 A protocol yields its requests; here each one is sent, single-threaded, to a moto table, so the
 conditions and updates the requests carry are checked by what they do to the row (moto evaluates
@@ -25,9 +25,9 @@ from python_dynamodb_lock._core.effects import Call, Emit, Pending, Settle, Slee
 from python_dynamodb_lock._core.events import Kind
 from python_dynamodb_lock._core.shared_ops import _LEAVE_ATTEMPTS, entry_answer, leave_write, renewal_request
 from python_dynamodb_lock import DynamoDBLockError
-from python_dynamodb_lock._requests import Renewal
-from python_dynamodb_lock._schema import Schema
-from python_dynamodb_lock._shared_requests import entry, mark_writer
+from python_dynamodb_lock._wire.renewals import Renewal
+from python_dynamodb_lock._model.schema import Schema
+from python_dynamodb_lock._wire.shared_requests import entry, mark_writer
 from python_dynamodb_lock._drivers.thread_transport import ThreadTransport as Store
 from python_dynamodb_lock.testing import moto_lock_table
 from test_core_protocol import FakeClock
@@ -64,7 +64,7 @@ class Engine:
 
 
 def get_request(schema: Schema, key: str) -> Any:
-    from python_dynamodb_lock._requests import get
+    from python_dynamodb_lock._wire.requests import get
     return get(schema, key, '-')
 
 

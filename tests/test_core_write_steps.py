@@ -17,8 +17,8 @@ from python_dynamodb_lock._core.events import Kind
 from python_dynamodb_lock._core.messages import describe_key, explain
 from python_dynamodb_lock._core.write import (Blocked, Written, free_if_landed, free_landed, is_abandoned, is_free,
                                               read_row, undo_write)
-from python_dynamodb_lock._requests import Request
-from python_dynamodb_lock._schema import Schema
+from python_dynamodb_lock._wire.requests import Request
+from python_dynamodb_lock._model.schema import Schema
 from test_core_protocol import SERVER_ERROR, THROTTLED, FakeClock
 from test_core_shared_steps import LEASE, LOST, Engine, attempt, run, settle, table  # noqa: F401 (table: fixture)
 

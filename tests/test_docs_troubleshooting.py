@@ -12,9 +12,9 @@ in the code fails this test until the page says what it means:
   anywhere under ``python_dynamodb_lock/``, and each ``.log(level, ...)`` whose level can be
   WARNING or above (a level the test cannot work out counts as WARNING), with the literal pieces
   the callers of a helper pass into its holes (``_call_safely('on_lost of leader election ...')``);
-* the ``%``-templates of the WARNING and ERROR events of ``_observe.py`` (its ``_LINES`` table,
+* the ``%``-templates of the WARNING and ERROR events of ``_common/observe.py`` (its ``_LINES`` table,
   which ``Observer.emit`` logs through one ``logger.log(level, template, ...)``);
-* the warnings ``_config.py`` gives for risky settings (which the client logs with
+* the warnings ``_common/config.py`` gives for risky settings (which the client logs with
   ``logger.warning('%s', warning)``);
 * the ``CliError`` messages of ``_cli/``, the explanations of ``explain_failure`` and the
   demo's ``DemoError`` messages, which the command prints as ``dynamodb-lock: error: ...``.
@@ -240,8 +240,9 @@ LEVEL_NAMES = {'DEBUG': logging.DEBUG, 'INFO': logging.INFO, 'WARNING': logging.
 #: Lines at this level or above must be explained on the page.
 REQUIRED_LEVEL = logging.WARNING
 #: ``(module, function)`` of the logging calls whose message is made elsewhere and collected there:
-#: the client's risky-settings warnings (``_config.py``) and the observer's event lines (``_LINES``).
-RELAYS = {('_client/context.py', 'check_construction'), ('_config.py', 'lock_lease'), ('_observe.py', 'emit')}
+#: the client's risky-settings warnings (``_common/config.py``) and the observer's event lines (``_LINES``).
+RELAYS = {('_client/context.py', 'check_construction'), ('_common/config.py', 'lock_lease'),
+          ('_common/observe.py', 'emit')}
 
 
 def level_of(node: ast.AST, module: Module, seen: FrozenSet[str] = frozenset()) -> Optional[int]:
@@ -369,7 +370,7 @@ def opaque_logging_calls(modules: Sequence[Module]) -> List[str]:
 
 
 def observe_templates(module: Module) -> Iterator[Tuple[str, Template]]:
-    """The WARNING and ERROR lines of ``_observe.py``'s ``_LINES`` table."""
+    """The WARNING and ERROR lines of ``_common/observe.py``'s ``_LINES`` table."""
     for node in ast.walk(module.tree):
         target = node.target if isinstance(node, ast.AnnAssign) else (
             node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
@@ -390,10 +391,10 @@ def all_templates() -> List[Tuple[str, Template]]:
     found: List[Tuple[str, Template]] = []
     found += calls_of(modules, 'DynamoDBLockError', 1, 'message')
     found += returned_templates(by_name['_core/messages.py'], 'explain')
-    found += observe_templates(by_name['_observe.py'])
+    found += observe_templates(by_name['_common/observe.py'])
     found += logged_templates(modules)
-    found += appended_templates(by_name['_config.py'], '_period_warnings')
-    found += returned_templates(by_name['_config.py'], 'client_timeout_warning')
+    found += appended_templates(by_name['_common/config.py'], '_period_warnings')
+    found += returned_templates(by_name['_common/config.py'], 'client_timeout_warning')
     found += calls_of(modules, 'CliError', 0, 'message', only='_cli/')
     found += returned_templates(by_name['_cli/failures.py'], 'explain_failure')
     found += calls_of(modules, 'DemoError', 0, 'message', only='_demo/')
@@ -464,7 +465,7 @@ def test_the_extraction_finds_the_messages_it_is_meant_to() -> None:
     # A piece passed in by a caller, and a helper's own words.
     assert any('ClientRequestToken={...} within 10 minutes is safe' in text for text in rendered)
     assert any('does not have the expected key schema' in text for text in rendered)
-    # _observe.py's WARNING/ERROR lines, and not its DEBUG/INFO ones.
+    # _common/observe.py's WARNING/ERROR lines, and not its DEBUG/INFO ones.
     assert any(text.startswith('Heartbeat of {...} failed, will retry next period') for text in rendered)
     assert not any(text.startswith('Heartbeat of {...}: version') for text in rendered)
     # The command line's own errors.
@@ -492,7 +493,7 @@ def test_a_warning_without_literal_text_is_reported_unless_a_known_relay() -> No
     assert not opaque, (
         'These WARNING+ logging calls have no literal text, so the page cannot be checked for them: '
         f'{opaque}. Log a literal %-template instead, or, if the call relays messages collected '
-        'elsewhere in all_templates() (as _client/context.py relays _config.py\'s warnings), add its '
+        'elsewhere in all_templates() (as _client/context.py relays _common/config.py\'s warnings), add its '
         '(module, function) to RELAYS.')
     source = ("import logging\n"
               "logger = logging.getLogger(__name__)\n"

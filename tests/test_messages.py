@@ -20,9 +20,9 @@ import boto3
 import pytest
 
 from helpers import FaultInjector, LockClients, ManualClock
-from python_dynamodb_lock._config import MIN_HEARTBEAT_PERIOD
+from python_dynamodb_lock._common.config import MIN_HEARTBEAT_PERIOD
 from python_dynamodb_lock._core.events import Event, Kind
-from python_dynamodb_lock._observe import RATE_LIMIT_PERIOD, LockEvent, Observer
+from python_dynamodb_lock._common.observe import RATE_LIMIT_PERIOD, LockEvent, Observer
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient, DynamoDBLockError
 
 MODULE = 'python_dynamodb_lock.python_dynamodb_lock'

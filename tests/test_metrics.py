@@ -13,7 +13,8 @@ from typing import Any, List, Optional
 import pytest
 from helpers import BackgroundCall, FaultInjector, LockClients, ManualClock, settle
 
-from python_dynamodb_lock import LockEvent, Reason, _observe
+from python_dynamodb_lock import LockEvent, Reason
+import python_dynamodb_lock._common.observe as _observe
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient, HeldLock
 from python_dynamodb_lock.testing import LockTable
 

@@ -158,7 +158,7 @@ def counts(accesses: List[Access]) -> Dict[Tuple[str, str], int]:
 
 # Why each remaining private access is there.
 WHY_CORE = 'unit test of the pure protocol core and its request/answer layer, by design: no client to go through'
-WHY_WIRE = ('unit test of the asyncio typing layer (_wire) against boto3\'s resource layer, for every '
+WHY_WIRE = ('unit test of the asyncio typing layer (_wire.typed_json) against boto3\'s resource layer, for every '
             'request the lock sends: no client to go through')
 WHY_GRACE = ('a cancelled caller must answer whatever the grace a Ctrl-C leaves the undo: made an hour long, a '
              'caller still held by it fails the test at once, whatever the load (an ordering, not a timing)')
@@ -233,7 +233,7 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._embedded'): (2, WHY_INSTALL),
     },
     'test_bounds.py': {
-        ('import', 'python_dynamodb_lock._validation'): (1, WHY_VALIDATION),
+        ('import', 'python_dynamodb_lock._model.validation'): (1, WHY_VALIDATION),
     },
     'test_cli.py': {
         ('import', 'python_dynamodb_lock._cli'): (1, WHY_CLI),
@@ -242,7 +242,7 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
     },
     'test_cli_robustness.py': {
         ('import', 'python_dynamodb_lock._cli'): (1, WHY_CLI),
-        ('import', 'python_dynamodb_lock._validation'): (1, WHY_CLI),
+        ('import', 'python_dynamodb_lock._model.validation'): (1, WHY_CLI),
     },
     'test_cli_run.py': {
         ('import', 'python_dynamodb_lock._cli.supervisor'): (1, WHY_CLI),
@@ -263,9 +263,11 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
     },
     'test_wire.py': {
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_WIRE),
-        ('import', 'python_dynamodb_lock._requests'): (1, WHY_WIRE),
-        ('import', 'python_dynamodb_lock._schema'): (1, WHY_WIRE),
-        ('import', 'python_dynamodb_lock._wire'): (1, WHY_WIRE),
+        ('import', 'python_dynamodb_lock._wire.lock_writes'): (1, WHY_WIRE),
+        ('import', 'python_dynamodb_lock._wire.renewals'): (1, WHY_WIRE),
+        ('import', 'python_dynamodb_lock._wire.requests'): (1, WHY_WIRE),
+        ('import', 'python_dynamodb_lock._model.schema'): (1, WHY_WIRE),
+        ('import', 'python_dynamodb_lock._wire.typed_json'): (1, WHY_WIRE),
     },
     'test_core_existing_item.py': {
         ('import', 'python_dynamodb_lock._core.write'): (1, WHY_CORE),
@@ -273,7 +275,8 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.release'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.state'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._requests'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.lock_writes'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.renewals'): (1, WHY_CORE),
     },
     'test_core_protocol.py': {
         ('import', 'python_dynamodb_lock._core.write'): (1, WHY_CORE),
@@ -285,9 +288,9 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._core.heartbeat'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.release'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.state'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._errors'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._requests'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._schema'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._model.errors'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.renewals'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._model.schema'): (1, WHY_CORE),
     },
     'test_core_multi.py': {
         ('import', 'python_dynamodb_lock._core.write'): (1, WHY_CORE),
@@ -304,7 +307,7 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._core.heartbeat'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.session'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.state'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._schema'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._model.schema'): (1, WHY_CORE),
     },
     '_matrix/cells.py': {
         ('attr', '_dynamodb_resource'): (2, WHY_COMPAT_USE),
@@ -321,7 +324,7 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
     },
     'test_release_checks.py': {
         ('import', 'python_dynamodb_lock._core.messages'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._schema'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._model.schema'): (1, WHY_CORE),
     },
     'test_newcomer_fixes.py': {
         ('import', 'python_dynamodb_lock._cli.render'): (1, WHY_CLI),
@@ -330,10 +333,12 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
     },
     'test_sim_table.py': {
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_SIMULATION),
-        ('import', 'python_dynamodb_lock._requests'): (1, WHY_SIMULATION),
-        ('import', 'python_dynamodb_lock._schema'): (1, WHY_SIMULATION),
-        ('import', 'python_dynamodb_lock._shared_requests'): (1, WHY_SIMULATION),
-        ('import', 'python_dynamodb_lock._wire'): (1, WHY_SIMULATION),
+        ('import', 'python_dynamodb_lock._wire.lock_writes'): (1, WHY_SIMULATION),
+        ('import', 'python_dynamodb_lock._wire.renewals'): (1, WHY_SIMULATION),
+        ('import', 'python_dynamodb_lock._wire.requests'): (1, WHY_SIMULATION),
+        ('import', 'python_dynamodb_lock._model.schema'): (1, WHY_SIMULATION),
+        ('import', 'python_dynamodb_lock._wire.shared_requests'): (1, WHY_SIMULATION),
+        ('import', 'python_dynamodb_lock._wire.typed_json'): (1, WHY_SIMULATION),
         ('import', 'python_dynamodb_lock.testing._simulation'): (1, WHY_SIMULATION),
         ('import', 'python_dynamodb_lock.testing._simulation.expressions'): (1, WHY_SIMULATION),
     },
@@ -350,7 +355,7 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
     'test_core_answers_and_sizes.py': {
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.guard'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._schema'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._model.schema'): (1, WHY_CORE),
     },
     'test_core_guard_steps.py': {
         ('attr', '_state'): (2, WHY_STATE),
@@ -376,7 +381,7 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._core.session'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.state'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.write'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._requests'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.sessions'): (1, WHY_CORE),
     },
     'test_core_sets_steps.py': {
         ('attr', '_state'): (1, WHY_STATE),
@@ -396,9 +401,10 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._core.events'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.shared_ops'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.write'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._requests'): (2, WHY_CORE),
-        ('import', 'python_dynamodb_lock._schema'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._shared_requests'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.renewals'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.requests'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._model.schema'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.shared_requests'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._drivers.thread_transport'): (1, WHY_STORE_STEPS),
     },
     'test_core_a_heartbeat_rounds.py': {
@@ -420,9 +426,9 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.events'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.write'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._errors'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._requests'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._schema'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._model.errors'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.requests'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._model.schema'): (1, WHY_CORE),
     },
     'test_core_heartbeat_paths.py': {
         ('attr', '_existing_item'): (1, WHY_CORE),
@@ -431,9 +437,9 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._core.events'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.heartbeat'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.state'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._errors'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._requests'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._schema'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._model.errors'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.requests'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._model.schema'): (1, WHY_CORE),
     },
     'test_core_messages_and_events.py': {
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
@@ -443,9 +449,9 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._core.messages'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.release'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.scan'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._errors'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._requests'): (2, WHY_CORE),
-        ('import', 'python_dynamodb_lock._schema'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._model.errors'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.requests'): (2, WHY_CORE),
+        ('import', 'python_dynamodb_lock._model.schema'): (1, WHY_CORE),
     },
     'test_core_release_paths.py': {
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
@@ -453,8 +459,9 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._core.release'): (2, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.shared_ops'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.state'): (2, WHY_CORE),
-        ('import', 'python_dynamodb_lock._errors'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._requests'): (3, WHY_CORE),
+        ('import', 'python_dynamodb_lock._model.errors'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.renewals'): (2, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.requests'): (1, WHY_CORE),
     },
     'test_core_b_events_and_messages.py': {
         ('import', 'python_dynamodb_lock._core.shared'): (1, WHY_CORE),
@@ -468,7 +475,7 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._core.messages'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.session'): (2, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.state'): (2, WHY_CORE),
-        ('import', 'python_dynamodb_lock._schema'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._model.schema'): (1, WHY_CORE),
     },
     'test_core_b_sets_transactions.py': {
         ('import', 'python_dynamodb_lock._core.acquire'): (1, WHY_CORE),
@@ -487,13 +494,17 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._core.events'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.shared_ops'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.write'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._requests'): (2, WHY_CORE),
-        ('import', 'python_dynamodb_lock._shared_requests'): (3, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.lock_writes'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.renewals'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.shared_requests'): (3, WHY_CORE),
     },
     'test_core_requests_shapes.py': {
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._requests'): (3, WHY_CORE),
-        ('import', 'python_dynamodb_lock._schema'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.lock_writes'): (3, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.renewals'): (2, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.requests'): (2, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.sessions'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._model.schema'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._drivers.thread_transport'): (1, WHY_STORE_STEPS),
     },
     'test_core_write_steps.py': {
@@ -503,8 +514,8 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._core.events'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.messages'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.write'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._requests'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._schema'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.requests'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._model.schema'): (1, WHY_CORE),
     },
     'test_core_undo_steps.py': {
         ('import', 'python_dynamodb_lock._core.acquire'): (1, WHY_CORE),
@@ -517,18 +528,19 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
     },
     'test_core_shared.py': {
         ('import', 'python_dynamodb_lock._core.shared'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._schema'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._shared_requests'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._model.schema'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.shared_requests'): (1, WHY_CORE),
     },
     'test_core_lock_data.py': {
         ('import', 'python_dynamodb_lock._core.write'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._config'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._common.config'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.acquire'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.heartbeat'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.release'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.state'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._requests'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.lock_writes'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.renewals'): (1, WHY_CORE),
     },
     'test_core_sessions.py': {
         ('import', 'python_dynamodb_lock._core.acquire'): (1, WHY_CORE),
@@ -536,9 +548,9 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._core.events'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.session'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.state'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._errors'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._requests'): (1, WHY_CORE),
-        ('import', 'python_dynamodb_lock._schema'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._model.errors'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.lock_writes'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._model.schema'): (1, WHY_CORE),
     },
     'test_core_validation.py': {
         ('attr', '_lease_duration_s'): (1, WHY_SETTINGS),
@@ -567,23 +579,23 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('attr', '_get_lock_from_item'): (2, WHY_LOCKOBJ),
     },
     'test_messages.py': {
-        ('import', 'python_dynamodb_lock._config'): (1, WHY_OBSERVER),
+        ('import', 'python_dynamodb_lock._common.config'): (1, WHY_OBSERVER),
         ('import', 'python_dynamodb_lock._core.events'): (1, WHY_OBSERVER),
-        ('import', 'python_dynamodb_lock._observe'): (1, WHY_OBSERVER),
+        ('import', 'python_dynamodb_lock._common.observe'): (1, WHY_OBSERVER),
     },
     'test_metrics.py': {
-        ('import', 'python_dynamodb_lock._observe'): (1, WHY_METRICS_PATCH),
+        ('import', 'python_dynamodb_lock._common.observe'): (1, WHY_METRICS_PATCH),
     },
     'test_properties.py': {
         ('import', 'python_dynamodb_lock._cli'): (1, WHY_CLI),
-        ('import', 'python_dynamodb_lock._validation'): (1, WHY_CLI),
+        ('import', 'python_dynamodb_lock._model.validation'): (1, WHY_CLI),
     },
     'test_recipes.py': {
         ('attr', '_campaign'): (2, WHY_RECIPES),
     },
     'test_table_layouts.py': {
         ('attr', '_store'): (1, WHY_STORE),
-        ('import', 'python_dynamodb_lock._locks'): (1, WHY_IDENT),
+        ('import', 'python_dynamodb_lock._common.locks'): (1, WHY_IDENT),
     },
     'test_testing_package.py': {
         ('import', 'python_dynamodb_lock._embedded'): (1, WHY_TESTING_SELF),

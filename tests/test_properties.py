@@ -45,7 +45,7 @@ from hypothesis import strategies as st
 from conftest import moto_table
 from helpers import wait_until
 from python_dynamodb_lock._cli import commands, run as cli_run
-from python_dynamodb_lock._validation import MAX_DURATION
+from python_dynamodb_lock._model.validation import MAX_DURATION
 from python_dynamodb_lock.python_dynamodb_lock import (
     BaseDynamoDBLock,
     DynamoDBLock,

@@ -77,7 +77,7 @@ def in_clock_sleep(thread: Optional[threading.Thread]) -> bool:
     """Whether ``thread`` is waiting in a clock's ``sleep`` right now."""
     frame = sys._current_frames().get(thread.ident) if thread is not None and thread.ident is not None else None
     while frame is not None:
-        if frame.f_code.co_name == 'sleep' and frame.f_code.co_filename.endswith('_clock.py'):
+        if frame.f_code.co_name == 'sleep' and frame.f_code.co_filename.endswith('_common/clock.py'):
             return True
         frame = frame.f_back
     return False

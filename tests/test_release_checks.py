@@ -20,7 +20,7 @@ from helpers import BackgroundCall, CallRecorder, LockClients, settle
 
 from python_dynamodb_lock import DynamoDBLockError
 from python_dynamodb_lock._core.messages import explain
-from python_dynamodb_lock._schema import Schema
+from python_dynamodb_lock._model.schema import Schema
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock
 from python_dynamodb_lock.testing import LockTable
 

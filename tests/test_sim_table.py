@@ -13,10 +13,13 @@ from botocore.exceptions import ClientError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from python_dynamodb_lock import _requests, _shared_requests
+import python_dynamodb_lock._wire.lock_writes as _lock_writes
+import python_dynamodb_lock._wire.renewals as _renewals
+import python_dynamodb_lock._wire.requests as _requests
+import python_dynamodb_lock._wire.shared_requests as _shared_requests
 from python_dynamodb_lock._core.answers import Applied, Refused, judge_answer, judge_error
-from python_dynamodb_lock._schema import Schema
-from python_dynamodb_lock._wire import python_item, typed_value
+from python_dynamodb_lock._model.schema import Schema
+from python_dynamodb_lock._wire.typed_json import python_item, typed_value
 from python_dynamodb_lock.testing._simulation import SimulatedTable, format_number
 from python_dynamodb_lock.testing._simulation.expressions import Parser, Placeholders, evaluate
 
@@ -205,7 +208,7 @@ def test_an_unknown_table_is_resource_not_found(table: SimulatedTable) -> None:
 # -- the library's own requests, as it sends them ------------------------------------------------
 
 def typed(params: Dict[str, Any]) -> Dict[str, Any]:
-    """A request of Python values in typed JSON (as ``_wire.Wire.to_typed`` sends it)."""
+    """A request of Python values in typed JSON (as ``_wire.typed_json.Wire.to_typed`` sends it)."""
     result = dict(params)
     if 'Statements' in result:
         result['Statements'] = [{**statement, 'Parameters': [typed_value(value) for value in statement['Parameters']]}
@@ -229,19 +232,19 @@ def send(table: SimulatedTable, request: _requests.Request) -> Any:
 
 def test_the_library_acquires_renews_and_releases_on_the_model(table: SimulatedTable) -> None:
     item = SCHEMA.lock_item('job', '-', 'me', 10, 'v1', 1000)
-    acquired = send(table, _requests.acquire_free(SCHEMA, item, token_floor=100))
+    acquired = send(table, _lock_writes.acquire_free(SCHEMA, item, token_floor=100))
     assert isinstance(acquired, Applied) and acquired.response['Attributes']['fencing_token'] == 101
-    refused = send(table, _requests.acquire_free(SCHEMA, SCHEMA.lock_item('job', '-', 'you', 10, 'v9', 1000), 100))
+    refused = send(table, _lock_writes.acquire_free(SCHEMA, SCHEMA.lock_item('job', '-', 'you', 10, 'v9', 1000), 100))
     assert isinstance(refused, Refused) and refused.item is not None and refused.item['owner_name'] == 'me'
-    renewal = _requests.Renewal('job', '-', ['v1'], 'v2', 1010, Decimal('1000.5'))
-    assert isinstance(send(table, _requests.renew(SCHEMA, renewal)), Applied)
-    stale = _requests.Renewal('job', '-', ['v1'], 'v3', 1010, Decimal('1000.5'))
-    answers = send(table, _requests.renew_many(SCHEMA, [renewal._replace(expected_versions=['v2'], new_version='v3'),
+    renewal = _renewals.Renewal('job', '-', ['v1'], 'v2', 1010, Decimal('1000.5'))
+    assert isinstance(send(table, _renewals.renew(SCHEMA, renewal)), Applied)
+    stale = _renewals.Renewal('job', '-', ['v1'], 'v3', 1010, Decimal('1000.5'))
+    answers = send(table, _renewals.renew_many(SCHEMA, [renewal._replace(expected_versions=['v2'], new_version='v3'),
                                                         stale._replace(partition_key='gone')]))
     assert [type(answer) for answer in answers] == [Applied, Refused]
-    released = send(table, _requests.release_row(SCHEMA, 'job', '-', ['v3'], 'v4', 2000, 1500))
+    released = send(table, _lock_writes.release_row(SCHEMA, 'job', '-', ['v3'], 'v4', 2000, 1500))
     assert isinstance(released, Applied)
-    again = send(table, _requests.acquire_free(SCHEMA, SCHEMA.lock_item('job', '-', 'you', 10, 'v5', 1000), 100))
+    again = send(table, _lock_writes.acquire_free(SCHEMA, SCHEMA.lock_item('job', '-', 'you', 10, 'v5', 1000), 100))
     assert isinstance(again, Applied) and again.response['Attributes']['fencing_token'] == 102   # the token grew
     assert 'released_at' not in again.response['Attributes']
 
@@ -316,9 +319,9 @@ def test_transact_get_items_answers_in_order(table: SimulatedTable) -> None:
 def test_batch_statements_are_answered_one_by_one(table: SimulatedTable) -> None:
     for name in ('a', 'b'):
         table.handle('put_item', {'TableName': T, 'Item': {**key(name), 'record_version_number': {'S': 'v1'}}})
-    renewals = [_requests.Renewal(name, '-', [version], 'v2', 1000, Decimal(1)) for name, version in
+    renewals = [_renewals.Renewal(name, '-', [version], 'v2', 1000, Decimal(1)) for name, version in
                 (('a', 'v1'), ('b', 'v0'), ('absent', 'v1'))]
-    request = _requests.renew_many(SCHEMA, renewals)
+    request = _renewals.renew_many(SCHEMA, renewals)
     answer = table.handle(request.operation, {'Statements': [
         {**statement, 'Parameters': [typed_value(value) for value in statement['Parameters']]}
         for statement in request.params['Statements']]})

@@ -584,7 +584,7 @@ def test_command_line_usage_errors(argv: List[str], words: str, capsys: pytest.C
 
 
 def test_unique_identifiers_of_number_keys_match_what_dynamodb_returns() -> None:
-    from python_dynamodb_lock._locks import unique_identifier_of
+    from python_dynamodb_lock._common.locks import unique_identifier_of
 
     assert unique_identifier_of(5, '-') == unique_identifier_of(Decimal('5.0'), '-') == '5|-'
     assert unique_identifier_of(500, '-') == unique_identifier_of(Decimal('5E+2'), '-') == '500|-'

@@ -10,7 +10,7 @@ exactly ``Any`` (the name ``Any``, ``typing.Any``, or the string ``'Any'``). ``O
 annotations and variables are not counted.
 
 Two ceilings: the whole package, and the lock clients' own modules (everything but the protocol
-core ``_core``, the request builders ``_requests.py`` / ``_shared_requests.py`` and the tooling
+core ``_core``, the request builders ``_wire/requests.py`` / ``_wire/shared_requests.py`` and the tooling
 ``_cli``, ``_demo``, ``_embedded``, ``_recipes``, ``testing``), where a bare ``Any`` is left only
 where a boto3 object passes through untouched, or where a published signature says ``Any``
 (``**params`` of the guarded writes, ``**kwargs`` of ``for_table``, ``*exc_info``). Lower a
@@ -26,12 +26,12 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / 'python_dynamodb_lock
 
 #: The share of bare ``Any`` today, rounded up a little (2026-11-29: 270 of 2,396 parameters, 11.3 %;
 #: 403 of 2,300, 17.5 %, before issue 28's typed seams).
-PACKAGE_CEILING = 0.122   # 0.115 before the simulation driver's first slice, whose seams are loose
+PACKAGE_CEILING = 0.116   # 291 of 2,515 (11.6 %) once the request builders took PartitionKey (0.122 before)
 #: The same over the lock clients' own modules (2026-11-29: 47 of 969, 4.9 %; 180 of 873, 20.6 %, before).
 CLIENT_CEILING = 0.05
 
-NOT_THE_CLIENTS = ('_core/', '_requests.py', '_shared_requests.py', '_cli/', '_demo/', '_embedded/', '_recipes/',
-                   'testing/')
+NOT_THE_CLIENTS = ('_core/', '_wire/requests.py', '_wire/shared_requests.py', '_cli/', '_demo/', '_embedded/',
+                   '_recipes/', 'testing/')
 
 
 def _is_bare_any(annotation: ast.expr) -> bool:

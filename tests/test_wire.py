@@ -2,7 +2,7 @@
 
 The threaded client's requests go through boto3's resource layer, which types every attribute
 value with ``TypeSerializer`` wherever the operation's input shape has one. The asyncio client's
-executor types the lock's own requests by a shorter way (``_wire.Wire.to_typed``): these tests
+executor types the lock's own requests by a shorter way (``_wire.typed_json.Wire.to_typed``): these tests
 hold it to the resource layer's result, value type by value type, for every request the lock
 sends, and its reading of answers to boto3's deserializer (numbers read exactly).
 """
@@ -19,10 +19,12 @@ import pytest
 from boto3.dynamodb.transform import ParameterTransformer
 from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 
-from python_dynamodb_lock import _requests as requests
+import python_dynamodb_lock._wire.lock_writes as lock_writes
+import python_dynamodb_lock._wire.renewals as renewals
+import python_dynamodb_lock._wire.requests as requests
 from python_dynamodb_lock._core.answers import Refused, judge_error
-from python_dynamodb_lock._schema import Schema
-from python_dynamodb_lock._wire import Wire
+from python_dynamodb_lock._model.schema import Schema
+from python_dynamodb_lock._wire.typed_json import Wire
 from python_dynamodb_lock.testing import readable_expression
 
 SCHEMAS = [
@@ -69,14 +71,14 @@ def lock_requests(schema: Schema) -> List[requests.Request]:
     key = KEYS[schema.partition_key_type]
     item = schema.lock_item(key, 's', 'me', 30.0, 'v1', 1_800_000_000, EXTRA)
     item.update(acquisition_id='v1', lease_expiry=Decimal('1700000000.123'))
-    renewal = requests.Renewal(key, 's', ['v1', 'v2'], 'v3', 1_800_000_005, Decimal('1700000030.5'))
+    renewal = renewals.Renewal(key, 's', ['v1', 'v2'], 'v3', 1_800_000_005, Decimal('1700000030.5'))
     return [
-        requests.acquire_free(schema, item, 1_700_000_000_000_000),
-        requests.acquire_over(schema, item, ['v0', 'v00'], 5, {'old', 'released_at'}),
-        requests.release_row(schema, key, 's', ['v1'], 'v2', 1_800_000_000, 1_700_000_000, set(EXTRA)),
-        requests.free_row(schema, key, 's', ['v1'], 'v2', 1, 2, (), keep_released_rows=False),
-        requests.renew(schema, renewal),
-        requests.renew_many(schema, [renewal, renewal]),
+        lock_writes.acquire_free(schema, item, 1_700_000_000_000_000),
+        lock_writes.acquire_over(schema, item, ['v0', 'v00'], 5, {'old', 'released_at'}),
+        lock_writes.release_row(schema, key, 's', ['v1'], 'v2', 1_800_000_000, 1_700_000_000, set(EXTRA)),
+        lock_writes.free_row(schema, key, 's', ['v1'], 'v2', 1, 2, (), keep_released_rows=False),
+        renewals.renew(schema, renewal),
+        renewals.renew_many(schema, [renewal, renewal]),
         requests.get(schema, key, 's'),
         requests.scan(schema, {'lock_key': 'a', 'sort_key': 'b'}),
         # a whole item, as a put carries it (the fast path types Item maps too)

@@ -8,7 +8,7 @@ import argparse
 import datetime
 from typing import Callable, Tuple
 
-from .. import _validation as validation
+from .._model import validation
 
 #: How a command module adds its subparser: ``add_command(name, help, description)`` returns
 #: the subparser, which already has the connection and table options.

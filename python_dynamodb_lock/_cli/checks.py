@@ -14,7 +14,7 @@ import re
 import urllib.parse
 from typing import Any, Optional
 
-from .. import _validation as validation
+from .._model import validation
 from ..python_dynamodb_lock import DynamoDBLockClient
 from .console import EXIT_USAGE, CliError
 

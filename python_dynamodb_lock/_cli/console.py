@@ -28,7 +28,7 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 128 + int(getattr(signal, 'SIGPIPE', 13))
 
 #: The logger users configure for everything the package logs (the clients log under its child
-#: ``python_dynamodb_lock.python_dynamodb_lock``, :data:`python_dynamodb_lock._observe.LOGGER_NAME`).
+#: ``python_dynamodb_lock.python_dynamodb_lock``, :data:`python_dynamodb_lock._common.observe.LOGGER_NAME`).
 PACKAGE_LOGGER_NAME = 'python_dynamodb_lock'
 #: The command line's own records (a force-release, a failure's traceback at DEBUG).
 LOGGER_NAME = f'{PACKAGE_LOGGER_NAME}._cli'

@@ -17,8 +17,8 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from .._tables import KEY_TYPE_NAMES, describe_key_schema
-from .._tables import _key_schema as key_schema_of
+from .._common.tables import KEY_TYPE_NAMES, describe_key_schema
+from .._common.tables import _key_schema as key_schema_of
 from ..python_dynamodb_lock import DynamoDBLockClient, DynamoDBLockError
 from .checks import partition_key_type_of, sort_key_name_of
 from .connection import make_resource, table_name_of

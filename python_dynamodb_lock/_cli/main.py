@@ -9,7 +9,7 @@ from typing import Optional, Sequence, TextIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .._errors import Reason
+from .._model.errors import Reason
 from ..python_dynamodb_lock import DynamoDBLockError
 from .checks import check_arguments, check_endpoint_url, endpoint_error
 from .console import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PROG, CliError, Console

@@ -29,7 +29,7 @@ from types import FrameType
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from .._core.state import Status
-from .._errors import DynamoDBLockError, Reason
+from .._model.errors import DynamoDBLockError, Reason
 
 __all__ = [
     'EXIT_CANNOT_EXECUTE',

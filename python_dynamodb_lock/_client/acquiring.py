@@ -20,10 +20,10 @@ from .._core.release import free_handed
 from .._core.shared import describe_holders
 from .._core.state import Status, lock_safe_period
 from .._core.write import AcquireAttempt, Written
-from .._errors import DynamoDBLockError
-from .._locks import holder_of, mark_acquired
-from .._registry import WaiterState
-from .._schema import PartitionKey, Schema
+from .._model.errors import DynamoDBLockError
+from .._common.locks import holder_of, mark_acquired
+from .._common.registry import WaiterState
+from .._model.schema import PartitionKey, Schema
 from .call import AcquireCall, acquire_call
 from .context import ClientState, Held, L
 from .releasing import Releasing

@@ -9,11 +9,11 @@ import dataclasses
 import datetime
 from typing import Any, Callable, Mapping, Optional
 
-from .. import _validation as validation
-from .._config import check_additional_attributes, check_key, lock_lease
-from .._validation import require_bool
-from .._locks import unique_identifier_of
-from .._schema import Item, PartitionKey
+from .._model import validation
+from .._common.config import check_additional_attributes, check_key, lock_lease
+from .._model.validation import require_bool
+from .._common.locks import unique_identifier_of
+from .._model.schema import Item, PartitionKey
 from .._core.write import AcquireAttempt
 from .context import ClientState
 from .sessions import session_template

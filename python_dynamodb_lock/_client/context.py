@@ -9,19 +9,19 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, ContextManager, Generic, List, Mapping, Optional, Protocol, Sequence, TypeVar
 
-from .._clock import Clock, SystemClock
-from .._config import Settings, make_settings
+from .._common.clock import Clock, SystemClock
+from .._common.config import Settings, make_settings
 from .._core.acquire import Observations
 from .._core.events import Event, Kind
 from .._core.heartbeat import Batching, HeartbeatSettings
 from .._core.release import ReleaseSettings
 from .._core.session import Session, SessionSettings
 from .._core.shared import holders_of
-from .._errors import DynamoDBLockError, Reason
-from .._locks import BaseDynamoDBLock, HeldLock
-from .._observe import MetricsHook, Observer, logger
-from .._registry import Registry
-from .._schema import Schema
+from .._model.errors import DynamoDBLockError, Reason
+from .._common.locks import BaseDynamoDBLock, HeldLock
+from .._common.observe import MetricsHook, Observer, logger
+from .._common.registry import Registry
+from .._model.schema import Schema
 from .shared import JoinGuesses, slot
 
 __all__ = ['ClientState', 'Flag', 'Held', 'L', 'check_construction', 'make_state']

@@ -1,20 +1,20 @@
 """Reading and administering the table: ``get_lock``, ``list_locks`` (page by page) and
 ``force_release_lock``. The requests and their reading are the core's (:mod:`.._core.scan`,
-:mod:`.._requests`).
+:mod:`.._wire.requests`).
 """
 from __future__ import annotations
 
 from typing import Any, List, Optional, Tuple, Union
 
-from .._config import check_key
+from .._common.config import check_key
 from .._core.answers import Answer
 from .._core.effects import Protocol
 from .._core.events import Kind
 from .._core.scan import force_release, next_page
 from .._core.write import read_row
-from .._locks import BaseDynamoDBLock
-from .._requests import Request, query, scan
-from .._schema import NO_SORT_KEY, PartitionKey
+from .._common.locks import BaseDynamoDBLock
+from .._wire.requests import Request, query, scan
+from .._model.schema import NO_SORT_KEY, PartitionKey
 from .context import ClientState
 
 __all__ = ['Listing']

@@ -8,16 +8,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Optional, Sequence, Tuple
 
-from .._config import check_release_attributes
-from .._validation import require_bool
+from .._common.config import check_release_attributes
+from .._model.validation import require_bool
 from .._core.effects import Drop, Hold, Protocol, Settle
 from .._core.events import Kind
 from .._core.item_size import check_release_size, handover_fits
 from .._core.release import ReleaseVerdict, free_handed, precheck_release, release, release_again, release_verdict
 from .._core.state import Status
-from .._observe import logger
-from .._registry import WaiterState
-from .._schema import Schema
+from .._common.observe import logger
+from .._common.registry import WaiterState
+from .._model.schema import Schema
 from .context import ClientState, Held
 from .shared import shared_refusal
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, ContextManager, Dict, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar, Union
 
-from .._config import check_attribute_update
+from .._common.config import check_attribute_update
 from .._core.effects import Drop, Hold, Protocol
 from .._core.events import Kind
 from .._core.guard import check_actions, guarded_write
 from .._core.heartbeat import check_round, extend, heartbeat_round, renew_batch, renew_one, update_attributes
 from .._core.item_size import check_update_size
 from .._core.session import due_for_refresh, extend_session, session_round
-from .._wire import Wire
+from .._wire.typed_json import Wire
 from .context import ClientState, Held
 from .shared import shared_refusal
 

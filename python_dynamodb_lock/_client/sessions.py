@@ -11,7 +11,7 @@ from typing import Any, List, Sequence
 from .._core.effects import Protocol
 from .._core.session import end_session, ensure_session
 from .._core.write import AcquireAttempt
-from .._schema import COL_LEASE_DURATION, COL_LOCK_SESSION, Item
+from .._model.schema import COL_LEASE_DURATION, COL_LOCK_SESSION, Item
 from .context import ClientState
 
 __all__ = ['Sessions', 'session_template']

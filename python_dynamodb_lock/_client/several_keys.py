@@ -17,8 +17,8 @@ from .._core.multi import MAX_KEYS, NotAll, acquire_all, free_all, set_name
 from .._core.release import ReleaseVerdict, precheck_release
 from .._core.state import Status
 from .._core.write import AcquireAttempt
-from .._errors import DynamoDBLockError
-from .._schema import PartitionKey, Schema
+from .._model.errors import DynamoDBLockError
+from .._model.schema import PartitionKey, Schema
 from .acquiring import Acquiring
 from .call import acquire_call
 from .context import ClientState, Held, L

@@ -3,13 +3,13 @@ shared hold, the per-key guess of whether a shared acquisition will join other h
 shared acquisition may not be asked, and what a shared lock refuses (docs/shared_locks.rst).
 
 The protocol is in ``_core/shared.py`` and ``_core/shared_ops.py``, the requests in
-``_shared_requests.py``. May import the core and the leaf helpers; no other feature module.
+``_wire/shared_requests.py``. May import the core and the leaf helpers; no other feature module.
 """
 from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional
 
-from .._locks import HeldLock
+from .._common.locks import HeldLock
 
 __all__ = ['JoinGuesses', 'check_shared_call', 'shared_refusal', 'slot']
 

@@ -18,7 +18,7 @@ import contextlib
 import dataclasses
 from typing import Any, Callable, ContextManager, Optional, Tuple, Union
 
-from .._schema import Item, Schema
+from .._model.schema import Item, Schema
 from .effects import Emit, Protocol, Settle, Sleep
 from .events import Event, Kind
 from .shared import is_shared

@@ -24,8 +24,8 @@ from botocore.exceptions import (
     ParamValidationError,
 )
 
-from .._errors import Reason
-from .._wire import python_item
+from .._model.errors import Reason
+from .._wire.typed_json import python_item
 
 __all__ = [
     'Answer',

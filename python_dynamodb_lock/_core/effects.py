@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Generator, Tuple, TypeVar
 
-from .._requests import Request
+from .._wire.requests import Request
 from .events import Event
 
 __all__ = ['Call', 'Drop', 'Effect', 'Emit', 'Hold', 'Pending', 'Protocol', 'Settle', 'Sleep', 'Submit', 'Unregister']

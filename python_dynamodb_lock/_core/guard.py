@@ -26,9 +26,9 @@ import uuid
 from decimal import Decimal
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .._errors import DynamoDBLockError
-from .._requests import Request
-from .._schema import COL_ACQUISITION_ID, Schema
+from .._model.errors import DynamoDBLockError
+from .._wire.requests import Request
+from .._model.schema import COL_ACQUISITION_ID, Schema
 from .answers import Applied, Failed, deserialize
 from .effects import Call, Emit, Protocol, Sleep, Unregister
 from .events import Event, Kind
@@ -74,7 +74,7 @@ def backoff(attempt: int) -> float:
 
 
 def transaction_action(request: Request) -> Dict[str, Any]:
-    """One of the lock's own conditional writes (:mod:`~python_dynamodb_lock._requests`) as a
+    """One of the lock's own conditional writes (:mod:`~python_dynamodb_lock._wire.requests`) as a
     ``TransactWriteItems`` action (what a transaction cannot carry, ``ReturnValues``, is dropped)."""
     kind = {'put_item': 'Put', 'update_item': 'Update', 'delete_item': 'Delete'}[request.operation]
     return {kind: {name: value for name, value in request.params.items() if name in _ACTION_FIELDS[kind]}}

@@ -7,9 +7,10 @@ import dataclasses
 import uuid
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
-from .._requests import MAX_BATCH_STATEMENTS, Renewal, Request, renew, renew_many
-from .._errors import DynamoDBLockError
-from .._schema import Schema, lease_expiry
+from .._wire.renewals import Renewal, renew, renew_many
+from .._wire.requests import MAX_BATCH_STATEMENTS, Request
+from .._model.errors import DynamoDBLockError
+from .._model.schema import Schema, lease_expiry
 from .answers import Answer, Failed, Refused, statement_retryable
 from .effects import Call, Emit, Protocol, Sleep, Submit, Unregister
 from .events import Event, Kind

@@ -8,7 +8,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, Mapping, Optional
 
-from .._schema import (COL_ACQUISITION_ID, COL_FENCING_TOKEN, COL_LEASE_EXPIRY, COL_LOCK_SESSION,
+from .._model.schema import (COL_ACQUISITION_ID, COL_FENCING_TOKEN, COL_LEASE_EXPIRY, COL_LOCK_SESSION,
                        COL_RECORD_VERSION_NUMBER, COL_RELEASED_AT, Schema)
 from .guard import size_of
 

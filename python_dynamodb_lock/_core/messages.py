@@ -4,7 +4,7 @@ from __future__ import annotations
 import decimal
 from typing import Any
 
-from .._schema import Schema
+from .._model.schema import Schema
 from .answers import error_code
 
 __all__ = ['describe_key', 'explain']

@@ -21,9 +21,10 @@ import dataclasses
 import uuid
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
-from .._errors import DynamoDBLockError, Reason
-from .._requests import Request, free_row, get_many, transact
-from .._schema import COL_RECORD_VERSION_NUMBER, Item, Schema
+from .._model.errors import DynamoDBLockError, Reason
+from .._wire.lock_writes import free_row
+from .._wire.requests import Request, get_many, transact
+from .._model.schema import COL_RECORD_VERSION_NUMBER, Item, Schema
 from .acquire import Observations, Watch
 from .write import (AcquireAttempt, Written, free_if_landed, free_landed, raise_if_closed, read_row, with_token,
                     write_request)

@@ -9,11 +9,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 import uuid
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
-from .._errors import DynamoDBLockError, Reason
-from .._requests import acquire_over, free_row, get
-from .._schema import COL_RECORD_VERSION_NUMBER, Schema
+from .._model.errors import DynamoDBLockError, Reason
+from .._wire.lock_writes import acquire_over, free_row
+from .._wire.requests import get
+from .._model.schema import COL_RECORD_VERSION_NUMBER, PartitionKey, Schema
 from .write import AcquireAttempt, Written, new_lock_item, token_floor, undo_write, with_token
 from .answers import Answer, Applied, Failed, Refused
 from .effects import Call, Protocol, Settle, Sleep
@@ -132,7 +133,6 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any, successor: Optiona
                                                  lock.additional_attributes, keep, attributes, existing))
             return answer
 
-
     def released(row: Optional[Mapping[str, Any]] = None) -> ReleaseResult:
         handed = (Written(with_token(item, row, not successor.lock_existing_item), attempt_started,
                           own_row=successor.lock_existing_item and getattr(lock, '_own_row', False))
@@ -165,10 +165,19 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any, successor: Optiona
             return ReleaseResult(ReleaseOutcome.MET_NEXT_HOLDER, row)
         return ReleaseResult(ReleaseOutcome.STOLEN, row)
     assert isinstance(answer, Failed)
+    return (yield from _judge_failed(schema, (lock.partition_key, lock.sort_key), state, answer, ours,
+                                     clock.monotonic, view, released))
+
+
+def _judge_failed(schema: Schema, key: Tuple[PartitionKey, str], state: LockState, answer: Failed, ours: str,
+                  monotonic: Callable[[], float], view: Callable[[Answer], Answer],
+                  released: Callable[[Optional[Mapping[str, Any]]], ReleaseResult]) -> Protocol[ReleaseResult]:
+    """The end of :func:`release` when its write failed: a failure, unless the write may have
+    landed; then the row, read again, says whether it did (``ours``: the version it wrote)."""
     if not answer.maybe_applied:
         return ReleaseResult(ReleaseOutcome.FAILED, failed=answer)
     state.note_release_maybe_applied()
-    read = yield Call(get(schema, lock.partition_key, lock.sort_key))
+    read = yield Call(get(schema, *key))
     if not isinstance(read, Applied):
         return ReleaseResult(ReleaseOutcome.FAILED, failed=read if isinstance(read, Failed) else answer)
     seen = view(Refused(read.response.get('Item') or None))
@@ -179,7 +188,7 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any, successor: Optiona
         return ReleaseResult(ReleaseOutcome.RELEASED)
     if state.is_ours(Schema.version_of(current)):
         return ReleaseResult(ReleaseOutcome.FAILED, failed=answer)
-    if not state.lease_running(clock.monotonic()):
+    if not state.lease_running(monotonic()):
         return ReleaseResult(ReleaseOutcome.STOLEN, dict(current))
     return ReleaseResult(ReleaseOutcome.RELEASED)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import uuid
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from .._errors import DynamoDBLockError
-from .._requests import Request, following_page, free_row
-from .._schema import Schema
+from .._model.errors import DynamoDBLockError
+from .._wire.lock_writes import free_row
+from .._wire.requests import Request, following_page
+from .._model.schema import Schema
 from .answers import Answer, Applied, Failed, Refused, single
 from .release import ReleaseSettings
 from .effects import Call, Protocol

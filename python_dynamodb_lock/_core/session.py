@@ -16,9 +16,10 @@ import dataclasses
 import uuid
 from typing import Any, ContextManager, List, Mapping, Optional, Sequence
 
-from .._errors import DynamoDBLockError, Reason
-from .._requests import get, session_end, session_renew, session_start
-from .._schema import COL_RECORD_VERSION_NUMBER, NO_SORT_KEY, SESSION_PREFIX, Item, Schema
+from .._model.errors import DynamoDBLockError, Reason
+from .._wire.requests import get
+from .._wire.sessions import session_end, session_renew, session_start
+from .._model.schema import COL_RECORD_VERSION_NUMBER, NO_SORT_KEY, SESSION_PREFIX, Item, Schema
 from .answers import Applied, Failed, Refused
 from .effects import Call, Emit, Protocol, Unregister
 from .events import Event, Kind

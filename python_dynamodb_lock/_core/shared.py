@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
-from .._schema import COL_SHARED_HOLDERS, COL_WRITER_WAITING, SHARED_LEASE, SHARED_OWNER, SHARED_VERSION, Schema
-from .._schema import WRITER_ID
+from .._model.schema import COL_SHARED_HOLDERS, COL_WRITER_WAITING, SHARED_LEASE, SHARED_OWNER, SHARED_VERSION, Schema
+from .._model.schema import WRITER_ID
 
 __all__ = ['MAX_SHARED_HOLDERS', 'Marker', 'SharedHolder', 'SharedJudgement', 'SharedWatch', 'describe_holders',
            'entry_of', 'entry_view',

@@ -9,16 +9,16 @@ from __future__ import annotations
 import uuid
 from typing import Any, Dict, Optional, Sequence, Union
 
-from .._errors import DynamoDBLockError, Reason
-from .._requests import Request, get
-from .._schema import (
+from .._model.errors import DynamoDBLockError, Reason
+from .._wire.requests import Request, get
+from .._model.schema import (
     COL_ACQUISITION_ID,
     COL_FENCING_TOKEN,
     COL_RECORD_VERSION_NUMBER,
     Item,
     Schema,
 )
-from .._shared_requests import JoinMode, entry, join, leave, mark_writer, renew_entry, unmark_writer
+from .._wire.shared_requests import JoinMode, entry, join, leave, mark_writer, renew_entry, unmark_writer
 from .write import AcquireAttempt, Blocked, Written, is_abandoned, read_row, undo, write_failed, write_lock
 from .answers import Answer, Applied, Failed, Refused
 from .effects import Call, Emit, Protocol, Settle

@@ -15,9 +15,10 @@ import dataclasses
 import enum
 from typing import Any, ContextManager, Dict, List, NamedTuple, Optional
 
-from .._errors import Reason
-from .._requests import MAX_CONDITION_VERSIONS, Renewal
-from .._schema import Schema
+from .._model.errors import Reason
+from .._wire.renewals import Renewal
+from .._wire.requests import MAX_CONDITION_VERSIONS
+from .._model.schema import Schema
 from .answers import Answer, Failed, Refused
 
 __all__ = ['LockState', 'Loss', 'RenewalResult', 'RenewalVerdict', 'Status', 'how_lost', 'lock_safe_period',

@@ -2,7 +2,7 @@
 get its next effect, or :class:`Done` with its result. Pure: no I/O, no waits.
 
 Every generator the package steps goes through :func:`advance`: the lock protocols (the two
-drivers, ``_drivers/``), table administration (``_tables.py``) and the recipes (``_recipes/``).
+drivers, ``_drivers/``), table administration (``_common/tables.py``) and the recipes (``_recipes/``).
 What an effect *is* (a :mod:`~python_dynamodb_lock._core.effects` value, an ``AdminCall``, a
 recipe's operation) is the caller's business; the stepper only tells a yielded effect from a
 finished protocol. A driver may hand it ``local``: the effects that need no I/O (events,

@@ -11,9 +11,11 @@ import uuid
 from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Tuple, Union
 from typing import Protocol as TypingProtocol
 
-from .._errors import DynamoDBLockError, Reason
-from .._requests import Request, acquire_free, acquire_over, free_row, get, take_over_in_session
-from .._schema import (
+from .._model.errors import DynamoDBLockError, Reason
+from .._wire.lock_writes import acquire_free, acquire_over, free_row
+from .._wire.requests import Request, get
+from .._wire.sessions import take_over_in_session
+from .._model.schema import (
     COL_ACQUISITION_ID,
     COL_FENCING_TOKEN,
     COL_LEASE_EXPIRY,
@@ -212,7 +214,7 @@ def write_lock(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item],
 def token_after(write: Request, before: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
     """The fencing token an applied acquiring ``write`` that answered with the item as it was
     (``before``; None: there was none) gave the row: one more than the item's, or than the
-    write's floor (see ``_requests._lock_update``)."""
+    write's floor (see ``_wire.lock_writes._lock_update``)."""
     token = Schema.fencing_token_of(before)
     return {COL_FENCING_TOKEN: (write.params['ExpressionAttributeValues'][':token_floor'] if token is None
                                 else token) + 1}

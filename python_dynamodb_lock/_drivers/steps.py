@@ -7,10 +7,10 @@ import concurrent.futures
 import threading
 from typing import Any, Callable, List, Mapping, Optional, Protocol, Sequence
 
-from .._clock import Clock
+from .._common.clock import Clock
 from .._core.effects import Protocol as CoreProtocol
-from .._errors import DynamoDBLockError, is_cancellation
-from .._registry import WaiterState
+from .._model.errors import DynamoDBLockError, is_cancellation
+from .._common.registry import WaiterState
 
 __all__ = ['Host', 'Steps', 'woken']
 

@@ -1,7 +1,7 @@
 """The asyncio client's executor: sends requests on an aiobotocore DynamoDB client.
 
 aiobotocore's client speaks DynamoDB's typed JSON; the requests are built with Python values
-(as boto3's resource layer takes them). :class:`~python_dynamodb_lock._wire.Wire` converts both
+(as boto3's resource layer takes them). :class:`~python_dynamodb_lock._wire.typed_json.Wire` converts both
 ways with boto3's own machinery, so the two clients send the same requests.
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any, List, Union
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .._core.answers import Answer, judge_answer, judge_error
-from .._requests import Request
-from .._wire import Wire
+from .._wire.requests import Request
+from .._wire.typed_json import Wire
 
 __all__ = ['TaskTransport']
 

@@ -19,9 +19,9 @@ from .._core.heartbeat import background_loop
 from .._core.effects import Effect
 from .._core.stepper import Done, advance
 from .._core.write import AcquireAttempt
-from .._errors import DynamoDBLockError
-from .._locks import HeldLock
-from .._registry import WaiterState
+from .._model.errors import DynamoDBLockError
+from .._common.locks import HeldLock
+from .._common.registry import WaiterState
 from .steps import Host, Steps, woken
 from .task_transport import TaskTransport
 

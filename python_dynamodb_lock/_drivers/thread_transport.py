@@ -1,13 +1,13 @@
 """The threaded client's executor: the one place that sends requests to DynamoDB.
 
-:class:`ThreadTransport` runs a :class:`~python_dynamodb_lock._requests.Request` on a boto3 client, which
+:class:`ThreadTransport` runs a :class:`~python_dynamodb_lock._wire.requests.Request` on a boto3 client, which
 is safe to share between threads (a resource is not):
 
 - the low-level client of the application's DynamoDB resource (``resource.meta.client``), which
   still converts between Python values and DynamoDB's typed JSON (boto3's resource layer) and
   carries the application's event hooks;
 - or a low-level client the application gave (``boto3.client('dynamodb')``), which speaks typed
-  JSON: :class:`~python_dynamodb_lock._wire.Wire` converts both ways, as for the asyncio client,
+  JSON: :class:`~python_dynamodb_lock._wire.typed_json.Wire` converts both ways, as for the asyncio client,
   and each call skips the resource layer's copy and walks of the request.
 
 Every outcome comes back as an answer value (:mod:`python_dynamodb_lock._core.answers`); only
@@ -21,8 +21,8 @@ from typing import Any, List, Union
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .._core.answers import Answer, judge_answer, judge_error
-from .._requests import Request
-from .._wire import Wire
+from .._wire.requests import Request
+from .._wire.typed_json import Wire
 
 __all__ = ['ThreadTransport']
 

@@ -18,11 +18,11 @@ from .._core.heartbeat import background_loop
 from .._core.effects import Effect
 from .._core.stepper import Done, advance
 from .._core.write import AcquireAttempt
-from .._errors import DynamoDBLockError, cancelled_error, is_cancellation
-from .._locks import HeldLock
-from .._registry import WaiterState
-from .._requests import Request
-from .._validation import require_thread_event
+from .._model.errors import DynamoDBLockError, cancelled_error, is_cancellation
+from .._common.locks import HeldLock
+from .._common.registry import WaiterState
+from .._wire.requests import Request
+from .._model.validation import require_thread_event
 from .steps import Host, Steps, woken
 from .thread_transport import ThreadTransport
 

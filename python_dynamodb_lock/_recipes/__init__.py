@@ -1,5 +1,5 @@
 """Recipe implementations: leader election, the semaphore and its permits, their operations, the two handlers.
-May import _core.stepper, _errors, _locks, _schema, _clock, _validation; never a client (aio, python_dynamodb_lock).
+May import _core.stepper, _model (errors, schema, validation), _common (locks, clock); never a client (aio, ...).
 
 The public faces are :mod:`python_dynamodb_lock.recipes` (``LeaderElection``, ``Semaphore``,
 ``Permit``, ``LossReason``) and :mod:`python_dynamodb_lock.aio` (``AsyncLeaderElection``,

@@ -5,8 +5,8 @@ import datetime
 import logging
 from typing import Any, Callable, Optional, Union
 
-from .._errors import DynamoDBLockError
-from .._validation import require_duration
+from .._model.errors import DynamoDBLockError
+from .._model.validation import require_duration
 from .seams import ClientSettings
 
 #: The recipes' logger (its name is the public module's, which applications configure).

@@ -11,8 +11,8 @@ import threading
 from types import TracebackType
 from typing import Any, Callable, Generic, Mapping, Optional, Set, Type, TypeVar
 
-from .._errors import DynamoDBLockError
-from .._locks import BaseDynamoDBLock, HeldLock
+from .._model.errors import DynamoDBLockError
+from .._common.locks import BaseDynamoDBLock, HeldLock
 from .common import CHUNK, HELD, NO_SORT_KEY, Duration, call_safely, ended, logger, retry_period_of, timeout_seconds
 from .handlers import Tasks
 from .operations import AcquireFirst, GetLock, Join, Recipe, Release, Wait

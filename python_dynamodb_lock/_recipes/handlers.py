@@ -13,7 +13,7 @@ import threading
 from typing import Any, Optional, Set, Type, TypeVar
 
 from .._core.stepper import Done, advance
-from .._errors import cancelled_error
+from .._model.errors import cancelled_error
 from .operations import AcquireFirst, GetLock, Join, Operation, Recipe, Release, Wait
 from .seams import AsyncRecipeClient, RecipeClient, RecipeLock, require_client
 

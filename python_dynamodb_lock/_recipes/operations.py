@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Generator, Mapping, Optional, Sequence, TypeVar, Union
 
-from .._schema import PartitionKey
+from .._model.schema import PartitionKey
 from .seams import LockCallback
 
 __all__ = ['AcquireFirst', 'GetLock', 'Join', 'Operation', 'Recipe', 'Release', 'Wait']

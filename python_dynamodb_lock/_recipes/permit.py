@@ -7,7 +7,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any, Optional, Protocol, Type
 
-from .._locks import BaseDynamoDBLock, HeldLock
+from .._common.locks import BaseDynamoDBLock, HeldLock
 from .common import HELD
 from .seams import RecipeLock
 

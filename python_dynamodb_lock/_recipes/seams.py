@@ -14,9 +14,9 @@ import inspect
 import threading
 from typing import Any, Awaitable, Callable, Mapping, Optional, Protocol, Sequence, Type, TypeVar, runtime_checkable
 
-from .._clock import Clock
-from .._locks import BaseDynamoDBLock
-from .._schema import PartitionKey
+from .._common.clock import Clock
+from .._common.locks import BaseDynamoDBLock
+from .._model.schema import PartitionKey
 
 __all__ = ['AsyncRecipeClient', 'ClientSettings', 'RecipeClient', 'RecipeLock', 'require_client']
 

@@ -11,8 +11,8 @@ import threading
 from types import TracebackType
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Type
 
-from .._errors import DynamoDBLockError
-from .._locks import BaseDynamoDBLock, HeldLock
+from .._model.errors import DynamoDBLockError
+from .._common.locks import BaseDynamoDBLock, HeldLock
 from .common import CHUNK, Duration, ended, logger, retry_period_of, timeout_seconds
 from .handlers import Tasks
 from .operations import AcquireFirst, GetLock, Recipe, Release

@@ -19,7 +19,7 @@ that uses locks" for examples. The pieces:
 * a pytest plugin (:mod:`python_dynamodb_lock.testing.pytest_plugin`), active when the
   ``testing`` extra is installed, with fixtures named ``dynamodb_lock_*``.
 """
-from .._clock import Clock, SystemClock
+from .._common.clock import Clock, SystemClock
 from .._embedded import EmbeddedEngine, EngineNotInstalledError, default_client_config, dummy_boto3_session
 from ._callbacks import CallbackCall, CallbackRecorder
 from ._clock import REAL_TIMEOUT, ManualClock, wait_until

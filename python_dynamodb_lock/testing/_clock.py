@@ -1,6 +1,6 @@
 """A clock whose time moves only when a test says so, for both lock clients.
 
-:class:`ManualClock` implements the clock protocol of :mod:`python_dynamodb_lock._clock`:
+:class:`ManualClock` implements the clock protocol of :mod:`python_dynamodb_lock._common.clock`:
 ``monotonic()``, ``time()``, ``sleep(seconds, threading.Event)`` for the threaded client and
 ``sleep_async(seconds, asyncio.Event)`` for the asyncio client. Every sleeper is tracked by
 who sleeps (a thread, or an asyncio task), so a test can advance time and then wait until

@@ -6,7 +6,7 @@ from typing import Any, Mapping, Optional
 
 from botocore.exceptions import ClientError
 
-from ..._tables import check_global_table, check_tags
+from ..._common.tables import check_global_table, check_tags
 from ...python_dynamodb_lock import DynamoDBLockClient, DynamoDBLockError
 from ..arguments import AddCommand, positive_int, tag
 from ..checks import partition_key_type_of, sort_key_name_of

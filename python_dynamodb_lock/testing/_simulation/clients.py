@@ -15,8 +15,8 @@ from ..._client.call import acquire_call
 from ..._client.context import check_construction, make_state
 from ..._client.orchestration import Orchestration
 from ..._core.state import null_guard
-from ..._errors import DynamoDBLockError
-from ..._locks import HeldLock
+from ..._model.errors import DynamoDBLockError
+from ..._common.locks import HeldLock
 from .chance import SplitMix64
 from .clock import SimulatedClock
 from .invariants import Checker

@@ -1,5 +1,5 @@
 """Simulated time: :class:`World`, the one global simulated time, and :class:`SimulatedClock`,
-a client's view of it (the :class:`~python_dynamodb_lock._clock.Clock` protocol): its monotonic
+a client's view of it (the :class:`~python_dynamodb_lock._common.clock.Clock` protocol): its monotonic
 clock runs at its own rate from its own origin, its wall clock is off by its own offset.
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional
 
-from ..._registry import WaiterState
+from ..._common.registry import WaiterState
 
 __all__ = ['SimulatedEvent', 'SimulatedMutex', 'SimulatedWaiter']
 

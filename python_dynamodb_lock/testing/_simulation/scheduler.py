@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Generator, List, Optional
 from ..._core.effects import Call, Drop, Emit, Hold, Pending, Settle, Sleep, Submit
 from ..._core.stepper import Done, advance
 from ..._drivers.steps import woken
-from ..._errors import DynamoDBLockError
+from ..._model.errors import DynamoDBLockError
 from .chance import SplitMix64
 from .clock import World
 from .primitives import SimulatedEvent

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping
 
-from ... import _schema
+from ..._model import schema as _schema
 from .errors import Invalid, client_error, metadata
 from .operations import HANDLERS
 from .table import BY_API_NAME, OPERATIONS, TableState

@@ -9,8 +9,8 @@ from typing import Any, Dict, List, Optional, Union
 from botocore.exceptions import ClientError, ReadTimeoutError
 
 from ..._core.answers import Answer, judge_answer, judge_error
-from ..._requests import Request
-from ..._wire import Wire
+from ..._wire.requests import Request
+from ..._wire.typed_json import Wire
 from .errors import metadata
 from .simulated import SimulatedTable
 

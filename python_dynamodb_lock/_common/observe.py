@@ -18,9 +18,9 @@ import logging
 import threading
 from typing import Any, Callable, Dict, Hashable, List, Mapping, Optional, Tuple
 
-from ._clock import Clock, SystemClock
-from ._core.events import Event, Kind
-from ._errors import DynamoDBLockError
+from .clock import Clock, SystemClock
+from .._core.events import Event, Kind
+from .._model.errors import DynamoDBLockError
 
 __all__ = ['LOGGER_NAME', 'RATE_LIMIT_PERIOD', 'LockEvent', 'MetricsHook', 'Observer', 'RateLimiter', 'logger']
 

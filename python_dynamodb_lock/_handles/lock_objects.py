@@ -1,5 +1,5 @@
 """The lock objects the two clients hand out: :class:`DynamoDBLock` (threaded) and
-:class:`AsyncDynamoDBLock` (asyncio), what they add to :class:`~python_dynamodb_lock._locks.HeldLock`:
+:class:`AsyncDynamoDBLock` (asyncio), what they add to :class:`~python_dynamodb_lock._common.locks.HeldLock`:
 how a lock is released, renewed and written under, through its client.
 
 Published at :mod:`python_dynamodb_lock.python_dynamodb_lock` and :mod:`python_dynamodb_lock.aio`
@@ -13,12 +13,12 @@ from types import TracebackType
 from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Dict, Iterable, Mapping, Optional, Protocol, Sequence,
                     Type)
 
-from ._clock import Clock, SystemClock
-from ._core.guard import single_action
-from ._core.state import null_guard
-from ._errors import DynamoDBLockError
-from ._locks import HeldLock, suppress_after_block
-from ._schema import PartitionKey
+from .._common.clock import Clock, SystemClock
+from .._core.guard import single_action
+from .._core.state import null_guard
+from .._model.errors import DynamoDBLockError
+from .._common.locks import HeldLock, suppress_after_block
+from .._model.schema import PartitionKey
 
 if TYPE_CHECKING:   # named, not imported: the clients import this module
     DynamoDBLockClient = Any
@@ -33,7 +33,7 @@ AsyncAppCallback = Callable[[str, 'AsyncDynamoDBLock'], Any]
 
 class LockCalls(Protocol):
     """What a threaded lock calls to be renewed and written under: its client's
-    :class:`~python_dynamodb_lock._calls.ThreadCalls`."""
+    :class:`~python_dynamodb_lock._handles.calls.ThreadCalls`."""
 
     def extend(self, lock: 'DynamoDBLock') -> None: ...
 
@@ -45,7 +45,7 @@ class LockCalls(Protocol):
 
 
 class AsyncLockCalls(Protocol):
-    """The asyncio twin of :class:`LockCalls` (:class:`~python_dynamodb_lock._calls.TaskCalls`)."""
+    """The asyncio twin of :class:`LockCalls` (:class:`~python_dynamodb_lock._handles.calls.TaskCalls`)."""
 
     def extend(self, lock: 'AsyncDynamoDBLock') -> Awaitable[None]: ...
 

@@ -18,9 +18,9 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Type
 
 from boto3.dynamodb.types import Binary
 
-from ._core.shared import SharedHolder
-from ._core.state import LockState, Status
-from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, PartitionKey, binary_bytes
+from .._core.shared import SharedHolder
+from .._core.state import LockState, Status
+from .._model.schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, PartitionKey, binary_bytes
 
 __all__ = ['APP_CALLBACK_THREADPOOL_SIZE', 'BaseDynamoDBLock', 'Defaults', 'HeldLock', 'check_for_table_arguments',
            'holder_of', 'mark_acquired', 'suppress_after_block', 'unique_identifier_of']

@@ -16,16 +16,16 @@ from types import TracebackType
 from typing import (Any, Callable, Coroutine, Dict, Generator, Generic, Mapping, Optional, Sequence,
                     Set, Tuple, Type, TypeVar, Union, cast)
 
-from ._client.orchestration import Orchestration
-from ._client.several_keys import Key
-from ._core.effects import Protocol as CoreProtocol
-from ._core.guard import MAX_ACTIONS
-from ._core.multi import set_name
-from ._core.state import Status
-from ._core.write import AcquireAttempt
-from ._drivers.tasks import TaskDriver
-from ._drivers.threads import ThreadDriver
-from ._locks import HeldLock, suppress_after_block
+from .._client.orchestration import Orchestration
+from .._client.several_keys import Key
+from .._core.effects import Protocol as CoreProtocol
+from .._core.guard import MAX_ACTIONS
+from .._core.multi import set_name
+from .._core.state import Status
+from .._core.write import AcquireAttempt
+from .._drivers.tasks import TaskDriver
+from .._drivers.threads import ThreadDriver
+from .._common.locks import HeldLock, suppress_after_block
 
 __all__ = ['Acquisition', 'AsyncDynamoDBMultiLock', 'DynamoDBMultiLock', 'Key', 'acquiring']
 

@@ -1,5 +1,5 @@
 """The requests of shared (read) locks, kept apart from the code that sends them (as
-:mod:`._requests`). Every one is a single conditional ``UpdateItem`` (or ``DeleteItem``) that
+:mod:`.requests`). Every one is a single conditional ``UpdateItem`` (or ``DeleteItem``) that
 asks for the row in the way (``ALL_OLD``) when refused. See docs/shared_locks.rst for the row.
 """
 from __future__ import annotations
@@ -8,8 +8,8 @@ import re
 from decimal import Decimal
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
-from ._requests import Request, direct_names
-from ._schema import (
+from .requests import Request, direct_names
+from .._model.schema import (
     COL_ACQUISITION_ID,
     COL_LEASE_DURATION,
     COL_LEASE_EXPIRY,
@@ -22,6 +22,7 @@ from ._schema import (
     SHARED_OWNER,
     SHARED_VERSION,
     WRITER_ID,
+    PartitionKey,
     Schema,
 )
 
@@ -82,7 +83,7 @@ class _Expression:
         else:
             self.conditions.append(f'(attribute_not_exists(#writer) OR {alternative})')
 
-    def request(self, partition_key: Any, sort_key: str, return_values: str = 'NONE',
+    def request(self, partition_key: PartitionKey, sort_key: str, return_values: str = 'NONE',
                 operation: str = 'update_item') -> Request:
         """The request; names and values the expressions do not use are left out (DynamoDB
         refuses unused ones)."""
@@ -110,7 +111,7 @@ class _Expression:
         return Request(operation, direct_names(params))
 
 
-def join(schema: Schema, partition_key: Any, sort_key: str, holder_id: str, holder_entry: Mapping[str, Any],
+def join(schema: Schema, partition_key: PartitionKey, sort_key: str, holder_id: str, holder_entry: Mapping[str, Any],
          row_version: str, expiry_time: int, mode: str, *, expected_version: Optional[str] = None,
          raise_lease: bool = True, dead_marker: Optional[str] = None, max_holders: int = 1000,
          dead_holders: Optional[Mapping[str, str]] = None, remove: Iterable[str] = ()) -> Request:
@@ -167,8 +168,8 @@ def join(schema: Schema, partition_key: Any, sort_key: str, holder_id: str, hold
     return update.request(partition_key, sort_key, 'ALL_NEW')
 
 
-def renew_entry(schema: Schema, partition_key: Any, sort_key: str, holder_id: str, expected_versions: Sequence[str],
-                new_version: str, row_version: str, expiry_time: int) -> Request:
+def renew_entry(schema: Schema, partition_key: PartitionKey, sort_key: str, holder_id: str,
+                expected_versions: Sequence[str], new_version: str, row_version: str, expiry_time: int) -> Request:
     """A shared holder's heartbeat: a new version of its entry, and of the row (so that
     published clients see it change); refused unless its entry carries an expected version."""
     update = _Expression(schema)
@@ -180,7 +181,7 @@ def renew_entry(schema: Schema, partition_key: Any, sort_key: str, holder_id: st
     return update.request(partition_key, sort_key)
 
 
-def leave(schema: Schema, partition_key: Any, sort_key: str, holder_id: str, expected_versions: Sequence[str],
+def leave(schema: Schema, partition_key: PartitionKey, sort_key: str, holder_id: str, expected_versions: Sequence[str],
           row_version: str, last: bool, expiry_time: int, released_at: int, keep_released_rows: bool) -> Request:
     """A shared holder's release: remove its entry (conditioned on its versions).
 
@@ -209,7 +210,7 @@ def leave(schema: Schema, partition_key: Any, sort_key: str, holder_id: str, exp
     return update.request(partition_key, sort_key)
 
 
-def mark_writer(schema: Schema, partition_key: Any, sort_key: str, waiter_id: str, owner: str, version: str,
+def mark_writer(schema: Schema, partition_key: PartitionKey, sort_key: str, waiter_id: str, owner: str, version: str,
                 lease: float, dead_marker: Optional[str], dead_holders: Optional[Mapping[str, str]] = None) -> Request:
     """Set (or refresh) the writer-waiting marker of an exclusive acquirer on a shared row:
     refused unless there is no marker, or it is the waiter's own, or it carries ``dead_marker``.
@@ -229,7 +230,7 @@ def mark_writer(schema: Schema, partition_key: Any, sort_key: str, waiter_id: st
     return update.request(partition_key, sort_key)
 
 
-def unmark_writer(schema: Schema, partition_key: Any, sort_key: str, waiter_id: str) -> Request:
+def unmark_writer(schema: Schema, partition_key: PartitionKey, sort_key: str, waiter_id: str) -> Request:
     """Remove the writer-waiting marker of an exclusive acquirer that stopped waiting."""
     update = _Expression(schema)
     update.names = {'#writer': COL_WRITER_WAITING, '#id': WRITER_ID}

@@ -12,12 +12,12 @@ from typing import Any, Dict, Generator, List, Mapping, NamedTuple, Optional, Tu
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from . import _validation as validation
-from ._core.answers import error_code, reason_of
-from ._core.stepper import Done, advance
-from ._errors import DynamoDBLockError, Reason
-from ._observe import logger
-from ._schema import Schema
+from .._model import validation
+from .._core.answers import error_code, reason_of
+from .._core.stepper import Done, advance
+from .._model.errors import DynamoDBLockError, Reason
+from .observe import logger
+from .._model.schema import Schema
 
 #: The TTL attribute of the published layout.
 DEFAULT_TTL_ATTRIBUTE_NAME = 'expiry_time'

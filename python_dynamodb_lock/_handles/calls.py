@@ -15,25 +15,25 @@ import logging
 import threading
 from typing import Any, AsyncIterator, Callable, Dict, Iterable, Iterator, Mapping, Optional, Sequence
 
-from ._client.call import AcquireCall
-from ._client.context import make_state
-from ._client.orchestration import Orchestration
-from ._clock import Clock
-from ._config import Settings
-from ._core.heartbeat import check_locks
-from ._core.write import AcquireAttempt
-from ._drivers.task_transport import TaskTransport
-from ._drivers.tasks import TaskDriver
-from ._drivers.tasks import Waiter as TaskWaiter
-from ._drivers.thread_transport import ThreadTransport
-from ._drivers.threads import ThreadDriver, Waiter, check_cancel
-from ._lock_objects import AsyncDynamoDBLock, DynamoDBLock, made_for, made_for_tasks
-from ._multi_locks import AsyncDynamoDBMultiLock, DynamoDBMultiLock, Key
-from ._multi_locks import acquiring as several_keys
-from ._locks import BaseDynamoDBLock
-from ._observe import MetricsHook
-from ._requests import Request
-from ._schema import PartitionKey
+from .._client.call import AcquireCall
+from .._client.context import make_state
+from .._client.orchestration import Orchestration
+from .._common.clock import Clock
+from .._common.config import Settings
+from .._core.heartbeat import check_locks
+from .._core.write import AcquireAttempt
+from .._drivers.task_transport import TaskTransport
+from .._drivers.tasks import TaskDriver
+from .._drivers.tasks import Waiter as TaskWaiter
+from .._drivers.thread_transport import ThreadTransport
+from .._drivers.threads import ThreadDriver, Waiter, check_cancel
+from .lock_objects import AsyncDynamoDBLock, DynamoDBLock, made_for, made_for_tasks
+from .multi_locks import AsyncDynamoDBMultiLock, DynamoDBMultiLock, Key
+from .multi_locks import acquiring as several_keys
+from .._common.locks import BaseDynamoDBLock
+from .._common.observe import MetricsHook
+from .._wire.requests import Request
+from .._model.schema import PartitionKey
 
 __all__ = ['TaskCalls', 'ThreadCalls']
 

@@ -14,10 +14,10 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from boto3.dynamodb.types import Binary
 
-from . import _validation as validation
-from ._observe import logger
-from ._requests import MAX_BATCH_STATEMENTS
-from ._schema import NO_SORT_KEY, SESSION_PREFIX, Schema, binary_bytes
+from .._model import validation
+from .observe import logger
+from .._wire.requests import MAX_BATCH_STATEMENTS
+from .._model.schema import NO_SORT_KEY, SESSION_PREFIX, Schema, binary_bytes
 
 __all__ = ['MIN_HEARTBEAT_PERIOD', 'Settings', 'check_attribute_update',
            'check_lock_arguments', 'check_release_attributes', 'client_timeout_warning', 'lock_lease', 'make_settings',

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Dict, Generic, List, Optional, TypeVar
 
-from ._core.write import AcquireAttempt, Written
+from .._core.write import AcquireAttempt, Written
 
 __all__ = ['Registry', 'WaiterState']
 
