@@ -58,7 +58,7 @@ def resolves(dotted: str) -> bool:
 
 def test_the_files_the_pages_name_exist() -> None:
     named = named_files()
-    assert ('shared_locks.rst', '_shared_requests.py') in named and ('iam.rst', 'tests/test_iam.py') in named
+    assert ('shared_locks.rst', '_wire/shared_requests.py') in named and ('iam.rst', 'tests/test_iam.py') in named
     missing = sorted({(page, name) for page, name in named if not file_exists(name)})
     assert not missing, f'pages name files that are gone: {missing}'
 
