@@ -10,20 +10,21 @@ from __future__ import annotations
 import datetime
 import functools
 import logging
+import operator
 import threading
 import urllib.parse
 from decimal import Decimal
 from types import TracebackType
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Type
+from typing import Any, Callable, ContextManager, Dict, Mapping, Optional, Tuple, Type
 
 from boto3.dynamodb.types import Binary
 
 from ._core.shared import SharedHolder
-from ._core.state import LockState, Status
+from ._core.state import LockState, Status, TimeSource
 from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, PartitionKey, binary_bytes
 
 __all__ = ['APP_CALLBACK_THREADPOOL_SIZE', 'BaseDynamoDBLock', 'Defaults', 'HeldLock', 'check_for_table_arguments',
-           'holder_of', 'mark_acquired', 'suppress_after_block', 'unique_identifier_of']
+           'holder_of', 'holds_of', 'mark_acquired', 'state_of', 'suppress_after_block', 'unique_identifier_of']
 
 #: Workers of the callback executor a client makes when it is given none (published: 5).
 APP_CALLBACK_THREADPOOL_SIZE = 5
@@ -137,8 +138,8 @@ class HeldLock(BaseDynamoDBLock):
         lock_client: Any,
         raise_context_exception: bool = False,
         *,
-        clock: Any,
-        guard: Any = None,
+        clock: TimeSource,
+        guard: Optional[ContextManager[Any]] = None,
     ) -> None:
         self._clock = clock
         self._describe: Optional[Callable[[Any], Optional[BaseDynamoDBLock]]] = None   # set at acquisition
@@ -266,6 +267,14 @@ class HeldLock(BaseDynamoDBLock):
         if not loss or not loss.row or self._describe is None:
             return None
         return self._describe(loss.row)
+
+
+#: The orchestration's seams to a held lock's own bookkeeping: its :class:`LockState` (what the
+#: core's functions take) and its hold count (acquisitions not yet released). Public here, and
+#: not attributes of the published lock classes; C getters, so that the hot path makes no extra
+#: Python call (tests/test_call_budget.py).
+state_of: Callable[[HeldLock], LockState] = operator.attrgetter('_state')
+holds_of: Callable[[HeldLock], int] = operator.attrgetter('_holds')
 
 
 def check_for_table_arguments(table_name: object, kwargs: Mapping[str, Any]) -> None:
