@@ -15,16 +15,20 @@ import threading
 import urllib.parse
 from decimal import Decimal
 from types import TracebackType
-from typing import Any, Callable, ContextManager, Dict, Mapping, Optional, Tuple, Type
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Dict, Generic, Mapping, Optional, Tuple, Type, TypeVar
+from typing import NoReturn, overload
 
 from boto3.dynamodb.types import Binary
 
+from ._clock import Clock
 from ._core.shared import SharedHolder
 from ._core.state import LockState, Status, TimeSource
-from ._schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, PartitionKey, binary_bytes
+from ._schema import (COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, PartitionKey, TableLayout,
+                      binary_bytes)
 
-__all__ = ['APP_CALLBACK_THREADPOOL_SIZE', 'BaseDynamoDBLock', 'Defaults', 'HeldLock', 'check_for_table_arguments',
-           'holder_of', 'holds_of', 'mark_acquired', 'state_of', 'suppress_after_block', 'unique_identifier_of']
+__all__ = ['APP_CALLBACK_THREADPOOL_SIZE', 'BaseDynamoDBLock', 'ClientViews', 'Defaults', 'HeldLock', 'View',
+           'check_for_table_arguments', 'holder_of', 'holds_of', 'mark_acquired', 'state_of', 'suppress_after_block',
+           'unique_identifier_of']
 
 #: Workers of the callback executor a client makes when it is given none (published: 5).
 APP_CALLBACK_THREADPOOL_SIZE = 5
@@ -56,6 +60,57 @@ class Defaults:
     _COL_LEASE_DURATION = COL_LEASE_DURATION
     _COL_RECORD_VERSION_NUMBER = COL_RECORD_VERSION_NUMBER
 
+
+
+V = TypeVar('V')
+
+
+class View(property, Generic[V]):
+    """A published read-only property of the clients, read from what the client holds
+    (``path``: dotted attribute names from the client, read by a C getter); a ``property``, so
+    that ``help()`` and the documentation show it as one."""
+
+    def __init__(self, path: str, doc: str) -> None:
+        super().__init__(operator.attrgetter(path))
+        self.__doc__ = doc   # (property.__init__ leaves a subclass's instance with the class docstring)
+
+    if TYPE_CHECKING:   # what a type checker reads from it: its value's type
+        @overload
+        def __get__(self, instance: None, owner: Optional[type] = None) -> View[V]: ...
+
+        @overload
+        def __get__(self, instance: object, owner: Optional[type] = None) -> V: ...
+
+        def __get__(self, instance: object, owner: Optional[type] = None) -> Any: ...
+
+        def __set__(self, instance: object, value: NoReturn) -> None: ...   # read-only: no value fits
+
+
+class ClientViews:
+    """The read-only properties both clients publish, written once: each client's class names
+    them (``owner_name = ClientViews.owner_name`` ...)."""
+
+    owner_name: View[str] = View(
+        '_settings.owner_name',
+        """The ``owner_name`` this client writes into the rows of its locks (the constructor's,
+        or the host name and a random suffix it chose).""")
+    closed: View[bool] = View('_state.closed', """Whether :meth:`close` has been called.""")
+    table_layout: View[TableLayout] = View(
+        '_schema.layout',
+        """The table's name, key names and types, and TTL attribute, as this client uses them
+        (given to the constructor, or read from the table by ``for_table``).""")
+    heartbeats_in_flight: View[int] = View(
+        '_calls.orchestration.renewing.in_flight',
+        """How many held locks have a renewal on the wire right now (0: the client is quiet).""")
+    clock: View[Clock] = View(
+        '_clock',
+        """The clock the client times everything with (``clock=`` of the constructor, or the
+        system clock): ``monotonic()``, ``time()``, ``sleep(seconds, event)``; recipes wait on it.""")
+    heartbeat_period: View[float] = View('_settings.heartbeat_period', """Seconds between renewals of a held lock.""")
+    safe_period: View[float] = View(
+        '_settings.safe_period', """Seconds without a confirmed renewal after which a lock is ``IN_DANGER``.""")
+    lease_duration: View[float] = View(
+        '_settings.lease_duration', """Seconds a lock row of this client is presumed alive without a renewal.""")
 
 
 class BaseDynamoDBLock:

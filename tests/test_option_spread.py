@@ -21,7 +21,7 @@ import inspect
 import pathlib
 from typing import Dict, Iterator, Set, Tuple
 
-from python_dynamodb_lock._locks import HeldLock
+from python_dynamodb_lock import HeldLock
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLockClient
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / 'python_dynamodb_lock'
