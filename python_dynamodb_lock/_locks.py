@@ -67,11 +67,17 @@ V = TypeVar('V')
 
 class View(property, Generic[V]):
     """A published read-only property of the clients, read from what the client holds
-    (``path``: dotted attribute names from the client, read by a C getter); a ``property``, so
-    that ``help()`` and the documentation show it as one."""
+    (``path``: dotted attribute names from the client); a ``property`` whose getter says it
+    returns ``kind``, so that ``help()`` and the documentation show it as before."""
 
-    def __init__(self, path: str, doc: str) -> None:
-        super().__init__(operator.attrgetter(path))
+    def __init__(self, path: str, kind: object, doc: str) -> None:
+        get = operator.attrgetter(path)
+
+        def read(client: object) -> Any:
+            return get(client)
+
+        read.__annotations__ = {'client': object, 'return': kind}
+        super().__init__(read)
         self.__doc__ = doc   # (property.__init__ leaves a subclass's instance with the class docstring)
 
     if TYPE_CHECKING:   # what a type checker reads from it: its value's type
@@ -91,26 +97,29 @@ class ClientViews:
     them (``owner_name = ClientViews.owner_name`` ...)."""
 
     owner_name: View[str] = View(
-        '_settings.owner_name',
+        '_settings.owner_name', str,
         """The ``owner_name`` this client writes into the rows of its locks (the constructor's,
         or the host name and a random suffix it chose).""")
-    closed: View[bool] = View('_state.closed', """Whether :meth:`close` has been called.""")
+    closed: View[bool] = View('_state.closed', bool, """Whether :meth:`close` has been called.""")
     table_layout: View[TableLayout] = View(
-        '_schema.layout',
+        '_schema.layout', TableLayout,
         """The table's name, key names and types, and TTL attribute, as this client uses them
         (given to the constructor, or read from the table by ``for_table``).""")
     heartbeats_in_flight: View[int] = View(
-        '_calls.orchestration.renewing.in_flight',
+        '_calls.orchestration.renewing.in_flight', int,
         """How many held locks have a renewal on the wire right now (0: the client is quiet).""")
     clock: View[Clock] = View(
-        '_clock',
+        '_clock', Clock,
         """The clock the client times everything with (``clock=`` of the constructor, or the
         system clock): ``monotonic()``, ``time()``, ``sleep(seconds, event)``; recipes wait on it.""")
-    heartbeat_period: View[float] = View('_settings.heartbeat_period', """Seconds between renewals of a held lock.""")
+    heartbeat_period: View[float] = View(
+        '_settings.heartbeat_period', float, """Seconds between renewals of a held lock.""")
     safe_period: View[float] = View(
-        '_settings.safe_period', """Seconds without a confirmed renewal after which a lock is ``IN_DANGER``.""")
+        '_settings.safe_period', float,
+        """Seconds without a confirmed renewal after which a lock is ``IN_DANGER``.""")
     lease_duration: View[float] = View(
-        '_settings.lease_duration', """Seconds a lock row of this client is presumed alive without a renewal.""")
+        '_settings.lease_duration', float,
+        """Seconds a lock row of this client is presumed alive without a renewal.""")
 
 
 class BaseDynamoDBLock:
