@@ -34,12 +34,13 @@ from ._client.context import check_construction
 from ._common.clock import Clock
 from ._drivers.thread_transport import ThreadTransport
 from ._model.errors import DynamoDBLockError, Reason  # noqa: F401  (Reason: importable here, not in __all__)
-from ._common.locks import APP_CALLBACK_THREADPOOL_SIZE, BaseDynamoDBLock, Defaults, check_for_table_arguments
+from ._common.locks import (APP_CALLBACK_THREADPOOL_SIZE, BaseDynamoDBLock, ClientViews, Defaults,
+                            check_for_table_arguments)
 from ._common.locks import HeldLock  # noqa: F401  (importable here, as it was: the lock types of this module)
 from ._handles.lock_objects import AppCallback, DynamoDBLock
 from ._handles.multi_locks import DynamoDBMultiLock, Key
 from ._common.observe import MetricsHook
-from ._model.schema import Item, PartitionKey, TableLayout
+from ._model.schema import Item, PartitionKey, TableLayout  # noqa: F401  (TableLayout: importable here, as it was)
 from ._common.tables import creating_table, describing_table, lock_transport_of, require_low_level_client, run_admin
 
 if TYPE_CHECKING:  # the boto3-stubs types (pip install 'boto3-stubs[dynamodb]'); nothing at run time
@@ -113,48 +114,15 @@ class DynamoDBLockClient(Defaults):
 
     # -- read-only views -----------------------------------------------------------------
 
-    @property
-    def owner_name(self) -> str:
-        """The ``owner_name`` this client writes into the rows of its locks (the constructor's,
-        or the host name and a random suffix it chose)."""
-        return self._settings.owner_name
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` has been called."""
-        return self._state.closed
-
-    @property
-    def table_layout(self) -> TableLayout:
-        """The table's name, key names and types, and TTL attribute, as this client uses them
-        (given to the constructor, or read from the table by ``for_table``)."""
-        return self._schema.layout
-
-    @property
-    def heartbeats_in_flight(self) -> int:
-        """How many held locks have a renewal on the wire right now (0: the client is quiet)."""
-        return self._calls.orchestration.renewing.in_flight
-
-    @property
-    def clock(self) -> Clock:
-        """The clock the client times everything with (``clock=`` of the constructor, or the
-        system clock): ``monotonic()``, ``time()``, ``sleep(seconds, event)``; recipes wait on it."""
-        return self._clock
-
-    @property
-    def heartbeat_period(self) -> float:
-        """Seconds between renewals of a held lock."""
-        return self._settings.heartbeat_period
-
-    @property
-    def safe_period(self) -> float:
-        """Seconds without a confirmed renewal after which a lock is ``IN_DANGER``."""
-        return self._settings.safe_period
-
-    @property
-    def lease_duration(self) -> float:
-        """Seconds a lock row of this client is presumed alive without a renewal."""
-        return self._settings.lease_duration
+    # The read-only properties both clients publish (names, docstrings, values: _locks.ClientViews).
+    owner_name = ClientViews.owner_name
+    closed = ClientViews.closed
+    table_layout = ClientViews.table_layout
+    heartbeats_in_flight = ClientViews.heartbeats_in_flight
+    clock = ClientViews.clock
+    heartbeat_period = ClientViews.heartbeat_period
+    safe_period = ClientViews.safe_period
+    lease_duration = ClientViews.lease_duration
 
     @property
     def background_threads(self) -> Tuple[threading.Thread, ...]:

@@ -8,7 +8,7 @@ that had left is freed, keeping what the release left. (Helpers: test_core_relea
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterator, List
+from typing import Any, List
 
 import pytest
 
@@ -18,20 +18,13 @@ from python_dynamodb_lock._core.write import AcquireAttempt, Written
 from test_core_protocol import LOST_ANSWER, FakeClock, drive, scripted
 from test_core_release_paths import _SCHEMA, Lock, _put, _row, _state, held, settings
 from test_core_requests_shapes import fresh_request_shapes  # noqa: F401 - autouse: shapes built afresh
+import test_core_shared_steps
 from test_core_shared_steps import EXPIRY, LEASE, Engine, attempt, run, take
-from python_dynamodb_lock.testing import moto_lock_table
 
 
-@pytest.fixture(scope='module')
-def table() -> Iterator[Any]:
-    with moto_lock_table() as made:
-        yield made
-
-
-@pytest.fixture
-def engine(table: Any) -> Engine:
-    table.delete_row('k')
-    return Engine(table)
+# The moto table of the module and the engine on it, made as test_core_shared_steps makes them (one
+# table a module: creating one takes longer than a test).
+table, engine = test_core_shared_steps.table, test_core_shared_steps.engine
 
 
 @pytest.fixture(autouse=True)

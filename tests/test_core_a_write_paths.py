@@ -11,7 +11,7 @@ and a wait that ends at the deadline.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, Iterator, List
+from typing import Any, List
 
 import pytest
 
@@ -21,21 +21,14 @@ from python_dynamodb_lock._core.events import Kind
 from python_dynamodb_lock._core.write import Written
 from python_dynamodb_lock._model.errors import DynamoDBLockError
 from python_dynamodb_lock._model.schema import lease_expiry
-from python_dynamodb_lock.testing import moto_lock_table
 from test_core_protocol import LOST_ANSWER, THROTTLED, FakeClock
+import test_core_shared_steps
 from test_core_shared_steps import EXPIRY, LEASE, Engine, attempt, run, take
 
 
-@pytest.fixture(scope='module')
-def table() -> Iterator[Any]:
-    with moto_lock_table() as made:
-        yield made
-
-
-@pytest.fixture
-def engine(table: Any) -> Engine:
-    table.delete_row('k')
-    return Engine(table)
+# The moto table of the module and the engine on it, made as test_core_shared_steps makes them (one
+# table a module: creating one takes longer than a test).
+table, engine = test_core_shared_steps.table, test_core_shared_steps.engine
 
 
 def attempts_of(done: Any) -> List[Any]:

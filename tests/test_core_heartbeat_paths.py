@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from decimal import Decimal
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import pytest
 
@@ -32,12 +32,12 @@ from python_dynamodb_lock._core.heartbeat import (
     update_attributes,
 )
 from python_dynamodb_lock._core.state import LockState, Loss, Status
-from python_dynamodb_lock._model.errors import DynamoDBLockError, Reason
 from python_dynamodb_lock._wire.requests import get
+from python_dynamodb_lock._model.errors import DynamoDBLockError, Reason
 from python_dynamodb_lock._model.schema import Schema
-from python_dynamodb_lock.testing import moto_lock_table
 from test_core_requests_shapes import fresh_request_shapes  # noqa: F401 - autouse: shapes built afresh
 from test_core_protocol import LOST_ANSWER, SCHEMA, THROTTLED, FakeClock, client_error, row
+import test_core_shared_steps
 from test_core_shared_steps import Engine, take
 
 LEASE = 30.0
@@ -125,16 +125,9 @@ def answers(*scripted: Any) -> Callable[[Any], Any]:
 
 # -- extend() against a table ----------------------------------------------------------------------
 
-@pytest.fixture(scope='module')
-def table() -> Iterator[Any]:
-    with moto_lock_table() as made:
-        yield made
-
-
-@pytest.fixture
-def engine(table: Any) -> Engine:
-    table.delete_row('k')
-    return Engine(table)
+# The moto table of the module and the engine on it, made as test_core_shared_steps makes them (one
+# table a module: creating one takes longer than a test).
+table, engine = test_core_shared_steps.table, test_core_shared_steps.engine
 
 
 def table_settings(engine: Engine) -> HeartbeatSettings:

@@ -10,7 +10,7 @@ import decimal
 import pathlib
 import re
 import uuid
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Optional
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ParamValidationError, ReadTimeoutError
@@ -39,11 +39,11 @@ from python_dynamodb_lock._core.item_size import (
 from python_dynamodb_lock._core.messages import describe_key, explain
 from python_dynamodb_lock._core.release import ReleaseSettings
 from python_dynamodb_lock._core.scan import force_release, next_page
-from python_dynamodb_lock._model.errors import DynamoDBLockError, Reason
 from python_dynamodb_lock._wire.requests import query, scan
+from python_dynamodb_lock._model.errors import DynamoDBLockError, Reason
 from python_dynamodb_lock._model.schema import Schema
-from python_dynamodb_lock.testing import moto_lock_table
 from test_core_protocol import FakeClock, drive, scripted
+import test_core_shared_steps
 from test_core_shared_steps import EXPIRY, Engine, run
 
 SCHEMA = Schema('locks', 'lock_key', 'sort_key', 'expiry_time')
@@ -224,16 +224,9 @@ class SeenLock:
     additional_attributes: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-@pytest.fixture(scope='module')
-def table() -> Iterator[Any]:
-    with moto_lock_table() as made:
-        yield made
-
-
-@pytest.fixture
-def engine(table: Any) -> Engine:
-    table.delete_row('k')
-    return Engine(table)
+# The moto table of the module and the engine on it, made as test_core_shared_steps makes them (one
+# table a module: creating one takes longer than a test).
+table, engine = test_core_shared_steps.table, test_core_shared_steps.engine
 
 
 def put(engine: Engine, **item: Any) -> None:

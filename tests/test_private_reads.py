@@ -1,7 +1,7 @@
 """Reads of private attributes across modules inside the package, listed in one place.
 
 A module may read its own classes' private attributes; reading another module's (``lock._state``
-in the orchestration, ``getattr(lock, '_own_row')`` in the core) couples the two behind the
+or ``getattr(lock, '_own_row')`` in the core) couples the two behind the
 owner's back. Each such read that remains is listed in :data:`PRIVATE_READS` with how many times
 the module makes it and why it stays; a new one fails here (give the owner a small method or
 property instead), and so does a listed one that grew, or that is gone (remove its entry).
@@ -28,14 +28,10 @@ from typing import Counter, Dict, Iterator, Set, Tuple
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / 'python_dynamodb_lock'
 
-_LOCK_STATE = ("the lock's protocol state (LockState): the core's functions take it and the orchestration "
-               'hands it to them; a public name for it would publish it on DynamoDBLock')
-_CORE_FROZEN = ('the protocol core is under mutation testing this round (off limits but for imports): '
-                'to give HeldLock a package-level accessor and read it here is the next step')
-_HOLDS = ("the hold count of a reentrant lock, read on every release (the hot path: HeldLock.holds would "
-          'add a call per release to tests/test_call_budget.py); written by the same module')
-_SUPERVISOR = ("the run supervisor hands a child the client's settings and session (tooling, off limits "
-               'this round; a public view of the settings would serve it)')
+_LOCK_STATE = ("the lock's protocol state (LockState), which the core's functions take: the orchestration reaches "
+               'it through _locks.state_of, which the core may not import (its LockView protocol names _state)')
+_CORE_FROZEN = ('the protocol core is under mutation testing this round (off limits but for annotations): '
+                'to read it through a public name of LockView is the next step')
 
 _SIMULATED = ("the simulation checks each lock's protocol state after every step and runs the lock's "
               'mutex cooperatively (SimulatedLock replaces HeldLock._mutex): the seam the next step of the '
@@ -45,14 +41,6 @@ _SIMULATED = ("the simulation checks each lock's protocol state after every step
 PRIVATE_READS: Dict[Tuple[str, str], Tuple[int, str]] = {
     ('testing/_simulation/invariants.py', '_state'): (2, _SIMULATED),
     ('testing/_simulation/scheduler.py', '_mutex'): (2, _SIMULATED),
-    ('_cli/supervisor.py', '_settings'): (1, _SUPERVISOR),
-    ('_cli/supervisor.py', '_state'): (1, _SUPERVISOR),
-    ('_client/acquiring.py', '_state'): (4, _LOCK_STATE),
-    ('_client/releasing.py', '_holds'): (3, _HOLDS),
-    ('_client/releasing.py', '_state'): (8, _LOCK_STATE),
-    ('_client/renewing.py', '_state'): (2, _LOCK_STATE),
-    ('_client/several_keys.py', '_state'): (3, _LOCK_STATE),
-    ('_client/shared.py', '_state'): (1, _LOCK_STATE),
     ('_core/guard.py', '_clock'): (1, f"the lock's clock; {_CORE_FROZEN}"),
     ('_core/guard.py', '_state'): (2, f'{_LOCK_STATE}; {_CORE_FROZEN}'),
     ('_core/heartbeat.py', '_existing_item'): (1, f'HeldLock.lock_existing_item says it; {_CORE_FROZEN}'),

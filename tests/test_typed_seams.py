@@ -5,8 +5,8 @@ The measure: over every function and method of the package (``def`` and ``async 
 ones included), every parameter other than ``self`` and ``cls`` that carries an annotation
 (``*args`` and ``**kwargs`` included) counts once; it is a bare ``Any`` when its annotation is
 exactly ``Any`` (the name ``Any``, ``typing.Any``, or the string ``'Any'``). ``Optional[Any]``,
-``Dict[str, Any]``, ``Callable[..., Any]`` and aliases that stand for ``Any`` (``Effect`` in
-``_core/effects.py``) are not bare: the measure reads the text, not what mypy infers. Return
+``Dict[str, Any]``, ``Callable[..., Any]`` and aliases that would stand for ``Any`` are not
+bare: the measure reads the text, not what mypy infers. Return
 annotations and variables are not counted.
 
 Two ceilings: the whole package, and the lock clients' own modules (everything but the protocol
@@ -24,11 +24,13 @@ from typing import Iterator, Tuple
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / 'python_dynamodb_lock'
 
-#: The share of bare ``Any`` today, rounded up a little (2026-11-29: 270 of 2,396 parameters, 11.3 %;
-#: 403 of 2,300, 17.5 %, before issue 28's typed seams).
-PACKAGE_CEILING = 0.116   # 291 of 2,515 (11.6 %) once the request builders took PartitionKey (0.122 before)
-#: The same over the lock clients' own modules (2026-11-29: 47 of 969, 4.9 %; 180 of 873, 20.6 %, before).
-CLIENT_CEILING = 0.05
+#: The share of bare ``Any`` today, rounded up a little (2026-11-29: 123 of 2,529 parameters, 4.9 %, once
+#: the core saw locks and clocks through Protocols; 305 of 2,515, 12.1 %, before; 403 of 2,300, 17.5 %,
+#: before issue 28's typed seams).
+PACKAGE_CEILING = 0.049
+#: The same over the lock clients' own modules (2026-11-29: 30 of 981, 3.1 %; 47 of 969, 4.9 %, before;
+#: 180 of 873, 20.6 %, before issue 28).
+CLIENT_CEILING = 0.031
 
 NOT_THE_CLIENTS = ('_core/', '_wire/requests.py', '_wire/shared_requests.py', '_cli/', '_demo/', '_embedded/',
                    '_recipes/', 'testing/')
@@ -71,15 +73,15 @@ def share(only_clients: bool) -> Tuple[int, int]:
 def test_the_package_has_no_more_bare_any_than_its_ceiling() -> None:
     bare, total = share(only_clients=False)
     assert bare / total <= PACKAGE_CEILING, (
-        f'{bare} of {total} parameter annotations are a bare Any ({bare / total:.1%}), over the ceiling of '
-        f'{PACKAGE_CEILING:.1%}: type the new seam (a Protocol, Clock, HeldLock, Request, Item ...)')
+        f'{bare} of {total} parameter annotations are a bare Any ({bare / total:.2%}), over the ceiling of '
+        f'{PACKAGE_CEILING:.2%}: type the new seam (a Protocol, Clock, HeldLock, Request, Item ...)')
 
 
-def test_the_clients_modules_keep_bare_any_under_five_percent() -> None:
+def test_the_clients_modules_keep_bare_any_under_their_ceiling() -> None:
     bare, total = share(only_clients=True)
     assert bare / total <= CLIENT_CEILING, (
         f'{bare} of {total} parameter annotations of the clients\' modules are a bare Any ({bare / total:.1%}), '
-        f'over {CLIENT_CEILING:.0%}: keep Any for boto3 objects passed through untouched')
+        f'over {CLIENT_CEILING:.1%}: keep Any for boto3 objects passed through untouched')
 
 
 def test_the_measure_counts_exactly_bare_any() -> None:

@@ -34,7 +34,7 @@ def add_connection_options(parser: argparse.ArgumentParser, *, on_subcommand: bo
     On a subcommand their defaults are suppressed, so a value given before the command name is
     not overwritten by the subcommand's default.
     """
-    def default(value: Any) -> Any:
+    def default(value: object) -> Any:
         return argparse.SUPPRESS if on_subcommand else value
 
     group = parser.add_argument_group(

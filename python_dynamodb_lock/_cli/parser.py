@@ -15,8 +15,8 @@ version.
 from __future__ import annotations
 
 import argparse
+from typing import List, NoReturn, Optional, Sequence
 import sys
-from typing import Any, List, NoReturn, Optional, Sequence
 
 from .._version import __version__
 from . import supervisor
@@ -73,11 +73,11 @@ class _VersionAction(argparse.Action):
     """Like argparse's ``version`` action, but printing through ``run``'s console."""
 
     def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
-                 default: Any = argparse.SUPPRESS, help: Optional[str] = None) -> None:
+                 default: object = argparse.SUPPRESS, help: Optional[str] = None) -> None:
         super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: Optional[str] = None) -> None:
+                 values: object, option_string: Optional[str] = None) -> None:
         raise VersionRequested()
 
 

@@ -54,7 +54,7 @@ def _utc_iso(epoch: Optional[float]) -> Optional[str]:
     return moment.strftime('%Y-%m-%dT%H:%M:%SZ')
 
 
-def to_jsonable(value: Any) -> Any:
+def to_jsonable(value: object) -> Any:
     """DynamoDB values (Decimal, set, Binary, bytes) as plain JSON values."""
     if isinstance(value, decimal.Decimal):
         return int(value) if value == value.to_integral_value() else float(value)

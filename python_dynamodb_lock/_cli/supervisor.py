@@ -30,6 +30,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from .._core.state import Status
 from .._model.errors import DynamoDBLockError, Reason
+from .._common.locks import HeldLock
+from ..python_dynamodb_lock import DynamoDBLock, DynamoDBLockClient
 
 __all__ = [
     'EXIT_CANNOT_EXECUTE',
@@ -80,6 +82,8 @@ class RunSettings:
     grace: float             # seconds the rest of the process group may run after the command exited
     kill_after: float        # seconds between SIGTERM and SIGKILL
     retry_period: float      # seconds between two looks at a lock held by someone else
+    lease: float             # the client's lease_duration, in seconds (for the loss message)
+    safe_period: float       # the client's safe_period, in seconds (for the loss message)
 
 
 class _Trouble:
@@ -89,7 +93,7 @@ class _Trouble:
         self.event = threading.Event()
         self.code: Optional[str] = None
 
-    def callback(self, code: str, lock: Any) -> None:
+    def callback(self, code: str, lock: HeldLock) -> None:
         if self.code is None:
             self.code = code
         self.event.set()
@@ -197,8 +201,8 @@ def _exit_code_of(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def _loss_text(lock: Any, trouble: _Trouble, lease: float, safe_period: float) -> str:
-    if lock._state.status == Status.INVALID or trouble.code == DynamoDBLockError.LOCK_STOLEN:
+def _loss_text(lock: HeldLock, trouble: _Trouble, lease: float, safe_period: float) -> str:
+    if lock.status == Status.INVALID or trouble.code == DynamoDBLockError.LOCK_STOLEN:
         if lock.loss_reason == Reason.ROW_GONE:
             return ('LOCK_STOLEN: its row was released behind its back or deleted '
                     '(a force release, such as dynamodb-lock release --force?)')
@@ -234,7 +238,7 @@ def _terminate(child: subprocess.Popen[bytes], kill_after: float) -> bool:
     return killed
 
 
-def run_locked(lock_client: Any, settings: RunSettings, err: Callable[[str], None],
+def run_locked(lock_client: DynamoDBLockClient, settings: RunSettings, err: Callable[[str], None],
                environ: Optional[Mapping[str, str]] = None, warn: Optional[Callable[[str], None]] = None) -> int:
     """Acquire, run the command, release; the exit code (see the ``EXIT_*`` constants).
 
@@ -242,7 +246,6 @@ def run_locked(lock_client: Any, settings: RunSettings, err: Callable[[str], Non
     :param warn: prints one line on stderr about something done that the user should know
         (processes of the group killed after the grace period); default ``err``.
     """
-    client_settings = lock_client._settings
     trouble = _Trouble()
     signals = _Signals()
     signals.install()
@@ -262,7 +265,7 @@ def run_locked(lock_client: Any, settings: RunSettings, err: Callable[[str], Non
             ENV_KEY: settings.key_text,
             ENV_SORT_KEY: settings.sort_key,
             ENV_TABLE: settings.table_name,
-            ENV_OWNER: client_settings.owner_name,
+            ENV_OWNER: lock_client.owner_name,
         })
         try:
             child = subprocess.Popen(list(settings.command), env=env, start_new_session=True)
@@ -273,7 +276,7 @@ def run_locked(lock_client: Any, settings: RunSettings, err: Callable[[str], Non
                 f'({error.strerror or error}); released the lock')
             return EXIT_COMMAND_NOT_FOUND if not_found else EXIT_CANNOT_EXECUTE
         signals.started(child)
-        return _supervise(lock, child, trouble, settings, client_settings, err, warn or err)
+        return _supervise(lock, child, trouble, settings, err, warn or err)
     except _Stopped as stopped:
         return 128 + stopped.signum
     finally:
@@ -288,7 +291,7 @@ class _Stopped(Exception):
         self.signum = signum
 
 
-def _acquire(lock_client: Any, settings: RunSettings, trouble: _Trouble, signals: _Signals) -> Any:
+def _acquire(lock_client: DynamoDBLockClient, settings: RunSettings, trouble: _Trouble, signals: _Signals) -> Any:
     """The lock, or the ACQUIRE_TIMEOUT error. The acquisition runs in a thread of its own, so
     that a signal can stop it from the main thread: the client is closed, which ends the wait
     (and releases a lock acquired at that very moment).
@@ -328,7 +331,7 @@ def _acquire(lock_client: Any, settings: RunSettings, trouble: _Trouble, signals
     return outcome['lock']
 
 
-def _in_trouble(lock: Any, trouble: _Trouble) -> bool:
+def _in_trouble(lock: HeldLock, trouble: _Trouble) -> bool:
     # lock.status reads IN_DANGER as soon as the safe period has passed without a renewal,
     # even before the client's checker (and the callback) has noticed.
     return trouble.event.is_set() or lock.status in (Status.IN_DANGER, Status.INVALID)
@@ -363,8 +366,8 @@ def _end_stragglers(child: subprocess.Popen[bytes], members: int, settings: RunS
          f'{settings.grace:g}s later (--grace): {done}; releasing lock {settings.key_text!r}')
 
 
-def _supervise(lock: Any, child: subprocess.Popen[bytes], trouble: _Trouble, settings: RunSettings,
-               client_settings: Any, err: Callable[[str], None], warn: Callable[[str], None]) -> int:
+def _supervise(lock: DynamoDBLock, child: subprocess.Popen[bytes], trouble: _Trouble, settings: RunSettings,
+               err: Callable[[str], None], warn: Callable[[str], None]) -> int:
     """Wait for the command and then the rest of its process group (for at most the grace
     period), while watching the lock; release; the exit code."""
     lost = False
@@ -394,7 +397,7 @@ def _supervise(lock: Any, child: subprocess.Popen[bytes], trouble: _Trouble, set
     started = time.monotonic()
     already_exited = child.returncode is not None
     killed = _terminate(child, settings.kill_after)
-    why = _loss_text(lock, trouble, client_settings.lease_duration, client_settings.safe_period)
+    why = _loss_text(lock, trouble, settings.lease, settings.safe_period)
     lock.release(best_effort=True)
     if already_exited:
         stopped = 'the command had exited; sent SIGTERM, then SIGKILL, to the rest of its process group'

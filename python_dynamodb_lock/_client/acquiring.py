@@ -21,7 +21,7 @@ from .._core.shared import describe_holders
 from .._core.state import Status, lock_safe_period
 from .._core.write import AcquireAttempt, Written
 from .._model.errors import DynamoDBLockError
-from .._common.locks import holder_of, mark_acquired
+from .._common.locks import holder_of, mark_acquired, state_of
 from .._common.registry import WaiterState
 from .._model.schema import PartitionKey, Schema
 from .call import AcquireCall, acquire_call
@@ -70,7 +70,7 @@ class Acquiring(Generic[L]):
         """A reentrant acquisition: the lock this very thread (or task) already holds for the
         key, with one more hold on it; None when it holds none."""
         lock = self._state.registry.get(unique_identifier)
-        if lock is None or holder_of(lock) is not holder or not lock._state.held:
+        if lock is None or holder_of(lock) is not holder or not state_of(lock).held:
             return None
         lock._holds += 1
         return lock
@@ -116,7 +116,7 @@ class Acquiring(Generic[L]):
         shared_holders = None if attempt.shared else describe_holders(timed_out.blocking, state.owner_name)
         if shared_holders is not None:
             owner = shared_holders
-        elif own is not None and own._state.held and owner == state.owner_name:
+        elif own is not None and state_of(own).held and owner == state.owner_name:
             owner = ('this client (pass reentrant=True where the thread or task that holds it takes it again, '
                      f'or release it first; owner_name {owner})')
         elif timed_out.blocking is not None and Schema.version_of(timed_out.blocking) is None:
@@ -145,7 +145,7 @@ class Acquiring(Generic[L]):
         fields = state.schema.lock_fields(written.item, settings.lease_duration)
         token = fields.pop('fencing_token')
         lock = state.new_lock(**fields, app_callback=app_callback, raise_context_exception=raise_context_exception)
-        lock_state = lock._state
+        lock_state = state_of(lock)
         lock_state.acquired(written.attempt_started, token, Schema.acquisition_of(written.item))
         session, named = state.session, Schema.session_of(written.item)
         if session is not None and named is not None:   # a session lost meanwhile: in danger at once
@@ -165,7 +165,7 @@ class Acquiring(Generic[L]):
 
     def _settle_replaced(self, previous: Held) -> None:
         """An older lock object of this client on the same key, whose row our put just replaced."""
-        final = previous._state.replaced_by_new_acquisition()
+        final = state_of(previous).replaced_by_new_acquisition()
         if final == Status.RELEASED:
             self._state.emit(Kind.REPLACED_RELEASED, previous)
         elif final == Status.INVALID:

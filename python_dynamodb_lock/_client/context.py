@@ -42,7 +42,7 @@ Held = HeldLock
 L = TypeVar('L', bound=HeldLock)
 
 
-def check_construction(low_level_client: Any, app_callback_executor: object, metrics: object,
+def check_construction(low_level_client: object, app_callback_executor: object, metrics: object,
                        background_heartbeats: object, **setting_arguments: Any) -> Settings:
     """Check every constructor argument (before anything starts): the client's settings."""
     settings = make_settings(low_level_client=low_level_client, **setting_arguments)

@@ -9,6 +9,7 @@ import dataclasses
 from typing import Any, Mapping, Optional, Sequence, Tuple
 
 from .._common.config import check_release_attributes
+from .._common.locks import holds_of, state_of
 from .._model.validation import require_bool
 from .._core.effects import Drop, Hold, Protocol, Settle
 from .._core.events import Kind
@@ -55,11 +56,11 @@ class Releasing:
             if attributes and lock.lock_existing_item:
                 raise ValueError(f'{lock.unique_identifier} is a lock on an existing item: its release writes no '
                                  'attributes (write them to the item yourself)')
-            if attributes and lock._holds > 1:
+            if attributes and holds_of(lock) > 1:
                 raise ValueError(f'attributes are written when the last hold of {lock.unique_identifier} is released; '
-                                 f'{lock._holds} holds remain (it was acquired reentrantly)')
+                                 f'{holds_of(lock)} holds remain (it was acquired reentrantly)')
             keep = lock.keep_row if keep_row is None else keep_row
-            if lock._holds > 1:
+            if holds_of(lock) > 1:
                 return self._release_nested(lock, best_effort)
             return (yield from self.flow(lock, best_effort, attributes, keep))
         finally:
@@ -70,13 +71,13 @@ class Releasing:
         nothing is written and the answer is whether the lock is still held; a strict release of
         a lost lock still raises."""
         lock._holds -= 1
-        if not best_effort and lock._state.status == Status.INVALID:
+        if not best_effort and state_of(lock).status == Status.INVALID:
             state = self._state
-            verdict = precheck_release(lock._state, state.owns(lock), best_effort, lock.unique_identifier,
+            verdict = precheck_release(state_of(lock), state.owns(lock), best_effort, lock.unique_identifier,
                                        state.owner_name)
             if verdict is not None and verdict.error is not None:
                 raise state.public_error(verdict.error)
-        held: bool = lock._state.held
+        held: bool = state_of(lock).held
         return held
 
     def flow(self, lock: Held, best_effort: bool, attributes: Optional[Mapping[str, Any]] = None,
@@ -91,7 +92,7 @@ class Releasing:
         release is finished apart from the caller until the row no longer carries our versions.
         """
         state = self._state
-        verdict = precheck_release(lock._state, state.owns(lock), best_effort, lock.unique_identifier,
+        verdict = precheck_release(state_of(lock), state.owns(lock), best_effort, lock.unique_identifier,
                                    state.owner_name)
         if lock.lock_client is state.client:
             state.observations.forget(lock.unique_identifier)
@@ -104,7 +105,7 @@ class Releasing:
                 # large for DynamoDB cannot be written): no handover.
                 registry.hand_over(lock.unique_identifier, successor, None)
                 successor = None
-            versions = lock._state.our_versions()
+            versions = state_of(lock).our_versions()
             try:
                 verdict = yield from self._release_protocol(lock, best_effort, successor, attributes, keep_row)
             except BaseException:
@@ -137,10 +138,10 @@ class Releasing:
         waiter wakes nobody else (they would only find it held)."""
         state = self._state
         if verdict.final_status is not None:
-            lock._state.forget(verdict.final_status, verdict.loss)
+            state_of(lock).forget(verdict.final_status, verdict.loss)
             state.unregister(lock, wake=not handed_over)
         row = verdict.loss.row if verdict.loss else None
-        state.emit(verdict.event, lock, status=lock._state.status, owner=Schema.owner_of(row),
+        state.emit(verdict.event, lock, status=state_of(lock).status, owner=Schema.owner_of(row),
                    error=verdict.error.message if verdict.error else verdict.detail, lease=lock.lease_duration,
                    duration=verdict.duration, handed_over=verdict.handed_over)
         if verdict.error is not None:
@@ -153,7 +154,7 @@ class Releasing:
         longer carries its ``versions``."""
         state = self._state
         for lock, _ in locks:
-            lock._state.forget(Status.RELEASED)
+            state_of(lock).forget(Status.RELEASED)
             state.unregister(lock)
             state.emit(Kind.RELEASE_INTERRUPTED, lock)
 

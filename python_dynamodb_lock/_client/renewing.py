@@ -14,6 +14,7 @@ from .._core.guard import check_actions, guarded_write
 from .._core.heartbeat import check_round, extend, heartbeat_round, renew_batch, renew_one, update_attributes
 from .._core.item_size import check_update_size
 from .._core.session import due_for_refresh, extend_session, session_round
+from .._common.locks import state_of
 from .._wire.typed_json import Wire
 from .context import ClientState, Held
 from .shared import shared_refusal
@@ -125,13 +126,13 @@ class Renewing:
         state = self._state
         state.check_process()
         self._check_renewable(lock)
-        if state.session is not None and lock._state.session_id == state.session.id:   # renew the session
+        if state.session is not None and state_of(lock).session_id == state.session.id:   # renew the session
             return extend_session(state.session_settings, state.session, state.registry.held(), lock, state.clock)
         return extend(state.heartbeat_settings, lock, state.clock)
 
     def _check_renewable(self, lock: Held) -> None:
         state = self._state
-        if lock.lock_client is not state.client or (lock._state.held and not state.owns(lock)):
+        if lock.lock_client is not state.client or (state_of(lock).held and not state.owns(lock)):
             raise state.not_owned(lock)
 
     def updating(self, lock: Held, values: object, remove: object) -> Protocol[None]:

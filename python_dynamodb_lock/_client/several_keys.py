@@ -18,6 +18,7 @@ from .._core.release import ReleaseVerdict, precheck_release
 from .._core.state import Status
 from .._core.write import AcquireAttempt
 from .._model.errors import DynamoDBLockError
+from .._common.locks import state_of
 from .._model.schema import PartitionKey, Schema
 from .acquiring import Acquiring
 from .call import acquire_call
@@ -113,7 +114,7 @@ class SeveralKeys(Generic[L]):
                 yield Hold(lock)
                 held.append(lock)
             for lock in locks:
-                verdict = precheck_release(lock._state, state.owns(lock), best_effort, lock.unique_identifier,
+                verdict = precheck_release(state_of(lock), state.owns(lock), best_effort, lock.unique_identifier,
                                            state.owner_name)
                 if verdict is None:
                     pending.append(lock)
@@ -136,7 +137,7 @@ class SeveralKeys(Generic[L]):
                             released = False
                             errors.append(error)
         except BaseException:
-            left = [(lock, lock._state.our_versions()) for lock in pending if lock._state.held]
+            left = [(lock, state_of(lock).our_versions()) for lock in pending if state_of(lock).held]
             if left:
                 yield self._releasing.cut_short(left)
             raise

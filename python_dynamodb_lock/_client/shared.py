@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional
 
-from .._common.locks import HeldLock
+from .._common.locks import HeldLock, state_of
 
 __all__ = ['JoinGuesses', 'check_shared_call', 'shared_refusal', 'slot']
 
@@ -21,7 +21,7 @@ def slot(lock: HeldLock) -> str:
     """Where the registry keeps a held lock: its key, or for a shared lock its key and its
     holder id (a client may hold several shared locks on one key)."""
     if lock.shared:
-        return f'{lock.unique_identifier}\x00{lock._state.acquisition_id}'
+        return f'{lock.unique_identifier}\x00{state_of(lock).acquisition_id}'
     return str(lock.unique_identifier)
 
 

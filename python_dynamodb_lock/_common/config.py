@@ -53,7 +53,7 @@ class Settings:
 
 def make_settings(
     *,
-    low_level_client: Any,
+    low_level_client: object,
     table_name: str,
     partition_key_name: object,
     sort_key_name: object,
@@ -123,7 +123,7 @@ def _check_layout(table_name: str, partition_key_name: object, sort_key_name: ob
                   attribute_names['ttl_attribute_name'], partition_key_type)
 
 
-def _check_pacing(low_level_client: Any, heartbeat_tps: object, heartbeat_workers: object,
+def _check_pacing(low_level_client: object, heartbeat_tps: object, heartbeat_workers: object,
                   heartbeat_batch_size: object) -> int:
     """Check how heartbeats are paced and sent; the number of heartbeat workers (None: the
     boto3 client's connection pool size, or 10)."""
@@ -216,11 +216,11 @@ def _period_warnings(heartbeat: float, safe: float, lease: float, expiry: float)
     return warnings
 
 
-def _client_config(low_level_client: Any) -> Any:
+def _client_config(low_level_client: object) -> Any:
     return getattr(getattr(low_level_client, 'meta', None), 'config', None)
 
 
-def client_timeout_warning(low_level_client: Any, safe_period: float) -> Optional[str]:
+def client_timeout_warning(low_level_client: object, safe_period: float) -> Optional[str]:
     """A note when one attempt of a call may hang longer than the safe period.
 
     A heartbeat stuck in a call cannot be sent again until botocore gives up on it; with

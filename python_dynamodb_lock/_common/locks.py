@@ -10,20 +10,25 @@ from __future__ import annotations
 import datetime
 import functools
 import logging
+import operator
 import threading
 import urllib.parse
 from decimal import Decimal
 from types import TracebackType
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Type
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Dict, Generic, Mapping, Optional, Tuple, Type, TypeVar
+from typing import NoReturn, overload
 
 from boto3.dynamodb.types import Binary
 
+from .clock import Clock
 from .._core.shared import SharedHolder
-from .._core.state import LockState, Status
-from .._model.schema import COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, PartitionKey, binary_bytes
+from .._core.state import LockState, Status, TimeSource
+from .._model.schema import (COL_LEASE_DURATION, COL_OWNER_NAME, COL_RECORD_VERSION_NUMBER, PartitionKey,
+                             TableLayout, binary_bytes)
 
-__all__ = ['APP_CALLBACK_THREADPOOL_SIZE', 'BaseDynamoDBLock', 'Defaults', 'HeldLock', 'check_for_table_arguments',
-           'holder_of', 'mark_acquired', 'suppress_after_block', 'unique_identifier_of']
+__all__ = ['APP_CALLBACK_THREADPOOL_SIZE', 'BaseDynamoDBLock', 'ClientViews', 'Defaults', 'HeldLock', 'View',
+           'check_for_table_arguments', 'holder_of', 'holds_of', 'mark_acquired', 'state_of', 'suppress_after_block',
+           'unique_identifier_of']
 
 #: Workers of the callback executor a client makes when it is given none (published: 5).
 APP_CALLBACK_THREADPOOL_SIZE = 5
@@ -55,6 +60,66 @@ class Defaults:
     _COL_LEASE_DURATION = COL_LEASE_DURATION
     _COL_RECORD_VERSION_NUMBER = COL_RECORD_VERSION_NUMBER
 
+
+
+V = TypeVar('V')
+
+
+class View(property, Generic[V]):
+    """A published read-only property of the clients, read from what the client holds
+    (``path``: dotted attribute names from the client); a ``property`` whose getter says it
+    returns ``kind``, so that ``help()`` and the documentation show it as before."""
+
+    def __init__(self, path: str, kind: object, doc: str) -> None:
+        get = operator.attrgetter(path)
+
+        def read(client: object) -> Any:
+            return get(client)
+
+        read.__annotations__ = {'client': object, 'return': kind}
+        super().__init__(read)
+        self.__doc__ = doc   # (property.__init__ leaves a subclass's instance with the class docstring)
+
+    if TYPE_CHECKING:   # what a type checker reads from it: its value's type
+        @overload
+        def __get__(self, instance: None, owner: Optional[type] = None) -> View[V]: ...
+
+        @overload
+        def __get__(self, instance: object, owner: Optional[type] = None) -> V: ...
+
+        def __get__(self, instance: object, owner: Optional[type] = None) -> Any: ...
+
+        def __set__(self, instance: object, value: NoReturn) -> None: ...   # read-only: no value fits
+
+
+class ClientViews:
+    """The read-only properties both clients publish, written once: each client's class names
+    them (``owner_name = ClientViews.owner_name`` ...)."""
+
+    owner_name: View[str] = View(
+        '_settings.owner_name', str,
+        """The ``owner_name`` this client writes into the rows of its locks (the constructor's,
+        or the host name and a random suffix it chose).""")
+    closed: View[bool] = View('_state.closed', bool, """Whether :meth:`close` has been called.""")
+    table_layout: View[TableLayout] = View(
+        '_schema.layout', TableLayout,
+        """The table's name, key names and types, and TTL attribute, as this client uses them
+        (given to the constructor, or read from the table by ``for_table``).""")
+    heartbeats_in_flight: View[int] = View(
+        '_calls.orchestration.renewing.in_flight', int,
+        """How many held locks have a renewal on the wire right now (0: the client is quiet).""")
+    clock: View[Clock] = View(
+        '_clock', Clock,
+        """The clock the client times everything with (``clock=`` of the constructor, or the
+        system clock): ``monotonic()``, ``time()``, ``sleep(seconds, event)``; recipes wait on it.""")
+    heartbeat_period: View[float] = View(
+        '_settings.heartbeat_period', float, """Seconds between renewals of a held lock.""")
+    safe_period: View[float] = View(
+        '_settings.safe_period', float,
+        """Seconds without a confirmed renewal after which a lock is ``IN_DANGER``.""")
+    lease_duration: View[float] = View(
+        '_settings.lease_duration', float,
+        """Seconds a lock row of this client is presumed alive without a renewal.""")
 
 
 class BaseDynamoDBLock:
@@ -137,8 +202,8 @@ class HeldLock(BaseDynamoDBLock):
         lock_client: Any,
         raise_context_exception: bool = False,
         *,
-        clock: Any,
-        guard: Any = None,
+        clock: TimeSource,
+        guard: Optional[ContextManager[Any]] = None,
     ) -> None:
         self._clock = clock
         self._describe: Optional[Callable[[Any], Optional[BaseDynamoDBLock]]] = None   # set at acquisition
@@ -266,6 +331,14 @@ class HeldLock(BaseDynamoDBLock):
         if not loss or not loss.row or self._describe is None:
             return None
         return self._describe(loss.row)
+
+
+#: The orchestration's seams to a held lock's own bookkeeping: its :class:`LockState` (what the
+#: core's functions take) and its hold count (acquisitions not yet released). Public here, and
+#: not attributes of the published lock classes; C getters, so that the hot path makes no extra
+#: Python call (tests/test_call_budget.py).
+state_of: Callable[[HeldLock], LockState] = operator.attrgetter('_state')
+holds_of: Callable[[HeldLock], int] = operator.attrgetter('_holds')
 
 
 def check_for_table_arguments(table_name: object, kwargs: Mapping[str, Any]) -> None:

@@ -123,7 +123,7 @@ class Registry(Generic[L]):
         waiter.set()
         return True
 
-    def leave(self, unique_identifier: str, waiter: Any) -> Any:
+    def leave(self, unique_identifier: str, waiter: WaiterState) -> Any:
         """``waiter`` stops waiting: the row handed over to it meanwhile, if any (it must take
         it), else None (a handover still under way will find it gone)."""
         with self._guard:

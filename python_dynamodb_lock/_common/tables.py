@@ -375,7 +375,7 @@ def _converts_python_values(client: Any) -> bool:
     return not isinstance(key['probe'], str)
 
 
-def require_low_level_client(dynamodb_client: Any, kind: str = 'boto3.client("dynamodb")') -> None:
+def require_low_level_client(dynamodb_client: object, kind: str = 'boto3.client("dynamodb")') -> None:
     """Refuse, before any call, what is not a low-level DynamoDB client (a resource, say)."""
     if getattr(getattr(dynamodb_client, 'meta', None), 'client', None) is not None:
         raise TypeError(f'create_dynamodb_table takes a low-level client ({kind}), not a resource; '
@@ -476,7 +476,7 @@ def _bound(client: Any, call: AdminCall) -> Any:
     return getattr(client, call.method)
 
 
-def run_admin(client: Any, steps: AdminSteps) -> Any:
+def run_admin(client: object, steps: AdminSteps) -> Any:
     """Run administration steps on a boto3 client."""
     step = advance(steps, None)
     while not isinstance(step, Done):
@@ -488,7 +488,7 @@ def run_admin(client: Any, steps: AdminSteps) -> Any:
     return step.value
 
 
-async def run_admin_async(client: Any, steps: AdminSteps) -> Any:
+async def run_admin_async(client: object, steps: AdminSteps) -> Any:
     """Run administration steps on an aiobotocore client."""
     step = advance(steps, None)
     while not isinstance(step, Done):

@@ -25,6 +25,7 @@ from .shared import is_shared
 from .session import SessionWatch, watch_session
 from .shared_ops import WriterWait, join_step, writer_step
 from .write import AcquireAttempt, Blocked, Written, is_abandoned, raise_if_closed, read_row, write_lock
+from .state import TimeSource
 
 __all__ = ['MAX_OBSERVED_KEYS', 'Observations', 'TimedOut', 'Watch', 'acquire']
 
@@ -83,7 +84,7 @@ class Observations:
             return len(self._seen)
 
 
-def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool],
+def acquire(attempt: AcquireAttempt, clock: TimeSource, is_closed: Callable[[], bool],
             observations: Optional[Observations] = None) -> Protocol[Union[Written, TimedOut]]:
     """The acquire loop: the item written, or :class:`TimedOut`.
 
@@ -109,7 +110,7 @@ def acquire(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool],
         raise
 
 
-def _acquire_loop(attempt: AcquireAttempt, clock: Any, is_closed: Callable[[], bool], writer: Any,
+def _acquire_loop(attempt: AcquireAttempt, clock: TimeSource, is_closed: Callable[[], bool], writer: WriterWait,
                   observations: Optional[Observations]) -> Protocol[Union[Written, TimedOut]]:
     schema = attempt.schema
     seen = observations if observations is not None else Observations()
@@ -187,7 +188,7 @@ class Watch:
         to a shared acquisition, which reads a writer's marker even there)."""
         self.blocking = row if self.attempt.shared else Blocked(row, self.attempt.lock_existing_item).row
 
-    def may_write(self, clock: Any) -> Protocol[bool]:
+    def may_write(self, clock: TimeSource) -> Protocol[bool]:
         """Whether the key may be written now: it is believed free, or the holder in the way
         is presumed dead (its version unchanged for its lease: ``TAKING_OVER`` is emitted, and
         the write goes over ``blocking``)."""

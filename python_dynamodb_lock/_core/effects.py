@@ -30,10 +30,11 @@ caller must see.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Generator, Tuple, TypeVar
+from typing import Any, Generator, Tuple, TypeVar, Union
 
 from .._wire.requests import Request
 from .events import Event
+from .state import LockView
 
 __all__ = ['Call', 'Drop', 'Effect', 'Emit', 'Hold', 'Pending', 'Protocol', 'Settle', 'Sleep', 'Submit', 'Unregister']
 
@@ -55,7 +56,7 @@ class Emit:
 
 @dataclasses.dataclass(frozen=True)
 class Submit:
-    locks: Tuple[Any, ...]
+    locks: Tuple[LockView, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,23 +64,23 @@ class Unregister:
     """Drop ``lock`` from the client's registry of held locks and wake its waiters (no I/O:
     the shared client code handles it)."""
 
-    lock: Any
+    lock: LockView
 
 
 @dataclasses.dataclass(frozen=True)
 class Hold:
-    lock: Any
+    lock: Any   # the driver's own lock class: it knows where the mutex is
     wait: bool = True   # False: take the mutex only if it is free now; the result says whether
 
 
 @dataclasses.dataclass(frozen=True)
 class Drop:
-    lock: Any
+    lock: Any   # as Hold's
 
 
 @dataclasses.dataclass(frozen=True)
 class Settle:
-    protocol: Any   # a Protocol[None]
+    protocol: 'Protocol[None]'
     follow_up: bool = False   # True: nobody waits for it (it watches for late answers)
 
 
@@ -88,6 +89,8 @@ class Pending:
     """Ask for the answer of the interrupted call being settled (see the module docstring)."""
 
 
-Effect = Any   # Call | Sleep | Emit | Submit | Unregister | Hold | Drop | Settle | Pending
+#: What a protocol may yield: one of the effects above, nothing else.
+Effect = Union[Call, Sleep, Emit, Submit, Unregister, Hold, Drop, Settle, Pending]
 T = TypeVar('T')
+# What is sent back depends on the effect (see the module docstring): an Answer, a bool, None.
 Protocol = Generator[Effect, Any, T]

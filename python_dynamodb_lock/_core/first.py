@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 from .acquire import Observations, TimedOut, acquire
 from .write import AcquireAttempt, Written
 from .effects import Protocol, Sleep
+from .state import TimeSource
 
 __all__ = ['FirstWritten', 'NoneFree', 'acquire_first']
 
@@ -39,7 +40,7 @@ class NoneFree:
     timed_out: List[TimedOut]
 
 
-def acquire_first(attempts: Sequence[AcquireAttempt], clock: Any, is_closed: Callable[[], bool],
+def acquire_first(attempts: Sequence[AcquireAttempt], clock: TimeSource, is_closed: Callable[[], bool],
                   observations: Optional[Observations] = None) -> Protocol[Union[FirstWritten, NoneFree]]:
     """Acquire the first of ``attempts`` that can be had (``observations``: the client's memory
     of the holders' versions, as for :func:`~python_dynamodb_lock._core.acquire.acquire`).
@@ -52,7 +53,7 @@ def acquire_first(attempts: Sequence[AcquireAttempt], clock: Any, is_closed: Cal
     due_at: Dict[int, float] = {}
     timed_out: Dict[int, TimedOut] = {}
 
-    def step(index: int, value: Any) -> Protocol[Optional[FirstWritten]]:
+    def step(index: int, value: object) -> Protocol[Optional[FirstWritten]]:
         """Run one key's protocol up to its next wait (None) or its end (the win, if written)."""
         protocol = live[index]
         thrown: Optional[BaseException] = None

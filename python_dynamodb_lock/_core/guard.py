@@ -26,14 +26,14 @@ import uuid
 from decimal import Decimal
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .._model.errors import DynamoDBLockError
 from .._wire.requests import Request
-from .._model.schema import COL_ACQUISITION_ID, Schema
+from .._model.errors import DynamoDBLockError
+from .._model.schema import COL_ACQUISITION_ID, PartitionKey, Schema
 from .answers import Applied, Failed, deserialize
 from .effects import Call, Emit, Protocol, Sleep, Unregister
 from .events import Event, Kind
 from .messages import explain
-from .state import Status, how_lost, loss_from_row
+from .state import LockView, Status, how_lost, loss_from_row
 
 __all__ = ['GUARD_ATTEMPTS', 'MAX_ACTIONS', 'MAX_TRANSACTION_BYTES', 'RETRYABLE_ERRORS', 'RETRYABLE_REASONS',
            'UNANSWERED_ATTEMPTS', 'backoff', 'check_actions', 'guarded_write', 'reasons_of', 'single_action',
@@ -97,7 +97,7 @@ def single_action(kind: str, params: Mapping[str, Any]) -> Tuple[List[Dict[str, 
     return [action], options
 
 
-def check_actions(schema: Schema, partition_key: Any, sort_key: str, actions: Any,
+def check_actions(schema: Schema, partition_key: PartitionKey, sort_key: str, actions: object,
                   more_keys: Sequence[Tuple[Any, str]] = (), existing_item: bool = False) -> List[Dict[str, Any]]:
     """Check the application's actions before anything is sent (``TransactItems`` as the boto3
     client takes them, values as Python values).
@@ -149,7 +149,8 @@ def check_actions(schema: Schema, partition_key: Any, sort_key: str, actions: An
     return [dict(action) for action in actions]
 
 
-def guarded_write(schema: Schema, lock: Any, actions: List[Dict[str, Any]], options: Mapping[str, Any],
+def guarded_write(schema: Schema, lock: Any,   # a LockView, or a tuple of a multi-lock's
+                  actions: List[Dict[str, Any]], options: Mapping[str, Any],
                   client_token: Optional[str] = None) -> Protocol[Dict[str, Any]]:
     """Send ``actions`` (checked by :func:`check_actions`) with the lock check, in one
     transaction; the answer of ``TransactWriteItems``. ``lock`` may be a tuple of locks (a
@@ -220,7 +221,7 @@ def guarded_write(schema: Schema, lock: Any, actions: List[Dict[str, Any]], opti
                   'nothing was written')
 
 
-def _lost(lock: Any, row: Optional[Dict[str, Any]]) -> Protocol[None]:
+def _lost(lock: LockView, row: Optional[Dict[str, Any]]) -> Protocol[None]:
     """Our check refused: record the loss on the lock (as a heartbeat would) and raise."""
     final = lock._state.settle_guard_refused(row, lock._clock.monotonic())
     if final is not None:
@@ -237,7 +238,7 @@ def _lost(lock: Any, row: Optional[Dict[str, Any]]) -> Protocol[None]:
     raise _stolen(lock, loss.row, loss.reason, 'so nothing was written')
 
 
-def _stolen(lock: Any, row: Optional[Dict[str, Any]], reason: str, what: str) -> DynamoDBLockError:
+def _stolen(lock: LockView, row: Optional[Dict[str, Any]], reason: str, what: str) -> DynamoDBLockError:
     if row is None:
         message = f'{lock.unique_identifier} is no longer held (its row was released or removed), {what}'
     else:
@@ -245,7 +246,7 @@ def _stolen(lock: Any, row: Optional[Dict[str, Any]], reason: str, what: str) ->
     return DynamoDBLockError(DynamoDBLockError.LOCK_STOLEN, message, reason=reason, holder=row)
 
 
-def _failed(schema: Schema, lock: Any, answer: Failed, what: str) -> DynamoDBLockError:
+def _failed(schema: Schema, lock: LockView, answer: Failed, what: str) -> DynamoDBLockError:
     error = DynamoDBLockError(
         DynamoDBLockError.UNKNOWN,
         f'Guarded write under {lock.unique_identifier} failed: {explain(schema, answer.error)}; {what}',
@@ -261,7 +262,7 @@ def reasons_of(error: BaseException) -> List[Dict[str, Any]]:
     return [dict(reason) for reason in reasons if isinstance(reason, Mapping)]
 
 
-def size_of(value: Any) -> int:
+def size_of(value: object) -> int:
     """An upper estimate of a value's size as DynamoDB counts it (names and values, in bytes)."""
     if isinstance(value, str):
         return len(value.encode('utf-8', errors='surrogatepass'))

@@ -16,7 +16,7 @@ from .effects import Call, Emit, Protocol, Sleep, Submit, Unregister
 from .events import Event, Kind
 from .messages import explain
 from .shared_ops import entry_answer, renewal_request
-from .state import LockState, RenewalResult, RenewalVerdict, Status, how_lost, loss_from_row
+from .state import LockState, LockView, RenewalResult, RenewalVerdict, Status, TimeSource, how_lost, loss_from_row
 
 __all__ = [
     'Batching',
@@ -69,7 +69,7 @@ class Batching:
 AttributeUpdate = Tuple[Tuple[Tuple[str, Any], ...], Tuple[str, ...]]
 
 
-def _next_renewal(settings: HeartbeatSettings, lock: Any, clock: Any,
+def _next_renewal(settings: HeartbeatSettings, lock: LockView, clock: TimeSource,
                   update: Optional[AttributeUpdate] = None) -> Optional[Renewal]:
     state: LockState = lock._state
     now = clock.time()
@@ -82,7 +82,7 @@ def _next_renewal(settings: HeartbeatSettings, lock: Any, clock: Any,
     return renewal._replace(set_attributes=update[0], remove_attributes=update[1])
 
 
-def renew_one(settings: HeartbeatSettings, lock: Any, clock: Any,
+def renew_one(settings: HeartbeatSettings, lock: LockView, clock: TimeSource,
               update: Optional[AttributeUpdate] = None) -> Protocol[Optional[RenewalResult]]:
     """One heartbeat of a held lock: a new version and TTL (and ``update``'s attributes),
     conditioned on the version we hold.
@@ -105,7 +105,8 @@ def renew_one(settings: HeartbeatSettings, lock: Any, clock: Any,
     return (yield from settle(settings, lock, renewal, answer, attempt_started, clock, prepared))
 
 
-def send_renewal(request: Request, clock: Any, interrupted: Callable[[], None]) -> Protocol[Tuple[Answer, float]]:
+def send_renewal(request: Request, clock: TimeSource,
+                 interrupted: Callable[[], None]) -> Protocol[Tuple[Answer, float]]:
     """Send one renewal (a lock's, or a client session's), again after 50 and 100 ms when a
     transaction on its row (a guarded write, a takeover) made DynamoDB refuse it untouched.
 
@@ -129,7 +130,7 @@ def send_renewal(request: Request, clock: Any, interrupted: Callable[[], None]) 
     return answer, attempt_started
 
 
-def extend(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[None]:
+def extend(settings: HeartbeatSettings, lock: LockView, clock: TimeSource) -> Protocol[None]:
     """Renew one lock now, for an application that renews its locks itself: return when it was
     renewed, raise when it was not.
 
@@ -147,7 +148,8 @@ def extend(settings: HeartbeatSettings, lock: Any, clock: Any) -> Protocol[None]
 UPDATE_ATTEMPTS = 3
 
 
-def update_attributes(settings: HeartbeatSettings, lock: Any, clock: Any, update: AttributeUpdate) -> Protocol[None]:
+def update_attributes(settings: HeartbeatSettings, lock: LockView, clock: TimeSource,
+                      update: AttributeUpdate) -> Protocol[None]:
     """``lock.update_attributes``: one heartbeat of the lock that also sets and removes
     additional attributes, under the same condition (the row still carries a version of this
     acquisition), judged exactly as a heartbeat: a refusal by a foreign row marks the lock lost.
@@ -166,7 +168,7 @@ def update_attributes(settings: HeartbeatSettings, lock: Any, clock: Any, update
     lock.additional_attributes = attributes
 
 
-def _raise_unless_renewed(settings: HeartbeatSettings, lock: Any, result: Optional[RenewalResult],
+def _raise_unless_renewed(settings: HeartbeatSettings, lock: LockView, result: Optional[RenewalResult],
                           also_fine: Tuple[RenewalVerdict, ...], verb: str) -> None:
     """Return when a renewal's ``result`` says the row now carries it (or one of ``also_fine``);
     else raise what the caller is told."""
@@ -181,7 +183,7 @@ def _raise_unless_renewed(settings: HeartbeatSettings, lock: Any, result: Option
     raise not_extended(settings.schema, lock, result.failure if failed and result is not None else None, verb)
 
 
-def not_extended(schema: Schema, lock: Any, failure: Optional[Failed], verb: str = 'renew') -> DynamoDBLockError:
+def not_extended(schema: Schema, lock: LockView, failure: Optional[Failed], verb: str = 'renew') -> DynamoDBLockError:
     """The error of a renewal asked for by the application (``extend()``, ``update_attributes``)
     that did not renew ``lock``: ``failure`` (DynamoDB failed), or the lock was lost, or it is
     not held."""
@@ -202,8 +204,8 @@ def not_extended(schema: Schema, lock: Any, failure: Optional[Failed], verb: str
                              f'{lock.unique_identifier} is not held ({state.status}): nothing to renew')
 
 
-def settle(settings: HeartbeatSettings, lock: Any, renewal: Renewal, answer: Answer, attempt_started: float,
-           clock: Any, prepared: Optional[float] = None) -> Protocol[RenewalResult]:
+def settle(settings: HeartbeatSettings, lock: LockView, renewal: Renewal, answer: Answer, attempt_started: float,
+           clock: TimeSource, prepared: Optional[float] = None) -> Protocol[RenewalResult]:
     """Apply one renewal's answer to its lock, and tell what it meant.
 
     ``prepared`` is when the renewal was made (before its ``lease_expiry`` was read off the
@@ -220,7 +222,7 @@ def settle(settings: HeartbeatSettings, lock: Any, renewal: Renewal, answer: Ans
     return result
 
 
-def settle_events(settings: HeartbeatSettings, lock: Any, renewal: Renewal, answer: Answer,
+def settle_events(settings: HeartbeatSettings, lock: LockView, renewal: Renewal, answer: Answer,
                   result: RenewalResult, latency: float) -> List[Event]:
     key = lock.unique_identifier
     verdict = result.verdict
@@ -248,7 +250,7 @@ def settle_events(settings: HeartbeatSettings, lock: Any, renewal: Renewal, answ
 
 
 def renew_batch(settings: HeartbeatSettings, locks: Sequence[Any], batching: Batching,
-                clock: Any) -> Protocol[List[Any]]:
+                clock: TimeSource) -> Protocol[List[Any]]:
     """Renew a group of locks in ``BatchExecuteStatement`` calls of up to 25 statements.
 
     A statement throttled inside a successful batch is sent again after 50 ms and 100 ms, then
@@ -304,8 +306,8 @@ def renew_batch(settings: HeartbeatSettings, locks: Sequence[Any], batching: Bat
     return fallback
 
 
-def _settle_safely(settings: HeartbeatSettings, lock: Any, renewal: Renewal, answer: Answer,
-                   attempt_started: float, clock: Any, prepared: Optional[float] = None) -> Protocol[None]:
+def _settle_safely(settings: HeartbeatSettings, lock: LockView, renewal: Renewal, answer: Answer,
+                   attempt_started: float, clock: TimeSource, prepared: Optional[float] = None) -> Protocol[None]:
     """:func:`settle`, reporting an exception so that the rest of a batch is settled."""
     try:
         yield from settle(settings, lock, renewal, answer, attempt_started, clock, prepared)
@@ -315,7 +317,7 @@ def _settle_safely(settings: HeartbeatSettings, lock: Any, renewal: Renewal, ans
         yield Emit(Event(Kind.SETTLE_FAILED, lock.unique_identifier, lock, {'exception': exc}))
 
 
-def heartbeat_round(settings: HeartbeatSettings, locks: Sequence[Any], batching: Batching, clock: Any,
+def heartbeat_round(settings: HeartbeatSettings, locks: Sequence[Any], batching: Batching, clock: TimeSource,
                     is_closed: Callable[[], bool]) -> Protocol[None]:
     """Start one heartbeat per held lock, spread over the period, then wait out the period.
 
@@ -362,7 +364,7 @@ def background_loop(name: str, owner: str, make_round: Callable[[], Protocol[Non
     yield Emit(Event(Kind.LOOP_STOPPED, fields={'owner': owner, 'name': name}))
 
 
-def check_locks(settings: HeartbeatSettings, locks: Sequence[Any], clock: Any) -> Protocol[None]:
+def check_locks(settings: HeartbeatSettings, locks: Sequence[Any], clock: TimeSource) -> Protocol[None]:
     """Flag locks not confirmed for their safe period (``lock_safe_period``) as IN_DANGER."""
     now = clock.monotonic()
     for lock in locks:
@@ -375,7 +377,7 @@ def check_locks(settings: HeartbeatSettings, locks: Sequence[Any], clock: Any) -
                 'duration': unconfirmed_for}))
 
 
-def check_round(settings: HeartbeatSettings, locks: Sequence[Any], clock: Any) -> Protocol[None]:
+def check_round(settings: HeartbeatSettings, locks: Sequence[Any], clock: TimeSource) -> Protocol[None]:
     """One round of the checker: :func:`check_locks`, then wait a period."""
     yield from check_locks(settings, locks, clock)
     yield Sleep(settings.heartbeat_period)

@@ -6,11 +6,12 @@ best-effort release would leave the lock held for its lease).
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from .._model.schema import (COL_ACQUISITION_ID, COL_FENCING_TOKEN, COL_LEASE_EXPIRY, COL_LOCK_SESSION,
                        COL_RECORD_VERSION_NUMBER, COL_RELEASED_AT, Schema)
 from .guard import size_of
+from .state import LockView
 
 __all__ = ['MAX_ITEM_BYTES', 'check_release_size', 'check_update_size', 'handover_fits', 'lock_row_size']
 
@@ -25,7 +26,7 @@ _RELEASED_AT = 10 ** 11
 _ACQUISITION_ID = 'x' * 36
 
 
-def lock_row_size(schema: Schema, lock: Any, additional: Optional[Mapping[str, Any]]) -> int:
+def lock_row_size(schema: Schema, lock: LockView, additional: Optional[Mapping[str, Any]]) -> int:
     """An upper estimate of the size of ``lock``'s row carrying ``additional`` as its
     additional attributes: its key, the lock's own attributes (those of a held row and of a
     released one) and ``additional``."""
@@ -47,7 +48,7 @@ def _refuse(size: int, what: str) -> None:
                          '(keep large values elsewhere, in S3 say, and store a reference); nothing was written')
 
 
-def check_release_size(schema: Schema, lock: Any, attributes: Optional[Mapping[str, Any]]) -> None:
+def check_release_size(schema: Schema, lock: LockView, attributes: Optional[Mapping[str, Any]]) -> None:
     """``release_lock(attributes=...)``: the released row keeps the lock's own attributes and
     gets ``attributes`` (the lock's other additional attributes are removed).
 
@@ -58,7 +59,7 @@ def check_release_size(schema: Schema, lock: Any, attributes: Optional[Mapping[s
                 f'release attributes= on {lock.unique_identifier}')
 
 
-def check_update_size(schema: Schema, lock: Any, values: Mapping[str, Any], remove: Any) -> None:
+def check_update_size(schema: Schema, lock: LockView, values: Mapping[str, Any], remove: Iterable[str]) -> None:
     """``lock.update_attributes``: the row keeps the lock's additional attributes, less those
     removed, with ``values`` set.
 

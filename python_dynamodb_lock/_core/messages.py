@@ -2,15 +2,14 @@
 from __future__ import annotations
 
 import decimal
-from typing import Any
 
-from .._model.schema import Schema
+from .._model.schema import PartitionKey, Schema
 from .answers import error_code
 
 __all__ = ['describe_key', 'explain']
 
 
-def describe_key(schema: Schema, partition_key: Any, sort_key: str) -> str:
+def describe_key(schema: Schema, partition_key: PartitionKey, sort_key: str) -> str:
     return f'lock {partition_key!r}/{sort_key!r} in table {schema.table_name!r}'
 
 

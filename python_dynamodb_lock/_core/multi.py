@@ -35,6 +35,7 @@ from .guard import (GUARD_ATTEMPTS, MAX_ACTIONS, RETRYABLE_ERRORS, RETRYABLE_REA
                     reasons_of, transaction_action)
 from .messages import explain
 from .shared_ops import WriterWait
+from .state import TimeSource
 
 __all__ = ['AllWritten', 'MAX_KEYS', 'NotAll', 'acquire_all', 'free_all', 'set_name', 'undo_all']
 
@@ -75,7 +76,7 @@ def set_name(attempts: Sequence[Any]) -> str:
     return '{' + ', '.join(names[:3]) + more + '}'
 
 
-def acquire_all(attempts: Sequence[AcquireAttempt], clock: Any, is_closed: Callable[[], bool],
+def acquire_all(attempts: Sequence[AcquireAttempt], clock: TimeSource, is_closed: Callable[[], bool],
                 observations: Optional[Observations] = None) -> Protocol[Union[AllWritten, NotAll]]:
     """Write every key of ``attempts`` in one transaction, waiting (every ``retry_period`` of the
     first attempt, for its ``retry_timeout``) until that can be done.
@@ -102,13 +103,13 @@ def acquire_all(attempts: Sequence[AcquireAttempt], clock: Any, is_closed: Calla
         raise
 
 
-def _give_up(writers: Sequence[WriterWait], clock: Any) -> Protocol[None]:
+def _give_up(writers: Sequence[WriterWait], clock: TimeSource) -> Protocol[None]:
     """Take every marker of the set off (best effort: one left behind is ignored after its lease)."""
     for writer in writers:
         yield from writer.give_up(clock)
 
 
-def _acquire_all_loop(attempts: Sequence[AcquireAttempt], clock: Any, is_closed: Callable[[], bool],
+def _acquire_all_loop(attempts: Sequence[AcquireAttempt], clock: TimeSource, is_closed: Callable[[], bool],
                       writers: Sequence[WriterWait],
                       observations: Optional[Observations]) -> Protocol[Union[AllWritten, NotAll]]:
     first = attempts[0]
@@ -167,7 +168,7 @@ def _acquire_all_loop(attempts: Sequence[AcquireAttempt], clock: Any, is_closed:
         immediate_retries = 0
 
 
-def _transact(watches: Sequence[Watch], ready: Sequence[bool], clock: Any,
+def _transact(watches: Sequence[Watch], ready: Sequence[bool], clock: TimeSource,
               name: str) -> Protocol[Union[AllWritten, _Refused, _Conflicted]]:
     """One attempt: every key's write in one transaction, sent again with the same token while
     its answer may have been lost."""
@@ -281,7 +282,7 @@ def _read_rows(schema: Schema, watches: Sequence[Watch]) -> Protocol[Optional[Li
     return None
 
 
-def undo_all(attempts: Sequence[AcquireAttempt], clock: Any, versions: Sequence[str]) -> Protocol[None]:
+def undo_all(attempts: Sequence[AcquireAttempt], clock: TimeSource, versions: Sequence[str]) -> Protocol[None]:
     """Settle a transaction of ``acquire_all`` that an interruption cut short (see
     :func:`~python_dynamodb_lock._core.write.undo_write`, which this is for every key): a
     cancelled one left nothing; a committed one is freed key by key; one whose answer can never
@@ -292,7 +293,7 @@ def undo_all(attempts: Sequence[AcquireAttempt], clock: Any, versions: Sequence[
     yield from _free_written(attempts, clock, versions, isinstance(answer, Applied))
 
 
-def _free_written(attempts: Sequence[AcquireAttempt], clock: Any, versions: Sequence[str],
+def _free_written(attempts: Sequence[AcquireAttempt], clock: TimeSource, versions: Sequence[str],
                   known: bool) -> Protocol[None]:
     """Free every key a transaction of ours wrote (``known``: it surely committed), as an
     interrupted single write is freed."""
@@ -300,7 +301,7 @@ def _free_written(attempts: Sequence[AcquireAttempt], clock: Any, versions: Sequ
         yield from free_landed(attempt, clock, version, known)
 
 
-def free_all(schema: Schema, locks: Sequence[Any], clock: Any, expiry_period: float,
+def free_all(schema: Schema, locks: Sequence[Any], clock: TimeSource, expiry_period: float,
              keep_released_rows: bool) -> Protocol[Union[Applied, Failed]]:
     """Free the rows of held ``locks`` (at most 100) in one transaction, each write conditioned on
     the versions its lock may carry, as a single release's is; the answer.

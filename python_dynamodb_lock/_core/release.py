@@ -11,9 +11,9 @@ import enum
 import uuid
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
-from .._model.errors import DynamoDBLockError, Reason
 from .._wire.lock_writes import acquire_over, free_row
 from .._wire.requests import get
+from .._model.errors import DynamoDBLockError, Reason
 from .._model.schema import COL_RECORD_VERSION_NUMBER, PartitionKey, Schema
 from .write import AcquireAttempt, Written, new_lock_item, token_floor, undo_write, with_token
 from .answers import Answer, Applied, Failed, Refused
@@ -21,7 +21,7 @@ from .effects import Call, Protocol, Settle, Sleep
 from .events import Kind
 from .messages import explain
 from .shared_ops import entry_answer, leave_write
-from .state import LockState, Loss, Status, loss_from_row
+from .state import LockState, LockView, Loss, Status, TimeSource, loss_from_row
 
 __all__ = ['ReleaseOutcome', 'ReleaseResult', 'ReleaseSettings', 'ReleaseVerdict', 'free_handed', 'precheck_release',
            'release', 'release_again', 'release_verdict']
@@ -88,7 +88,7 @@ class ReleaseSettings:
     keep_released_rows: bool = True
 
 
-def release(settings: ReleaseSettings, lock: Any, clock: Any, successor: Optional[AcquireAttempt] = None,
+def release(settings: ReleaseSettings, lock: LockView, clock: TimeSource, successor: Optional[AcquireAttempt] = None,
             attributes: Optional[Mapping[str, Any]] = None,
             keep_row: Optional[bool] = None) -> Protocol[ReleaseResult]:
     """Free the lock's row if it carries one of our versions, and judge the answer.
@@ -193,7 +193,7 @@ def _judge_failed(schema: Schema, key: Tuple[PartitionKey, str], state: LockStat
     return ReleaseResult(ReleaseOutcome.RELEASED)
 
 
-def release_again(settings: ReleaseSettings, lock: Any, versions: Sequence[str], clock: Any,
+def release_again(settings: ReleaseSettings, lock: LockView, versions: Sequence[str], clock: TimeSource,
                   lease: float, attributes: Optional[Mapping[str, Any]] = None,
                   keep_row: Optional[bool] = None) -> Protocol[None]:
     """Finish a release that an interruption cut short, apart from the caller (``Settle``).
@@ -222,7 +222,7 @@ def release_again(settings: ReleaseSettings, lock: Any, versions: Sequence[str],
         delay = min(delay * 2, _LONGEST_RETRY)
 
 
-def on_item(lock: Any) -> bool:
+def on_item(lock: LockView) -> bool:
     """Whether ``lock``'s release removes only the lock's attributes from an item of the
     application: a lock on an existing item, unless its row holds nothing but the lock (there
     was no item at the key: see ``Written.own_row``), which is freed as a plain lock's row is
@@ -230,14 +230,14 @@ def on_item(lock: Any) -> bool:
     return bool(getattr(lock, '_existing_item', False)) and not getattr(lock, '_own_row', False)
 
 
-def _leave(settings: ReleaseSettings, lock: Any, versions: Sequence[str], clock: Any) -> Protocol[Answer]:
+def _leave(settings: ReleaseSettings, lock: LockView, versions: Sequence[str], clock: TimeSource) -> Protocol[Answer]:
     """A shared holder's release: its entry leaves the row (the last one frees it)."""
     return (yield from leave_write(settings.schema, lock.partition_key, lock.sort_key,
                                    str(lock._state.acquisition_id), versions, clock, settings.expiry_period,
                                    settings.keep_released_rows))
 
 
-def _view_of(lock: Any) -> Callable[[Answer], Answer]:
+def _view_of(lock: LockView) -> Callable[[Answer], Answer]:
     """How a release judges the rows its answers return: a shared holder sees its entry."""
     return lambda answer: entry_answer(lock, answer)
 
@@ -248,7 +248,7 @@ _FIRST_RETRY = 0.25
 _LONGEST_RETRY = 5.0
 
 
-def free_handed(settings: ReleaseSettings, lock_key: Any, handed: Written, clock: Any,
+def free_handed(settings: ReleaseSettings, lock_key: Tuple[PartitionKey, str], handed: Written, clock: TimeSource,
                 attributes: Optional[Mapping[str, Any]] = None) -> Protocol[None]:
     """Free a row a release handed over to a waiter that had stopped waiting meanwhile: nobody
     holds it, and it would block everybody for a lease. ``attributes``: those the release left

@@ -13,6 +13,7 @@ from .answers import Answer, Applied, Failed, Refused, single
 from .release import ReleaseSettings
 from .effects import Call, Protocol
 from .messages import explain
+from .state import LockRow, TimeSource
 
 __all__ = ['force_release', 'next_page']
 
@@ -34,7 +35,7 @@ def next_page(schema: Schema, request: Request,
     return rows, following_page(request, last_key)
 
 
-def force_release(settings: ReleaseSettings, lock: Any, clock: Any) -> Protocol[bool]:
+def force_release(settings: ReleaseSettings, lock: LockRow, clock: TimeSource) -> Protocol[bool]:
     """Free a lock's row only if it still carries ``lock.record_version_number`` (marked released,
     keeping its fencing token, unless the client keeps no released rows).
 

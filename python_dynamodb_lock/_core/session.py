@@ -25,7 +25,7 @@ from .effects import Call, Emit, Protocol, Unregister
 from .events import Event, Kind
 from .heartbeat import not_extended, send_renewal
 from .messages import explain
-from .state import Loss, Status
+from .state import FirstSeen, LockView, Loss, Status, TimeSource
 
 __all__ = ['SESSION_REFRESHES', 'Session', 'SessionSettings', 'SessionWatch', 'due_for_refresh', 'end_session',
            'ensure_session', 'extend_session', 'session_id_for', 'session_round', 'watch_session']
@@ -102,7 +102,7 @@ class Session:
             return True
 
 
-def ensure_session(settings: SessionSettings, session: Session, clock: Any) -> Protocol[str]:
+def ensure_session(settings: SessionSettings, session: Session, clock: TimeSource) -> Protocol[str]:
     """Write the session row if it is not written yet; the session's id.
 
     The id is new for every session, so a row already there is our own write (one whose answer
@@ -137,7 +137,7 @@ def ensure_session(settings: SessionSettings, session: Session, clock: Any) -> P
 
 
 def session_round(settings: SessionSettings, session: Session, locks: Sequence[Any],
-                  clock: Any) -> Protocol[Optional[Failed]]:
+                  clock: TimeSource) -> Protocol[Optional[Failed]]:
     """Renew the session (one write). Confirmed: every lock held under it is confirmed too.
     Refused (the row ended, deleted, or written by a waiter): every lock under it is lost at
     once (``LOCK_STOLEN``, reason ``SESSION_LOST``). Failed (returned): nothing changes; the
@@ -171,8 +171,8 @@ def session_round(settings: SessionSettings, session: Session, locks: Sequence[A
     return None     # lost; or an earlier renewal of ours landed unanswered (renewed next period)
 
 
-def extend_session(settings: SessionSettings, session: Session, locks: Sequence[Any], lock: Any,
-                   clock: Any) -> Protocol[None]:
+def extend_session(settings: SessionSettings, session: Session, locks: Sequence[Any], lock: LockView,
+                   clock: TimeSource) -> Protocol[None]:
     """``lock.extend()`` of a lock held under the session: renew the session now (every lock
     under it with it), and raise as ``extend`` does when ``lock`` was not renewed."""
     failure = yield from session_round(settings, session, locks, clock)
@@ -234,7 +234,7 @@ class SessionWatch:
     expired_version: Optional[str] = None
 
 
-def watch_session(schema: Schema, session_id: str, observations: Any, clock: Any,
+def watch_session(schema: Schema, session_id: str, observations: FirstSeen, clock: TimeSource,
                   default_lease: float) -> Protocol[SessionWatch]:
     """Read the session row (consistently) and judge it, timing its version on this client's
     clock from when it was first seen (``observations``, the client's memory, under the key

@@ -16,6 +16,7 @@ from .._model.schema import (
     COL_FENCING_TOKEN,
     COL_RECORD_VERSION_NUMBER,
     Item,
+    PartitionKey,
     Schema,
 )
 from .._wire.shared_requests import JoinMode, entry, join, leave, mark_writer, renew_entry, unmark_writer
@@ -24,6 +25,7 @@ from .answers import Answer, Applied, Failed, Refused
 from .effects import Call, Emit, Protocol, Settle
 from .events import Event, Kind
 from .shared import MAX_SHARED_HOLDERS, SharedWatch, entry_of, entry_view, holders_of, is_shared
+from .state import LockView, TimeSource
 
 __all__ = ['WriterWait', 'entry_answer', 'join_step', 'leave_write', 'renewal_request', 'writer_step']
 
@@ -39,7 +41,7 @@ def _owner(attempt: AcquireAttempt) -> str:
 # -- shared acquirers ------------------------------------------------------------------
 
 
-def join_step(attempt: AcquireAttempt, clock: Any, row: Optional[Item],
+def join_step(attempt: AcquireAttempt, clock: TimeSource, row: Optional[Item],
               watch: SharedWatch) -> Protocol[Union[Written, Blocked, None]]:
     """One step of a shared acquisition facing ``row`` (None: believed free; a released row
     is passed as it is, for its writer-waiting marker): the entry written, blocked by a row,
@@ -125,7 +127,7 @@ def _is_entry(row: Optional[Item], holder_id: str, version: str) -> bool:
     return found is not None and found.record_version_number == version
 
 
-def _leave_if_there(attempt: AcquireAttempt, clock: Any, holder_id: str, version: str,
+def _leave_if_there(attempt: AcquireAttempt, clock: TimeSource, holder_id: str, version: str,
                     known: bool) -> Protocol[Optional[bool]]:
     """Remove the entry ``holder_id`` if it carries ``version``: True when it did; None when
     the entry is not there (yet); False when DynamoDB could not be asked."""
@@ -173,7 +175,7 @@ class WriterWait:
     def in_the_way(row: Optional[Item]) -> bool:
         return is_shared(row)
 
-    def may_write(self, clock: Any, row: Item, refresh: bool = True) -> Protocol[bool]:
+    def may_write(self, clock: TimeSource, row: Item, refresh: bool = True) -> Protocol[bool]:
         """Whether the shared row ``row`` may be written over now: True once every entry is
         presumed dead (``TAKING_OVER`` is emitted; the write is conditioned on the row's version,
         which every shared write changes). Else False, after setting (refreshing) this
@@ -204,7 +206,7 @@ class WriterWait:
             self.marked = True
         return False
 
-    def give_up(self, clock: Any) -> Protocol[None]:
+    def give_up(self, clock: TimeSource) -> Protocol[None]:
         """The acquisition timed out: take its marker off the row, if it set one (best effort:
         a marker left behind is ignored after its lease)."""
         if self.marked:
@@ -213,7 +215,7 @@ class WriterWait:
             self.marked = False
 
 
-def writer_step(attempt: AcquireAttempt, clock: Any, row: Item,
+def writer_step(attempt: AcquireAttempt, clock: TimeSource, row: Item,
                 writer: WriterWait) -> Protocol[Union[Written, Blocked, None]]:
     """One step of an exclusive acquisition facing a shared row: the write over it once every
     entry is presumed dead, else None (wait; see :meth:`WriterWait.may_write`)."""
@@ -225,13 +227,13 @@ def writer_step(attempt: AcquireAttempt, clock: Any, row: Item,
 # -- shared holders: heartbeat and release ---------------------------------------------
 
 
-def renewal_request(schema: Schema, lock: Any, renewal: Any) -> Request:
+def renewal_request(schema: Schema, lock: LockView, renewal: Any) -> Request:
     """The heartbeat of a shared holder: its entry's new version, and a new row version."""
     return renew_entry(schema, renewal.partition_key, renewal.sort_key, str(lock._state.acquisition_id),
                        renewal.expected_versions, renewal.new_version, str(uuid.uuid4()), renewal.new_expiry_time)
 
 
-def entry_answer(lock: Any, answer: Answer) -> Answer:
+def entry_answer(lock: LockView, answer: Answer) -> Answer:
     """An answer about a shared holder's row, as the exclusive lock's rules judge it (the row
     returned with a refusal seen through :func:`entry_view`)."""
     if isinstance(answer, Refused) and getattr(lock, 'shared', False):
@@ -239,8 +241,8 @@ def entry_answer(lock: Any, answer: Answer) -> Answer:
     return answer
 
 
-def leave_write(schema: Schema, partition_key: Any, sort_key: str, holder_id: str, versions: Sequence[str],
-                clock: Any, expiry_period: float, keep_released_rows: bool) -> Protocol[Answer]:
+def leave_write(schema: Schema, partition_key: PartitionKey, sort_key: str, holder_id: str, versions: Sequence[str],
+                clock: TimeSource, expiry_period: float, keep_released_rows: bool) -> Protocol[Answer]:
     """Remove a shared holder's entry: beside other holders, or as the last one (freeing the
     row). Which it is shows in the row a refusal returns, so a refused guess is tried again the
     other way (other holders may join or leave meanwhile: up to ``_LEAVE_ATTEMPTS`` times). The

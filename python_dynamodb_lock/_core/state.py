@@ -13,16 +13,18 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+from decimal import Decimal
 from typing import Any, ContextManager, Dict, List, NamedTuple, Optional
+from typing import Protocol as TypingProtocol
 
-from .._model.errors import Reason
 from .._wire.renewals import Renewal
 from .._wire.requests import MAX_CONDITION_VERSIONS
-from .._model.schema import Schema
+from .._model.errors import Reason
+from .._model.schema import PartitionKey, Schema
 from .answers import Answer, Failed, Refused
 
-__all__ = ['LockState', 'Loss', 'RenewalResult', 'RenewalVerdict', 'Status', 'how_lost', 'lock_safe_period',
-           'loss_from_row', 'null_guard']
+__all__ = ['FirstSeen', 'LockRow', 'LockState', 'LockView', 'Loss', 'RenewalResult', 'RenewalVerdict', 'Status',
+           'TimeSource', 'how_lost', 'lock_safe_period', 'loss_from_row', 'null_guard']
 
 # How many versions whose write may or may not have landed (lost answers) are remembered to
 # recognise our own row when a condition fails; the newest of them are named in conditions.
@@ -226,8 +228,8 @@ class LockState:
                 return unconfirmed_for
         return None
 
-    def next_renewal(self, new_version: str, new_expiry_time: Optional[int], partition_key: Any,
-                     sort_key: str, new_lease_expiry: Any = None) -> Optional[Renewal]:
+    def next_renewal(self, new_version: str, new_expiry_time: Optional[int], partition_key: PartitionKey,
+                     sort_key: str, new_lease_expiry: Optional[Decimal] = None) -> Optional[Renewal]:
         """The renewal to send while the lock is held, or None when it no longer is."""
         with self._guard:
             if self.status not in Status.HELD:
@@ -359,3 +361,46 @@ def how_lost(row: Optional[Dict[str, Any]]) -> Optional[str]:
         return ('force-released by someone else (an operator\'s force_release_lock or `dynamodb-lock release '
                 '--force`): its row was marked released')
     return 'force-released by someone else: the lock attributes of its item were removed'
+
+
+class TimeSource(TypingProtocol):
+    """What the protocol core reads of a clock: the time, never a wait (a wait is a
+    :class:`~python_dynamodb_lock._core.effects.Sleep` its driver performs). The clients'
+    :class:`~python_dynamodb_lock._clock.Clock` is one."""
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes backwards."""
+
+    def time(self) -> float:
+        """Wall-clock seconds since the epoch."""
+
+
+class LockRow(TypingProtocol):
+    """What the protocol core reads of a lock as it is stored (``BaseDynamoDBLock`` is one):
+    its key and the published attributes its writes carry."""
+
+    partition_key: PartitionKey
+    sort_key: str
+    unique_identifier: str
+    owner_name: str
+    lease_duration: float
+    additional_attributes: Dict[str, Any]
+    record_version_number: str
+    expiry_time: int
+    fencing_token: Optional[int]
+
+
+class LockView(LockRow, TypingProtocol):
+    """What the protocol core sees of a held lock (``HeldLock`` is one): a :class:`LockRow`
+    with its :class:`LockState` and its clock."""
+
+    _state: LockState
+    _clock: TimeSource
+
+
+class FirstSeen(TypingProtocol):
+    """The client's memory of the rows it saw (``acquire.Observations`` is one), as a session
+    watch reads it."""
+
+    def first_seen(self, key: str, version: Optional[str], now: float) -> float:
+        """When ``version`` was first seen at ``key``, unchanged since (``now`` when new)."""

@@ -26,7 +26,7 @@ class Done(Generic[R]):
     value: R
 
 
-def advance(protocol: Generator[E, Any, R], value: Any, thrown: Optional[BaseException] = None,
+def advance(protocol: Generator[E, Any, R], value: object, thrown: Optional[BaseException] = None,
             local: Optional[Mapping[type, Callable[[Any], Any]]] = None) -> Union[E, Done[R]]:
     """Send ``value`` into ``protocol`` (or, when ``thrown`` is given, throw it in): the effect it
     yields next, or :class:`Done` with what it returned. What it raises propagates. An effect

@@ -22,6 +22,7 @@ from .._model.schema import (
     COL_RECORD_VERSION_NUMBER,
     COL_RELEASED_AT,
     Item,
+    PartitionKey,
     Schema,
     lease_expiry,
 )
@@ -29,6 +30,7 @@ from .answers import Applied, Failed, Refused
 from .effects import Call, Emit, Pending, Protocol, Settle, Sleep
 from .events import Event, Kind
 from .messages import describe_key, explain
+from .state import TimeSource
 
 __all__ = ['AcquireAttempt', 'Blocked', 'SessionToEnd', 'Written', 'free_if_landed', 'free_landed', 'is_abandoned',
            'is_free', 'new_lock_item', 'raise_if_closed', 'read_row', 'token_after', 'token_floor', 'undo',
@@ -51,7 +53,7 @@ class AcquireAttempt:
     """Everything one acquisition needs to know, fixed before it starts."""
 
     schema: Schema
-    partition_key: Any
+    partition_key: PartitionKey
     sort_key: str
     unique_identifier: str
     item_template: Item          # the lock item without version, TTL and acquisition id
@@ -110,7 +112,7 @@ def is_free(row: Optional[Mapping[str, Any]], existing_item: bool = False) -> bo
     return row is None or Schema.is_released(row)
 
 
-def token_floor(clock: Any) -> int:
+def token_floor(clock: TimeSource) -> int:
     """The fencing token an acquisition starts from when the row has none (it is new, or it was
     deleted by TTL or by a client that keeps no released rows): the writer's wall clock in
     microseconds, so that a token issued later is larger as long as clocks agree to within the
@@ -140,7 +142,7 @@ def is_abandoned(schema: Schema, row: Mapping[str, Any], unchanged_for: float, w
     return lease_expiry is not None and lease_expiry + max_clock_skew < wall_now
 
 
-def write_lock(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item],
+def write_lock(attempt: AcquireAttempt, clock: TimeSource, blocking: Optional[Item],
            watch: Optional[SessionToEnd] = None) -> Protocol[Union[Written, Blocked]]:
     """One conditional write of a new version of the lock: where the key is free (``blocking``
     None), or over the abandoned row ``blocking``. Written, or blocked by a row.
@@ -232,7 +234,7 @@ def write_failed(attempt: AcquireAttempt, answer: Failed) -> DynamoDBLockError:
     return error
 
 
-def write_request(attempt: AcquireAttempt, clock: Any, blocking: Optional[Item]) -> Tuple[Item, Request]:
+def write_request(attempt: AcquireAttempt, clock: TimeSource, blocking: Optional[Item]) -> Tuple[Item, Request]:
     """A new acquisition's item, and the conditional write of it: where the key is free
     (``blocking`` None), or over the abandoned row ``blocking`` (conditioned on its version)."""
     schema = attempt.schema
@@ -253,7 +255,7 @@ def _replaced_names(attempt: AcquireAttempt, blocking: Item) -> FrozenSet[str]:
     return frozenset({attempt.schema.ttl_attribute_name}) if Schema.is_released(blocking) else frozenset()
 
 
-def new_lock_item(attempt: AcquireAttempt, clock: Any) -> Item:
+def new_lock_item(attempt: AcquireAttempt, clock: TimeSource) -> Item:
     """The item of a new acquisition: the attempt's template with a fresh version (also its
     acquisition id) and TTL (none on an existing item)."""
     new_version = str(uuid.uuid4())
@@ -278,7 +280,7 @@ def with_token(item: Item, written: Optional[Mapping[str, Any]], keep_others: bo
     return {**kept, **item, COL_FENCING_TOKEN: token} if token is not None else {**kept, **item}
 
 
-def _free_own_row(attempt: AcquireAttempt, clock: Any, version: str) -> Request:
+def _free_own_row(attempt: AcquireAttempt, clock: TimeSource, version: str) -> Request:
     """The write that frees the row a failed or interrupted write of ours may have left."""
     return free_row(attempt.schema, attempt.partition_key, attempt.sort_key, [version], str(uuid.uuid4()),
                     int(clock.time() + attempt.expiry_period), int(clock.time()),
@@ -292,7 +294,7 @@ _FIRST_FOLLOW_UP = 0.25
 _LONGEST_FOLLOW_UP = 5.0
 
 
-def undo_write(attempt: AcquireAttempt, clock: Any, version: str) -> Protocol[None]:
+def undo_write(attempt: AcquireAttempt, clock: TimeSource, version: str) -> Protocol[None]:
     """Settle an acquiring write (``version``) that an interruption cut short; run by the driver
     apart from the interrupted caller (``Settle``), so that a second interruption cannot stop it.
 
@@ -307,7 +309,7 @@ def undo_write(attempt: AcquireAttempt, clock: Any, version: str) -> Protocol[No
                             lambda known: free_if_landed(attempt, clock, version, assume_landed=known)))
 
 
-def undo(attempt: AcquireAttempt, clock: Any, ours: Callable[[Optional[Item]], bool],
+def undo(attempt: AcquireAttempt, clock: TimeSource, ours: Callable[[Optional[Item]], bool],
          free: Callable[[bool], Protocol[Optional[bool]]]) -> Protocol[None]:
     """:func:`undo_write` for any acquiring write: ``ours(row)`` says whether a row returned
     with a refusal is our write's; ``free(known_landed)`` frees what it left (as
@@ -320,7 +322,7 @@ def undo(attempt: AcquireAttempt, clock: Any, ours: Callable[[Optional[Item]], b
     yield from _free_and_watch(attempt, clock, free, isinstance(answer, (Applied, Refused)))
 
 
-def free_landed(attempt: AcquireAttempt, clock: Any, version: str, known: bool) -> Protocol[None]:
+def free_landed(attempt: AcquireAttempt, clock: TimeSource, version: str, known: bool) -> Protocol[None]:
     """Free the row an interrupted write of ours (``version``) left: ``known`` when the write
     surely landed. When that cannot be told yet, the row is watched for one lease in the
     background (``Settle(follow_up=True)``), and freed whenever it carries ``version``."""
@@ -328,7 +330,7 @@ def free_landed(attempt: AcquireAttempt, clock: Any, version: str, known: bool) 
                                lambda known: free_if_landed(attempt, clock, version, assume_landed=known), known)
 
 
-def _free_and_watch(attempt: AcquireAttempt, clock: Any, free: Callable[[bool], Protocol[Optional[bool]]],
+def _free_and_watch(attempt: AcquireAttempt, clock: TimeSource, free: Callable[[bool], Protocol[Optional[bool]]],
                     known: bool) -> Protocol[None]:
     landed = yield from free(known)
     if landed or (known and landed is None):
@@ -336,7 +338,7 @@ def _free_and_watch(attempt: AcquireAttempt, clock: Any, free: Callable[[bool], 
     yield Settle(_watch_for_late_landing(attempt, clock, known, free), follow_up=True)
 
 
-def _watch_for_late_landing(attempt: AcquireAttempt, clock: Any, known: bool,
+def _watch_for_late_landing(attempt: AcquireAttempt, clock: TimeSource, known: bool,
                             free: Callable[[bool], Protocol[Optional[bool]]]) -> Protocol[None]:
     """Read the row at growing intervals for one lease, and free it whenever it carries our
     write (an interrupted write of ours that landed late, or whose undo failed)."""
@@ -360,7 +362,7 @@ def _watch_for_late_landing(attempt: AcquireAttempt, clock: Any, known: bool,
             return
 
 
-def free_if_landed(attempt: AcquireAttempt, clock: Any, version: str,
+def free_if_landed(attempt: AcquireAttempt, clock: TimeSource, version: str,
                    assume_landed: bool = False) -> Protocol[Optional[bool]]:
     """Free the row if it carries ``version`` (a write of ours that nobody was handed).
 
@@ -382,7 +384,7 @@ def free_if_landed(attempt: AcquireAttempt, clock: Any, version: str,
     return False
 
 
-def _settle_unanswered_write(attempt: AcquireAttempt, clock: Any, new_version: str) -> Protocol[Optional[Item]]:
+def _settle_unanswered_write(attempt: AcquireAttempt, clock: TimeSource, new_version: str) -> Protocol[Optional[Item]]:
     """A write we are about to report as failed may have landed: did it? If it did, it is ours
     (the row is returned).
 
@@ -406,7 +408,7 @@ def _settle_unanswered_write(attempt: AcquireAttempt, clock: Any, new_version: s
     return None
 
 
-def read_row(schema: Schema, partition_key: Any, sort_key: str,
+def read_row(schema: Schema, partition_key: PartitionKey, sort_key: str,
              verb: Optional[str] = 'read') -> Protocol[Optional[Dict[str, Any]]]:
     """A consistent read of the lock row (None: no row).
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from typing import Any, Callable, TextIO
+from typing import Callable, TextIO
 
 from .engine import Connection, delete_counters, prepare_table, read_counters, start_engine
 from .output import Printer
@@ -60,7 +60,7 @@ def _interrupt_on_sigterm() -> Callable[[], None]:
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, 'SIGTERM'):
         return lambda: None
 
-    def interrupt(signum: int, frame: Any) -> None:
+    def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f'signal {signum}')
 
     previous = signal.signal(signal.SIGTERM, interrupt)

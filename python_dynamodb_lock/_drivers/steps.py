@@ -78,7 +78,7 @@ class Steps:
         return max(0.0, self.settle_by - now)
 
 
-def woken(wake: Any, was_woken: bool, shutdown: Any) -> Any:
+def woken(wake: Any, was_woken: bool, shutdown: object) -> Any:
     """What a ``Sleep`` on ``wake`` answers: False when its time ran out; for a waiter woken
     early, the row a release handed over to it or True (see ``WaiterState.take_wake``). The
     ``wake`` event of ``acquire_first_lock`` is used up (cleared), so the next wait is real."""

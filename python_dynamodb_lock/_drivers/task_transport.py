@@ -6,7 +6,7 @@ ways with boto3's own machinery, so the two clients send the same requests.
 """
 from __future__ import annotations
 
-from typing import Any, List, Union
+from typing import List, Union
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -20,7 +20,7 @@ __all__ = ['TaskTransport']
 class TaskTransport:
     """Sends requests on one aiobotocore DynamoDB client."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: object) -> None:
         self.client = client
         self.wire = Wire(client)
 

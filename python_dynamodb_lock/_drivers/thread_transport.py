@@ -16,7 +16,7 @@ an exception that is not botocore's (a bug, an interrupt) propagates.
 from __future__ import annotations
 
 import decimal
-from typing import Any, List, Union
+from typing import List, Union
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -31,7 +31,7 @@ class ThreadTransport:
     """Sends requests on one thread-safe boto3 client; ``typed``: the client takes and gives
     typed JSON (no resource layer on it)."""
 
-    def __init__(self, client: Any, typed: bool = False) -> None:
+    def __init__(self, client: object, typed: bool = False) -> None:
         self.client = client
         self.typed = typed
         self.wire = Wire(client)

@@ -61,7 +61,7 @@ def start_moto_server(port: Optional[int] = None) -> EmbeddedEngine:
         raise EngineNotInstalledError(f'moto server is not available ({error}). {MOTO_INSTALL_HINT}') from error
 
     class QuietRequestHandler(WSGIRequestHandler):
-        def log_request(self, code: Any = '-', size: Any = '-') -> None:
+        def log_request(self, code: object = '-', size: object = '-') -> None:
             logger.debug('moto server: %s %s -> %s', self.command, self.path, code)
 
     app = _SerialisedWSGIApp(DomainDispatcherApplication(create_backend_app))

@@ -249,7 +249,7 @@ class AsyncDynamoDBLock(HeldLock):
         await self._through().extend(self)
 
     async def transact_write_items(self, TransactItems: Sequence[Mapping[str, Any]], *, typed: bool = False,
-                                   ClientRequestToken: Optional[str] = None, **options: Any) -> Dict[str, Any]:
+                                   ClientRequestToken: Optional[str] = None, **options: object) -> Dict[str, Any]:
         """Write only while this lock is held; see the threaded lock's
         :meth:`~python_dynamodb_lock.python_dynamodb_lock.DynamoDBLock.transact_write_items`."""
         response: Dict[str, Any] = await self._through().guarded_write(self, TransactItems, typed, options,

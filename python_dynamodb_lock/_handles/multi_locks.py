@@ -133,7 +133,7 @@ class DynamoDBMultiLock(_MultiLock[HeldLock]):
         return released
 
     def transact_write_items(self, TransactItems: Sequence[Mapping[str, Any]], *, typed: bool = False,
-                             ClientRequestToken: Optional[str] = None, **options: Any) -> Dict[str, Any]:
+                             ClientRequestToken: Optional[str] = None, **options: object) -> Dict[str, Any]:
         """Write only while every key is held: the application's actions (at most
         :attr:`actions_left`) and one check per key, in one transaction; otherwise as
         :meth:`DynamoDBLock.transact_write_items
@@ -165,7 +165,7 @@ class AsyncDynamoDBMultiLock(_MultiLock[HeldLock]):
         return released
 
     async def transact_write_items(self, TransactItems: Sequence[Mapping[str, Any]], *, typed: bool = False,
-                                   ClientRequestToken: Optional[str] = None, **options: Any) -> Dict[str, Any]:
+                                   ClientRequestToken: Optional[str] = None, **options: object) -> Dict[str, Any]:
         """Write only while every key is held; see :meth:`DynamoDBMultiLock.transact_write_items`."""
         driver: TaskDriver = self._driver
         response: Dict[str, Any] = await driver.run(self._guard(TransactItems, typed, options, ClientRequestToken))

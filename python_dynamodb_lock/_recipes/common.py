@@ -39,7 +39,7 @@ def retry_period_of(client: ClientSettings, retry_period: Optional[datetime.time
     return require_duration('retry_period', retry_period)
 
 
-def call_safely(what: str, function: Optional[Callable[..., Any]], *args: Any) -> None:
+def call_safely(what: str, function: Optional[Callable[..., Any]], *args: object) -> None:
     """Run an application callback; what it raises is logged, never propagated."""
     if function is None:
         return

@@ -16,12 +16,13 @@ from .._common.locks import BaseDynamoDBLock, HeldLock
 from .common import CHUNK, HELD, NO_SORT_KEY, Duration, call_safely, ended, logger, retry_period_of, timeout_seconds
 from .handlers import Tasks
 from .operations import AcquireFirst, GetLock, Join, Recipe, Release, Wait
+from .seams import RecipeLock
 
 __all__ = ['CANDIDATE_ATTRIBUTE', 'AsyncLeaderElection', 'ElectionLogic', 'LossReason']
 
 OnElected = Callable[[Optional[int]], Any]
 OnLost = Callable[[Optional[int], str], Any]
-T = TypeVar('T')
+T = TypeVar('T', bound=RecipeLock)
 
 # The additional attribute in which the leader's row records its candidate id.
 CANDIDATE_ATTRIBUTE = 'candidate_id'
@@ -60,7 +61,7 @@ class ElectionLogic(Generic[T]):
 
     def __init__(
         self,
-        lock_client: Any,
+        lock_client: object,
         name: Any,
         *,
         sort_key: str = NO_SORT_KEY,
@@ -219,7 +220,7 @@ class ElectionLogic(Generic[T]):
         if task is not None:
             yield Join(task)
 
-    def _leads_with(self, lock: Any) -> bool:
+    def _leads_with(self, lock: T) -> bool:
         """The lock is held, and its last confirmed renewal is younger than the safe period.
 
         Once that was found false, the term is over for good (the thread steps down next): a
@@ -232,7 +233,7 @@ class ElectionLogic(Generic[T]):
         self._ended = lock
         return False
 
-    def _until_step_down(self, lock: Any) -> float:
+    def _until_step_down(self, lock: RecipeLock) -> float:
         """Seconds until ``last confirmed + safe_period``."""
         return float(lock.lease_remaining()) - (self._lease - self._safe)
 
@@ -295,7 +296,7 @@ class ElectionLogic(Generic[T]):
         else:     # resigned or closed while the winning write was in flight
             yield Release(lock)
 
-    def _watch(self, lock: Any) -> Recipe[None]:
+    def _watch(self, lock: T) -> Recipe[None]:
         """Sleep until the lock may be in trouble; step down once leadership is not safe."""
         if self._leads_with(lock):
             # Until the safe period ends; a LOCK_STOLEN / LOCK_IN_DANGER callback wakes it
@@ -308,7 +309,7 @@ class ElectionLogic(Generic[T]):
         with self._guard:
             yield from self._step_down(lock, reason)
 
-    def _step_down(self, lock: Any, reason: str) -> Recipe[None]:
+    def _step_down(self, lock: T, reason: str) -> Recipe[None]:
         """Called under ``_guard``: report the loss, then release the lock."""
         if self._lock is not lock:
             return
@@ -322,10 +323,10 @@ class ElectionLogic(Generic[T]):
             yield Release(lock, True, wait=False)
 
     @staticmethod
-    def _ended_lock_held(lock: Any) -> bool:
+    def _ended_lock_held(lock: RecipeLock) -> bool:
         return lock.status in HELD
 
-    def _lock_trouble(self, code: str, lock: Any) -> None:
+    def _lock_trouble(self, code: str, lock: HeldLock) -> None:
         """The lock's app_callback (LOCK_STOLEN, LOCK_IN_DANGER): wake the election to look."""
         self._handler.set(self._wake)
 

@@ -14,6 +14,7 @@ from typing import Any, Optional, Set, Type, TypeVar
 
 from .._core.stepper import Done, advance
 from .._model.errors import cancelled_error
+from .._common.locks import HeldLock
 from .operations import AcquireFirst, GetLock, Join, Operation, Recipe, Release, Wait
 from .seams import AsyncRecipeClient, RecipeClient, RecipeLock, require_client
 
@@ -33,11 +34,11 @@ class Handler:
     client_protocol: Type[Any] = object
     asynchronous = False
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: object) -> None:
         self.client = client
 
     @classmethod
-    def for_client(cls: Type[H], lock_client: Any) -> H:
+    def for_client(cls: Type[H], lock_client: object) -> H:
         """A handler of ``lock_client``; TypeError when it is not a client of this handler's kind."""
         return cls(require_client(lock_client, cls.client_protocol, cls.asynchronous, cls.client_name))
 
@@ -207,7 +208,7 @@ class Tasks(Handler):
             return
         self._release_in_background(task.result(), True)
 
-    def _release_in_background(self, lock: Any, best_effort: bool) -> None:
+    def _release_in_background(self, lock: HeldLock, best_effort: bool) -> None:
         """Start ``release_lock`` as a task of its own and go on: the task is kept until it
         ends, and its outcome read (a best-effort release has logged its trouble)."""
         task = asyncio.get_running_loop().create_task(self.client.release_lock(lock, best_effort))

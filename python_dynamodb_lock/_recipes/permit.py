@@ -30,7 +30,7 @@ class _AsyncSemaphore(Protocol):
 class PermitBase:
     """What a permit of either client's semaphore is (see :class:`Permit`)."""
 
-    def __init__(self, semaphore: Any, slot: int, lock: Any) -> None:
+    def __init__(self, semaphore: Any, slot: int, lock: HeldLock) -> None:
         self.semaphore = semaphore
         #: The slot's number, from 0 to ``limit - 1``.
         self.slot = slot

@@ -15,7 +15,7 @@ import threading
 from typing import Any, Awaitable, Callable, Mapping, Optional, Protocol, Sequence, Type, TypeVar, runtime_checkable
 
 from .._common.clock import Clock
-from .._common.locks import BaseDynamoDBLock
+from .._common.locks import BaseDynamoDBLock, HeldLock
 from .._model.schema import PartitionKey
 
 __all__ = ['AsyncRecipeClient', 'ClientSettings', 'RecipeClient', 'RecipeLock', 'require_client']
@@ -102,12 +102,12 @@ class AsyncRecipeClient(ClientSettings, Protocol):
                                  app_callback: Optional[LockCallback], raise_context_exception: bool = ..., *,
                                  wake: Optional[asyncio.Event] = ...) -> RecipeLock: ...
 
-    async def release_lock(self, lock: Any, best_effort: bool = ...) -> bool: ...
+    async def release_lock(self, lock: HeldLock, best_effort: bool = ...) -> bool: ...
 
     async def get_lock(self, partition_key: PartitionKey, sort_key: str = ...) -> Optional[BaseDynamoDBLock]: ...
 
 
-def require_client(lock_client: Any, protocol: Type[C], asynchronous: bool, name: str) -> C:
+def require_client(lock_client: object, protocol: Type[C], asynchronous: bool, name: str) -> C:
     """``lock_client`` if it offers what ``protocol`` names, its calls being coroutines exactly when
     ``asynchronous``; else TypeError naming the client class wanted (``name``)."""
     calls = getattr(lock_client, 'acquire_first_lock', None)

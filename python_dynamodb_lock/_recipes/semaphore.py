@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Type
 
 from .._model.errors import DynamoDBLockError
 from .._common.locks import BaseDynamoDBLock, HeldLock
+from .._model.schema import PartitionKey
 from .common import CHUNK, Duration, ended, logger, retry_period_of, timeout_seconds
 from .handlers import Tasks
 from .operations import AcquireFirst, GetLock, Recipe, Release
@@ -29,7 +30,7 @@ MAX_SEMAPHORE_LIMIT = 1000
 LIMIT_ATTRIBUTE = 'semaphore_limit'
 
 
-def require_limit(limit: Any) -> int:
+def require_limit(limit: object) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise TypeError(f'limit must be a positive int, not {type(limit).__name__}')
     if not 1 <= limit <= MAX_SEMAPHORE_LIMIT:
@@ -46,8 +47,8 @@ class SemaphoreLogic:
 
     def __init__(
         self,
-        lock_client: Any,
-        name: Any,
+        lock_client: object,
+        name: PartitionKey,
         limit: int,
         *,
         retry_period: Optional[datetime.timedelta] = None,
@@ -109,7 +110,7 @@ class SemaphoreLogic:
             with self._guard:
                 self._waiters.discard(wake)
 
-    def _acquiring_or_raise(self, timeout: Optional[Duration], app_callback: Any) -> Recipe[Any]:
+    def _acquiring_or_raise(self, timeout: Optional[Duration], app_callback: object) -> Recipe[Any]:
         seconds = timeout_seconds(timeout)
         permit = yield from self._acquiring(seconds, app_callback)
         if permit is None:
@@ -117,7 +118,7 @@ class SemaphoreLogic:
                                     f'No permit of semaphore {self.name!r} (limit {self.limit}) within {seconds}s')
         return permit
 
-    def _releasing(self, permit: Any, best_effort: bool) -> Recipe[None]:
+    def _releasing(self, permit: object, best_effort: bool) -> Recipe[None]:
         if not isinstance(permit, PermitBase) or permit.semaphore is not self:
             raise TypeError('release takes a Permit of this semaphore')
         try:
@@ -135,12 +136,12 @@ class SemaphoreLogic:
                 found.append(row)
         return found
 
-    def _enter(self, holder: Any, permit: Any) -> Any:
+    def _enter(self, holder: object, permit: object) -> Any:
         with self._guard:
             self._entered.setdefault(holder, []).append(permit)
         return permit
 
-    def _exit(self, holder: Any) -> Any:
+    def _exit(self, holder: object) -> Any:
         with self._guard:
             stack = self._entered[holder]
             permit = stack.pop()

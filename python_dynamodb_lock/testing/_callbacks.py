@@ -5,6 +5,7 @@ import dataclasses
 import threading
 from typing import Any, Callable, List, Optional, Sequence
 
+from .._common.locks import HeldLock
 from ._hooks import task_name
 
 __all__ = ['CallbackCall', 'CallbackRecorder']
@@ -48,7 +49,7 @@ class CallbackRecorder:
         #: Set at the first call.
         self.called = threading.Event()
 
-    def __call__(self, code: str, lock: Any) -> None:
+    def __call__(self, code: str, lock: HeldLock) -> None:
         with self._guard:
             self.calls.append(CallbackCall(code, lock, threading.current_thread().name, task_name()))
         self.called.set()

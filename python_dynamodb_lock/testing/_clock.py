@@ -291,7 +291,7 @@ class ManualClock:
             return [seconds for sleeper, seconds in self.sleeps if sleeper == name]
 
 
-def _name_of(actor: Any) -> str:
+def _name_of(actor: object) -> str:
     if isinstance(actor, threading.Thread):
         return actor.name
     get_name = getattr(actor, 'get_name', None)

@@ -31,6 +31,7 @@ from .._embedded import (
     merged_client_config,
     start_embedded_engine,
 )
+from .._model.schema import PartitionKey
 from ..python_dynamodb_lock import DynamoDBLockClient
 from ._hooks import link_clients
 
@@ -218,15 +219,15 @@ class LockTable:
 
     # -- rows ------------------------------------------------------------------------------
 
-    def _key(self, partition_key: Any, sort_key: str) -> Dict[str, Any]:
+    def _key(self, partition_key: PartitionKey, sort_key: str) -> Dict[str, Any]:
         serializer = TypeSerializer()
         key = {self.partition_key_name: serializer.serialize(partition_key)}
         if self.sort_key_name is not None:
             key[self.sort_key_name] = {'S': sort_key}
         return key
 
-    def put_lock_row(self, partition_key: Any, sort_key: str = '-', *, owner_name: str = 'someone-else',
-                     lease_duration: Any = 30, record_version_number: Optional[str] = None,
+    def put_lock_row(self, partition_key: PartitionKey, sort_key: str = '-', *, owner_name: str = 'someone-else',
+                     lease_duration: object = 30, record_version_number: Optional[str] = None,
                      expiry_time: Optional[int] = None, extra: Optional[Dict[str, Any]] = None,
                      table_name: Optional[str] = None, fencing_token: Optional[int] = 1) -> Dict[str, Any]:
         """Write a lock row directly (through :attr:`client`, past any lock client's hooks), as
@@ -256,7 +257,7 @@ class LockTable:
                              Item={name: serializer.serialize(value) for name, value in item.items()})
         return item
 
-    def read_typed_item(self, partition_key: Any, sort_key: str = '-',
+    def read_typed_item(self, partition_key: PartitionKey, sort_key: str = '-',
                         table_name: Optional[str] = None) -> Optional[Dict[str, Any]]:
         """The row as stored (typed DynamoDB JSON), by a consistent read; None when absent."""
         response = self.client.get_item(TableName=table_name or self.table_name,
@@ -264,7 +265,7 @@ class LockTable:
         item: Optional[Dict[str, Any]] = response.get('Item')
         return item
 
-    def read_item(self, partition_key: Any, sort_key: str = '-',
+    def read_item(self, partition_key: PartitionKey, sort_key: str = '-',
                   table_name: Optional[str] = None) -> Optional[Dict[str, Any]]:
         """The row as Python values, by a consistent read; None when absent."""
         typed = self.read_typed_item(partition_key, sort_key, table_name)
@@ -273,7 +274,7 @@ class LockTable:
         deserializer = TypeDeserializer()
         return {name: deserializer.deserialize(value) for name, value in typed.items()}
 
-    def read_held_row(self, partition_key: Any, sort_key: str = '-',
+    def read_held_row(self, partition_key: PartitionKey, sort_key: str = '-',
                       table_name: Optional[str] = None) -> Optional[Dict[str, Any]]:
         """The row as Python values if it records a held lock; None when there is no row or the
         row only remembers a released lock (``released_at`` set, kept for its fencing token)."""
@@ -282,7 +283,7 @@ class LockTable:
             return None
         return item
 
-    def steal_row(self, partition_key: Any, sort_key: str = '-', owner_name: str = 'thief') -> str:
+    def steal_row(self, partition_key: PartitionKey, sort_key: str = '-', owner_name: str = 'thief') -> str:
         """Another owner takes the lock over: the row gets a new ``record_version_number`` and
         ``owner_name`` (unconditionally). Returns the new version. The holder's next heartbeat
         finds it stolen."""
@@ -293,7 +294,7 @@ class LockTable:
             ExpressionAttributeValues={':v': {'S': version}, ':o': {'S': owner_name}})
         return version
 
-    def delete_row(self, partition_key: Any, sort_key: str = '-') -> None:
+    def delete_row(self, partition_key: PartitionKey, sort_key: str = '-') -> None:
         """Delete the lock's row (as DynamoDB's TTL, or an operator, would)."""
         self.client.delete_item(TableName=self.table_name, Key=self._key(partition_key, sort_key))
 
@@ -324,7 +325,7 @@ def _names(create_kwargs: Dict[str, Any]) -> Dict[str, Any]:
 
 @contextlib.contextmanager
 def lock_table(engine: Union[EmbeddedEngine, str], table_name: Optional[str] = None,
-               **create_kwargs: Any) -> Iterator[LockTable]:
+               **create_kwargs: object) -> Iterator[LockTable]:
     """A fresh lock table on ``engine``, deleted when the block ends.
 
     ``engine`` is what :func:`start_engine` returned, or the URL of a DynamoDB endpoint you
@@ -374,7 +375,7 @@ _moto_session: Any = None
 
 
 @contextlib.contextmanager
-def moto_lock_table(table_name: Optional[str] = None, **create_kwargs: Any) -> Iterator[LockTable]:
+def moto_lock_table(table_name: Optional[str] = None, **create_kwargs: object) -> Iterator[LockTable]:
     """A fresh lock table in moto's in-process mock (``moto.mock_aws``), gone when the block ends.
 
     Fast (no server, no port) and good for tests of logic, but moto in-process is not atomic

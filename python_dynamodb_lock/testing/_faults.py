@@ -13,12 +13,13 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ReadTimeoutError
 
+from .._model.schema import PartitionKey
 from ._hooks import NOWHERE, Hook, attach, canned_response, decode_body, detach, hook_event, operation_of
 
 __all__ = ['Fault', 'FaultInjector']
 
 
-async def _run_action(action: Callable[..., Any], *args: Any) -> Any:
+async def _run_action(action: Callable[..., Any], *args: object) -> Any:
     """An action from a hook of an aiobotocore client: a coroutine function is awaited on the
     loop; anything else runs in a worker thread (in a copy of the caller's context), so that it
     may block, or call back into the loop, without stalling the loop."""
@@ -89,7 +90,7 @@ class FaultInjector:
     ``asyncio.sleep`` there, so the loop goes on meanwhile.
     """
 
-    def __init__(self, target: Any) -> None:
+    def __init__(self, target: object) -> None:
         self._target = target
         self._hooks: List[Hook] = []
         #: Every fault armed so far.
@@ -111,7 +112,7 @@ class FaultInjector:
         def make_filtered(is_async: bool) -> Callable[..., Any]:
             handler = make(is_async)
 
-            def filtered(event_name: str, **kwargs: Any) -> Any:
+            def filtered(event_name: str, **kwargs: object) -> Any:
                 if operation not in ('*', None) and operation_of(event_name) != operation:
                     return None
                 return handler(event_name=event_name, **kwargs)
@@ -142,7 +143,7 @@ class FaultInjector:
         fault = Fault(f'{operation}: whole call fails with {status} {code}', times, when)
 
         def make(is_async: bool) -> Callable[..., Any]:
-            def handler(params: Dict[str, Any], **kwargs: Any) -> Optional[Tuple[AWSResponse, Dict[str, Any]]]:
+            def handler(params: Dict[str, Any], **kwargs: object) -> Optional[Tuple[AWSResponse, Dict[str, Any]]]:
                 request = decode_body(params.get('body'))
                 if not fault.take(request):
                     return None
@@ -166,7 +167,7 @@ class FaultInjector:
         fault = Fault(f'{operation}: attempts fail with {status} {code}', times, when)
 
         def make(is_async: bool) -> Callable[..., Any]:
-            def handler(request: Any, **kwargs: Any) -> Optional[AWSResponse]:
+            def handler(request: Any, **kwargs: object) -> Optional[AWSResponse]:
                 if not fault.take(decode_body(request.body)):
                     return None
                 request.url = NOWHERE
@@ -184,7 +185,7 @@ class FaultInjector:
         fault = Fault(f'{operation}: attempts raise before sending', times, when)
 
         def make(is_async: bool) -> Callable[..., Any]:
-            def handler(request: Any, **kwargs: Any) -> None:
+            def handler(request: Any, **kwargs: object) -> None:
                 if fault.take(decode_body(request.body)):
                     raise exception()
 
@@ -207,14 +208,14 @@ class FaultInjector:
         fault = Fault(f'{operation}: the answer is lost after the write landed ({how})', times, when)
         if retry:
             def make_retry(is_async: bool) -> Callable[..., Any]:
-                def lost(response: Any, caught_exception: Any, request_dict: Dict[str, Any]) -> bool:
+                def lost(response: Any, caught_exception: object, request_dict: Dict[str, Any]) -> bool:
                     if caught_exception is not None or response is None or response[0].status_code >= 300:
                         return False
                     return fault.take(decode_body(request_dict.get('body')))
 
                 if is_async:
-                    async def async_handler(response: Any, attempts: int, caught_exception: Any,
-                                            request_dict: Dict[str, Any], **kwargs: Any) -> Optional[int]:
+                    async def async_handler(response: object, attempts: int, caught_exception: object,
+                                            request_dict: Dict[str, Any], **kwargs: object) -> Optional[int]:
                         if not lost(response, caught_exception, request_dict):
                             return None
                         if between is not None:
@@ -223,8 +224,8 @@ class FaultInjector:
 
                     return async_handler
 
-                def handler(response: Any, attempts: int, caught_exception: Any,
-                            request_dict: Dict[str, Any], **kwargs: Any) -> Optional[int]:
+                def handler(response: object, attempts: int, caught_exception: object,
+                            request_dict: Dict[str, Any], **kwargs: object) -> Optional[int]:
                     if not lost(response, caught_exception, request_dict):
                         return None
                     if between is not None:
@@ -240,7 +241,7 @@ class FaultInjector:
         slot = f'python_dynamodb_lock.testing.body.{uuid.uuid4().hex}'
 
         def make_keeping(is_async: bool) -> Callable[..., Any]:
-            def keep(params: Dict[str, Any], context: Optional[Dict[str, Any]] = None, **kwargs: Any) -> None:
+            def keep(params: Dict[str, Any], context: Optional[Dict[str, Any]] = None, **kwargs: object) -> None:
                 if context is not None and fault.when is not None:
                     context[slot] = decode_body(params.get('body'))
 
@@ -266,14 +267,14 @@ class FaultInjector:
 
         def make(is_async: bool) -> Callable[..., Any]:
             if is_async:
-                async def async_handler(params: Dict[str, Any], **kwargs: Any) -> None:
+                async def async_handler(params: Dict[str, Any], **kwargs: object) -> None:
                     body = decode_body(params.get('body'))
                     if fault.take(body):
                         await _run_action(action, body)
 
                 return async_handler
 
-            def handler(params: Dict[str, Any], **kwargs: Any) -> None:
+            def handler(params: Dict[str, Any], **kwargs: object) -> None:
                 body = decode_body(params.get('body'))
                 if fault.take(body):
                     action(body)
@@ -282,7 +283,7 @@ class FaultInjector:
 
         return self._register_before_call(operation, make, fault)
 
-    def steal_lock(self, table: Any, partition_key: Any, sort_key: str = '-', *, operation: str = 'UpdateItem',
+    def steal_lock(self, table: Any, partition_key: PartitionKey, sort_key: str = '-', *, operation: str = 'UpdateItem',
                    owner_name: str = 'another-owner', times: Optional[int] = 1) -> Fault:
         """Just before the next ``operation`` call (by default a heartbeat's ``UpdateItem``),
         another owner takes the lock over: its row in ``table`` (a :class:`LockTable`) gets a
@@ -303,13 +304,13 @@ class FaultInjector:
 
         def make(is_async: bool) -> Callable[..., Any]:
             if is_async:
-                async def async_handler(**kwargs: Any) -> None:
+                async def async_handler(**kwargs: object) -> None:
                     if fault.take({}):
                         await asyncio.sleep(seconds)
 
                 return async_handler
 
-            def handler(**kwargs: Any) -> None:
+            def handler(**kwargs: object) -> None:
                 if fault.take({}):
                     time.sleep(seconds)
 
@@ -326,5 +327,5 @@ class FaultInjector:
     def __enter__(self) -> 'FaultInjector':
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.clear()

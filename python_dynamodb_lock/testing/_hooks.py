@@ -41,7 +41,7 @@ def low_level_client(client_or_resource: Any) -> Any:
     return meta.client if hasattr(meta, 'client') else client_or_resource
 
 
-def is_async_client(client: Any) -> bool:
+def is_async_client(client: object) -> bool:
     """Whether ``client`` is an aiobotocore client (False when aiobotocore is not installed)."""
     try:
         from aiobotocore.client import AioBaseClient
@@ -84,7 +84,7 @@ _links: 'weakref.WeakKeyDictionary[Any, _Link]' = weakref.WeakKeyDictionary()
 _links_guard = threading.RLock()
 
 
-def link_clients(target: Any, async_client: Any) -> None:
+def link_clients(target: object, async_client: object) -> None:
     """Make hooks attached to ``target`` reach ``async_client`` too, now and later.
 
     ``target`` is a boto3 client or resource; ``async_client`` an aiobotocore DynamoDB client
@@ -102,7 +102,7 @@ def link_clients(target: Any, async_client: Any) -> None:
             hook.register_on(async_client)
 
 
-def attach(target: Any, event_name: str, make: Callable[[bool], Callable[..., Any]], last: bool = False) -> Hook:
+def attach(target: object, event_name: str, make: Callable[[bool], Callable[..., Any]], last: bool = False) -> Hook:
     client = low_level_client(target)
     hook = Hook(event_name, make, last)
     with _links_guard:
@@ -115,7 +115,7 @@ def attach(target: Any, event_name: str, make: Callable[[bool], Callable[..., An
     return hook
 
 
-def detach(target: Any, hook: Hook) -> None:
+def detach(target: object, hook: Hook) -> None:
     client = low_level_client(target)
     with _links_guard:
         hook.remove()
@@ -158,7 +158,7 @@ class RawBody:
     def __init__(self, body: bytes) -> None:
         self._body = body
 
-    def stream(self, **kwargs: Any) -> Iterator[bytes]:
+    def stream(self, **kwargs: object) -> Iterator[bytes]:
         yield self._body
 
 

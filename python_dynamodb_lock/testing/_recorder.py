@@ -7,6 +7,7 @@ from typing import Any, Dict, List, Optional
 
 from boto3.dynamodb.types import TypeDeserializer
 
+from .._common.clock import Clock
 from ._actions import lock_action, readable_expression
 from ._hooks import attach, decode_body, detach, operation_of, task_name
 
@@ -75,14 +76,14 @@ class CallRecorder:
         assert calls.operations() == ['UpdateItem'] and calls.calls[0].action == 'acquire'
     """
 
-    def __init__(self, target: Any, clock: Any = None) -> None:
+    def __init__(self, target: object, clock: Optional[Clock] = None) -> None:
         self._target = target
         self._clock = clock
         self._guard = threading.Lock()
         self._calls: List[RecordedCall] = []
         self._hook = attach(target, 'before-call.dynamodb', lambda is_async: self._record)
 
-    def _record(self, params: Dict[str, Any], event_name: str, **kwargs: Any) -> None:
+    def _record(self, params: Dict[str, Any], event_name: str, **kwargs: object) -> None:
         call = RecordedCall(
             operation=operation_of(event_name),
             params=decode_body(params.get('body')),
@@ -127,7 +128,7 @@ class CallRecorder:
     def __enter__(self) -> 'CallRecorder':
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
 

@@ -100,7 +100,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         return supervisor.run_locked(lock_client, supervisor.RunSettings(
             key=args.lock_key, key_text=args.key, sort_key=args.sort_key, table_name=table_name_of(args),
             command=command, wait=args.wait, grace=args.grace, kill_after=kill_after,
-            retry_period=min(1.0, heartbeat),
+            retry_period=min(1.0, heartbeat), lease=lease, safe_period=safe_period,
         ), lambda line: console.err(f'{PROG}: error: {line}'),
             warn=lambda line: console.err(f'{PROG}: warning: {line}'))
     finally:
