@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 from .._errors import DynamoDBLockError, Reason
 from .._requests import acquire_over, free_row, get
 from .._schema import COL_RECORD_VERSION_NUMBER, Schema
-from .write import AcquireAttempt, Written, new_lock_item, token_floor, undo_write, with_token
+from .write import AcquireAttempt, Written, free_landed, new_lock_item, token_floor, undo_write, with_token
 from .answers import Answer, Applied, Failed, Refused
 from .effects import Call, Protocol, Settle, Sleep
 from .events import Kind
@@ -168,8 +168,17 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any, successor: Optiona
     if not answer.maybe_applied:
         return ReleaseResult(ReleaseOutcome.FAILED, failed=answer)
     state.note_release_maybe_applied()
-    read = yield Call(get(schema, lock.partition_key, lock.sort_key))
+    try:
+        read = yield Call(get(schema, lock.partition_key, lock.sort_key))
+    except GeneratorExit:
+        raise
+    except BaseException:
+        if successor is not None:     # the row handed over may be there, and nobody's
+            yield Settle(free_landed(successor, clock, ours, False))
+        raise
     if not isinstance(read, Applied):
+        if successor is not None:     # the row handed over may be there: the successor goes on waiting
+            yield Settle(free_landed(successor, clock, ours, False))
         return ReleaseResult(ReleaseOutcome.FAILED, failed=read if isinstance(read, Failed) else answer)
     seen = view(Refused(read.response.get('Item') or None))
     current = seen.item if isinstance(seen, Refused) else None
