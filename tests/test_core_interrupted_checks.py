@@ -11,7 +11,8 @@ from typing import Any, Iterator
 import pytest
 
 from python_dynamodb_lock._core.acquire import acquire
-from python_dynamodb_lock._core.release import ReleaseOutcome, release
+from python_dynamodb_lock._core.events import Kind
+from python_dynamodb_lock._core.release import ReleaseOutcome, free_handed, release
 from test_core_protocol import FakeClock
 from test_core_release_paths import _SCHEMA, held, settings
 from test_core_requests_shapes import fresh_request_shapes  # noqa: F401 - autouse: shapes built afresh
@@ -63,3 +64,14 @@ def test_a_handover_whose_answer_was_lost_and_not_checked_frees_the_row_it_wrote
     assert done.settled == 1
     row = engine.row('k')
     assert row['owner_name'] == 'waiter' and 'released_at' in row    # handed to nobody: freed
+
+
+def test_a_handed_row_that_could_not_be_freed_is_reported(engine: Engine) -> None:
+    """Found by the simulation too: the free of a row handed to a waiter that gave up failed
+    (throttled), and the row was left without a word."""
+    clock = FakeClock()
+    handed = take(engine, clock, 'k', 'waiter', shared=False).result
+    engine.faults = [lambda store, request: LOST]
+    done = run(free_handed(settings(), ('k', '-'), handed, clock, unique_identifier='k|-'), engine, clock)
+    assert done.events == [Kind.ORPHAN_CLEANUP_FAILED] and done.emitted[0].key == 'k|-'
+    assert 'released_at' not in engine.row('k')

@@ -16,9 +16,9 @@ from .._requests import acquire_over, free_row, get
 from .._schema import COL_RECORD_VERSION_NUMBER, Schema
 from .write import AcquireAttempt, Written, free_landed, new_lock_item, token_floor, undo_write, with_token
 from .answers import Answer, Applied, Failed, Refused
-from .effects import Call, Protocol, Settle, Sleep
-from .events import Kind
-from .messages import explain
+from .effects import Call, Emit, Protocol, Settle, Sleep
+from .events import Event, Kind
+from .messages import describe_key, explain
 from .shared_ops import entry_answer, leave_write
 from .state import LockState, Loss, Status, loss_from_row
 
@@ -249,17 +249,21 @@ _LONGEST_RETRY = 5.0
 
 
 def free_handed(settings: ReleaseSettings, lock_key: Any, handed: Written, clock: Any,
-                attributes: Optional[Mapping[str, Any]] = None) -> Protocol[None]:
+                attributes: Optional[Mapping[str, Any]] = None, unique_identifier: str = '') -> Protocol[None]:
     """Free a row a release handed over to a waiter that had stopped waiting meanwhile: nobody
     holds it, and it would block everybody for a lease. ``attributes``: those the release left
     (they stay on the freed row). A row written for a lock on an existing item (the one without
-    a TTL) loses only its lock attributes."""
+    a TTL) loses only its lock attributes. A row it could not free is reported
+    (``ORPHAN_CLEANUP_FAILED`` for ``unique_identifier``)."""
     schema = settings.schema
     item_lock = schema.ttl_attribute_name not in handed.item and not handed.own_row
-    yield Call(free_row(schema, lock_key[0], lock_key[1], [str(Schema.version_of(handed.item))], str(uuid.uuid4()),
-                        int(clock.time() + settings.expiry_period), int(clock.time()),
-                        () if item_lock else handed.item, settings.keep_released_rows,
-                        None if item_lock else attributes, item_lock))
+    freed = yield Call(free_row(schema, lock_key[0], lock_key[1], [str(Schema.version_of(handed.item))],
+                                str(uuid.uuid4()), int(clock.time() + settings.expiry_period), int(clock.time()),
+                                () if item_lock else handed.item, settings.keep_released_rows,
+                                None if item_lock else attributes, item_lock))
+    if isinstance(freed, Failed):     # the row is left: others take it over after its lease
+        yield Emit(Event(Kind.ORPHAN_CLEANUP_FAILED, unique_identifier, fields={
+            'what': describe_key(schema, lock_key[0], lock_key[1]), 'error': explain(schema, freed.error)}))
 
 
 def release_verdict(result: ReleaseResult, best_effort: bool, schema: Schema, unique_identifier: str) -> ReleaseVerdict:
