@@ -16,7 +16,6 @@ LIMITS = {'module': 500, 'class': 400, 'function': 80}
 
 # (kind, dotted name) -> lines today. Shrink it; never add to it.
 KNOWN_OVER: Dict[Tuple[str, str], int] = {
-    ('function', 'python_dynamodb_lock._core.release.release'): 95,
     ('module', 'python_dynamodb_lock._requests'): 572,
 }
 

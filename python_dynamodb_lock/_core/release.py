@@ -165,6 +165,16 @@ def release(settings: ReleaseSettings, lock: Any, clock: Any, successor: Optiona
             return ReleaseResult(ReleaseOutcome.MET_NEXT_HOLDER, row)
         return ReleaseResult(ReleaseOutcome.STOLEN, row)
     assert isinstance(answer, Failed)
+    return (yield from _check_lost_answer(settings, lock, state, clock, answer, successor, ours, view, released))
+
+
+def _check_lost_answer(settings: ReleaseSettings, lock: Any, state: LockState, clock: Any, answer: Failed,
+                       successor: Optional[AcquireAttempt], ours: str, view: Callable[[Answer], Answer],
+                       released: Callable[..., ReleaseResult]) -> Protocol[ReleaseResult]:
+    """:func:`release` after a failed write: one read tells whether it landed (``ours``: the
+    version a handover wrote). A handover whose landing cannot be told frees the row it may have
+    written for the successor, apart from the caller."""
+    schema = settings.schema
     if not answer.maybe_applied:
         return ReleaseResult(ReleaseOutcome.FAILED, failed=answer)
     state.note_release_maybe_applied()
