@@ -45,6 +45,7 @@ _SIMULATED = ("the simulation checks each lock's protocol state after every step
 PRIVATE_READS: Dict[Tuple[str, str], Tuple[int, str]] = {
     ('testing/_simulation/invariants.py', '_state'): (2, _SIMULATED),
     ('testing/_simulation/scheduler.py', '_mutex'): (2, _SIMULATED),
+    ('testing/_simulation/tasks_protocol.py', '_mutex'): (2, _SIMULATED),
     ('_cli/supervisor.py', '_settings'): (1, _SUPERVISOR),
     ('_cli/supervisor.py', '_state'): (1, _SUPERVISOR),
     ('_client/acquiring.py', '_state'): (4, _LOCK_STATE),
