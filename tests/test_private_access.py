@@ -352,6 +352,22 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
     'test_sim_table_differential.py': {
         ('import', 'python_dynamodb_lock.testing._simulation'): (1, WHY_SIMULATION),
     },
+    'test_simulation_asyncio.py': {
+        ('attr', '_free_and_watch'): (1, WHY_SIMULATION_BITES),
+        ('attr', '_free_own_row'): (1, WHY_SIMULATION_BITES),
+        ('import', 'python_dynamodb_lock._client.acquiring'): (1, WHY_SIMULATION_BITES),
+        ('import', 'python_dynamodb_lock._client.releasing'): (1, WHY_SIMULATION_BITES),
+        ('import', 'python_dynamodb_lock._core.effects'): (1, WHY_SIMULATION_BITES),
+        ('import', 'python_dynamodb_lock._core.write'): (1, WHY_SIMULATION_BITES),
+        ('import', 'python_dynamodb_lock._model.errors'): (1, WHY_SIMULATION_BITES),
+        ('import', 'python_dynamodb_lock.testing._simulation'): (1, WHY_SIMULATION),
+        ('import', 'python_dynamodb_lock.testing._simulation.tasks_protocol'): (1, WHY_SIMULATION_BITES),
+    },
+    'test_core_interrupted_checks.py': {
+        ('import', 'python_dynamodb_lock._core.acquire'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core.events'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core.release'): (1, WHY_CORE),
+    },
     'test_core_answers_and_sizes.py': {
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.guard'): (1, WHY_CORE),

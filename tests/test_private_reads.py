@@ -41,6 +41,7 @@ _SIMULATED = ("the simulation checks each lock's protocol state after every step
 PRIVATE_READS: Dict[Tuple[str, str], Tuple[int, str]] = {
     ('testing/_simulation/invariants.py', '_state'): (2, _SIMULATED),
     ('testing/_simulation/scheduler.py', '_mutex'): (2, _SIMULATED),
+    ('testing/_simulation/tasks_protocol.py', '_mutex'): (2, _SIMULATED),
     ('_core/guard.py', '_clock'): (1, f"the lock's clock; {_CORE_FROZEN}"),
     ('_core/guard.py', '_state'): (2, f'{_LOCK_STATE}; {_CORE_FROZEN}'),
     ('_core/heartbeat.py', '_existing_item'): (1, f'HeldLock.lock_existing_item says it; {_CORE_FROZEN}'),

@@ -97,7 +97,7 @@ class Acquiring(Generic[L]):
             handed = state.registry.leave(unique_identifier, waiter)
             if handed is not None:
                 yield Settle(free_handed(state.release_settings, (attempt.partition_key, attempt.sort_key), handed,
-                                         state.clock))
+                                         state.clock, unique_identifier=unique_identifier))
             raise
         handed = state.registry.leave(unique_identifier, waiter)
         if handed is not None and not isinstance(outcome, Written):

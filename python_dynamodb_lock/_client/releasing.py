@@ -128,7 +128,7 @@ class Releasing:
         if successor is not None and not state.registry.hand_over(lock.unique_identifier, successor, result.handed) \
                 and result.handed is not None:
             yield Settle(free_handed(state.release_settings, (lock.partition_key, lock.sort_key), result.handed,
-                                     clock, attributes))
+                                     clock, attributes, lock.unique_identifier))
         verdict = release_verdict(result, best_effort, state.schema, lock.unique_identifier)
         return dataclasses.replace(verdict, handed_over=result.handed is not None,
                                    duration=clock.monotonic() - started)

@@ -15,11 +15,11 @@ from .._wire.lock_writes import acquire_over, free_row
 from .._wire.requests import get
 from .._model.errors import DynamoDBLockError, Reason
 from .._model.schema import COL_RECORD_VERSION_NUMBER, PartitionKey, Schema
-from .write import AcquireAttempt, Written, new_lock_item, token_floor, undo_write, with_token
+from .write import AcquireAttempt, Written, free_landed, new_lock_item, token_floor, undo_write, with_token
 from .answers import Answer, Applied, Failed, Refused
-from .effects import Call, Protocol, Settle, Sleep
-from .events import Kind
-from .messages import explain
+from .effects import Call, Emit, Protocol, Settle, Sleep
+from .events import Event, Kind
+from .messages import describe_key, explain
 from .shared_ops import entry_answer, leave_write
 from .state import LockState, LockView, Loss, Status, TimeSource, loss_from_row
 
@@ -165,20 +165,31 @@ def release(settings: ReleaseSettings, lock: LockView, clock: TimeSource, succes
             return ReleaseResult(ReleaseOutcome.MET_NEXT_HOLDER, row)
         return ReleaseResult(ReleaseOutcome.STOLEN, row)
     assert isinstance(answer, Failed)
-    return (yield from _judge_failed(schema, (lock.partition_key, lock.sort_key), state, answer, ours,
-                                     clock.monotonic, view, released))
+    return (yield from _check_lost_answer(settings, lock, state, clock, answer, successor, ours, view, released))
 
 
-def _judge_failed(schema: Schema, key: Tuple[PartitionKey, str], state: LockState, answer: Failed, ours: str,
-                  monotonic: Callable[[], float], view: Callable[[Answer], Answer],
-                  released: Callable[[Optional[Mapping[str, Any]]], ReleaseResult]) -> Protocol[ReleaseResult]:
-    """The end of :func:`release` when its write failed: a failure, unless the write may have
-    landed; then the row, read again, says whether it did (``ours``: the version it wrote)."""
+def _check_lost_answer(settings: ReleaseSettings, lock: LockView, state: LockState, clock: TimeSource,
+                       answer: Failed,
+                       successor: Optional[AcquireAttempt], ours: str, view: Callable[[Answer], Answer],
+                       released: Callable[..., ReleaseResult]) -> Protocol[ReleaseResult]:
+    """:func:`release` after a failed write: one read tells whether it landed (``ours``: the
+    version a handover wrote). A handover whose landing cannot be told frees the row it may have
+    written for the successor, apart from the caller."""
+    schema = settings.schema
     if not answer.maybe_applied:
         return ReleaseResult(ReleaseOutcome.FAILED, failed=answer)
     state.note_release_maybe_applied()
-    read = yield Call(get(schema, *key))
+    try:
+        read = yield Call(get(schema, lock.partition_key, lock.sort_key))
+    except GeneratorExit:
+        raise
+    except BaseException:
+        if successor is not None:     # the row handed over may be there, and nobody's
+            yield Settle(free_landed(successor, clock, ours, False))
+        raise
     if not isinstance(read, Applied):
+        if successor is not None:     # the row handed over may be there: the successor goes on waiting
+            yield Settle(free_landed(successor, clock, ours, False))
         return ReleaseResult(ReleaseOutcome.FAILED, failed=read if isinstance(read, Failed) else answer)
     seen = view(Refused(read.response.get('Item') or None))
     current = seen.item if isinstance(seen, Refused) else None
@@ -188,7 +199,7 @@ def _judge_failed(schema: Schema, key: Tuple[PartitionKey, str], state: LockStat
         return ReleaseResult(ReleaseOutcome.RELEASED)
     if state.is_ours(Schema.version_of(current)):
         return ReleaseResult(ReleaseOutcome.FAILED, failed=answer)
-    if not state.lease_running(monotonic()):
+    if not state.lease_running(clock.monotonic()):
         return ReleaseResult(ReleaseOutcome.STOLEN, dict(current))
     return ReleaseResult(ReleaseOutcome.RELEASED)
 
@@ -249,17 +260,21 @@ _LONGEST_RETRY = 5.0
 
 
 def free_handed(settings: ReleaseSettings, lock_key: Tuple[PartitionKey, str], handed: Written, clock: TimeSource,
-                attributes: Optional[Mapping[str, Any]] = None) -> Protocol[None]:
+                attributes: Optional[Mapping[str, Any]] = None, unique_identifier: str = '') -> Protocol[None]:
     """Free a row a release handed over to a waiter that had stopped waiting meanwhile: nobody
     holds it, and it would block everybody for a lease. ``attributes``: those the release left
     (they stay on the freed row). A row written for a lock on an existing item (the one without
-    a TTL) loses only its lock attributes."""
+    a TTL) loses only its lock attributes. A row it could not free is reported
+    (``ORPHAN_CLEANUP_FAILED`` for ``unique_identifier``)."""
     schema = settings.schema
     item_lock = schema.ttl_attribute_name not in handed.item and not handed.own_row
-    yield Call(free_row(schema, lock_key[0], lock_key[1], [str(Schema.version_of(handed.item))], str(uuid.uuid4()),
-                        int(clock.time() + settings.expiry_period), int(clock.time()),
-                        () if item_lock else handed.item, settings.keep_released_rows,
-                        None if item_lock else attributes, item_lock))
+    freed = yield Call(free_row(schema, lock_key[0], lock_key[1], [str(Schema.version_of(handed.item))],
+                                str(uuid.uuid4()), int(clock.time() + settings.expiry_period), int(clock.time()),
+                                () if item_lock else handed.item, settings.keep_released_rows,
+                                None if item_lock else attributes, item_lock))
+    if isinstance(freed, Failed):     # the row is left: others take it over after its lease
+        yield Emit(Event(Kind.ORPHAN_CLEANUP_FAILED, unique_identifier, fields={
+            'what': describe_key(schema, lock_key[0], lock_key[1]), 'error': explain(schema, freed.error)}))
 
 
 def release_verdict(result: ReleaseResult, best_effort: bool, schema: Schema, unique_identifier: str) -> ReleaseVerdict:

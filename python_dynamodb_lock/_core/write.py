@@ -26,7 +26,7 @@ from .._model.schema import (
     Schema,
     lease_expiry,
 )
-from .answers import Applied, Failed, Refused
+from .answers import Answer, Applied, Failed, Refused
 from .effects import Call, Emit, Pending, Protocol, Settle, Sleep
 from .events import Event, Kind
 from .messages import describe_key, explain
@@ -175,6 +175,25 @@ def write_lock(attempt: AcquireAttempt, clock: TimeSource, blocking: Optional[It
         # later, leaving a row that nobody holds and that blocks everybody for a lease.
         yield Settle(undo_write(attempt, clock, new_version))
         raise
+    try:
+        return (yield from _judge_write(attempt, clock, write, answer, blocking, written, new_version,
+                                             attempt_started))
+    except (GeneratorExit, DynamoDBLockError):
+        raise
+    except BaseException:
+        # Interrupted while the answer was being checked (the read after a transaction, or
+        # after an unanswered write): the write landed, or may have, and nobody is handed it.
+        if not isinstance(answer, Refused):
+            yield Settle(free_landed(attempt, clock, new_version, isinstance(answer, Applied)))
+        raise
+
+
+def _judge_write(attempt: AcquireAttempt, clock: Any, write: Request, answer: Answer, blocking: Optional[Item],
+                 written: Callable[..., Written], new_version: str,
+                 attempt_started: float) -> Protocol[Union[Written, Blocked]]:
+    """What the answer to the acquiring ``write`` (of ``new_version``) says: Written (the row
+    read where the answer does not carry it), or Blocked by a row; raises when it failed."""
+    schema = attempt.schema
     yield Emit(Event(Kind.ACQUIRE_ATTEMPT, attempt.unique_identifier, fields={
         'outcome': type(answer).__name__.lower(), 'takeover': blocking is not None,
         'duration': clock.monotonic() - attempt_started}))

@@ -1,9 +1,11 @@
 """What both drivers share: :class:`Host`, what a driver needs of the client it runs protocols
-for, and :class:`Steps`, what it keeps while it runs one protocol.
+for, :class:`Steps`, what it keeps while it runs one protocol, and :func:`hand_off`, how long a
+caller waits for the settling work it hands off (the simulation driver makes the same decision).
 """
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import threading
 from typing import Any, Callable, List, Mapping, Optional, Protocol, Sequence
 
@@ -12,8 +14,13 @@ from .._core.effects import Protocol as CoreProtocol
 from .._model.errors import DynamoDBLockError, is_cancellation
 from .._common.registry import WaiterState
 
-__all__ = ['Host', 'Steps', 'woken']
+__all__ = ['CANCEL_GRACE', 'HandOff', 'Host', 'SETTLE_GRACE', 'Steps', 'hand_off', 'woken']
 
+#: Seconds a cancelled caller (a cancelled task, a threaded ``cancel`` event set) waits, in all,
+#: for the undo of what it left in flight; the rest goes on in the background.
+CANCEL_GRACE = 0.03
+#: The same after another interruption (Ctrl-C, ``KeyboardInterrupt`` in the event loop).
+SETTLE_GRACE = 0.5
 
 
 class Host(Protocol):
@@ -89,3 +96,26 @@ def woken(wake: Any, was_woken: bool, shutdown: object) -> Any:
     if wake is not shutdown:
         wake.clear()
     return True
+
+
+@dataclasses.dataclass(frozen=True)
+class HandOff:
+    """How a caller waits for the settling work it hands off (``Settle``), which runs apart
+    from it (a task, a thread) whatever happens to the caller: not at all (``waits`` False: a
+    follow-up); until it is done (``timeout`` None; an asyncio caller shielded from its
+    cancellation); or at most ``timeout`` seconds, the rest going on in the background."""
+
+    waits: bool
+    timeout: Optional[float] = None
+
+
+def hand_off(follow_up: bool, steps: Steps, now: float, cancelled: bool,
+             cancel_grace: float = CANCEL_GRACE, settle_grace: float = SETTLE_GRACE) -> HandOff:
+    """Both drivers' decision for a ``Settle`` a protocol yields (pure). ``cancelled``: the
+    exception last thrown into the protocol (``steps.thrown``) is the caller's cancellation (a
+    cancelled task, the ``cancel`` event): it waits for what is left of ``cancel_grace`` from
+    its first undo; a caller interrupted otherwise (Ctrl-C) for what is left of
+    ``settle_grace``; any other caller until the work is done."""
+    if follow_up:
+        return HandOff(False)
+    return HandOff(True, steps.settle_timeout(now, cancel_grace if cancelled else settle_grace))

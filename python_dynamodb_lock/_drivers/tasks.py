@@ -22,7 +22,7 @@ from .._core.write import AcquireAttempt
 from .._model.errors import DynamoDBLockError
 from .._common.locks import HeldLock
 from .._common.registry import WaiterState
-from .steps import Host, Steps, woken
+from .steps import CANCEL_GRACE, SETTLE_GRACE, Host, Steps, hand_off, woken
 from .task_transport import TaskTransport
 
 __all__ = ['TaskDriver']
@@ -47,8 +47,8 @@ class TaskDriver:
     #: Seconds a cancelled caller waits, in all, for the undo of what it left in flight (it
     #: ends within about 50 ms); the rest goes on in the background. After another interruption
     #: (``KeyboardInterrupt`` in the loop): half a second, as the threaded client's Ctrl-C.
-    cancel_grace = 0.03
-    settle_grace = 0.5
+    cancel_grace = CANCEL_GRACE
+    settle_grace = SETTLE_GRACE
 
     def __init__(self, transport: TaskTransport, loop: asyncio.AbstractEventLoop, workers: int,
                  callback_executor: concurrent.futures.Executor) -> None:
@@ -162,13 +162,14 @@ class TaskDriver:
         settling = self.loop.create_task(self._settle(effect.protocol))
         self.settling.add(settling)
         settling.add_done_callback(self.settling.discard)
-        if not effect.follow_up:
-            grace = self.cancel_grace if isinstance(steps.thrown, asyncio.CancelledError) else self.settle_grace
-            timeout = steps.settle_timeout(self.loop.time(), grace)
-            if timeout is None:
-                await asyncio.shield(settling)    # cancelled again: it goes on in the background
-            else:      # an interrupted caller leaves the rest of it to the background
-                await asyncio.wait({settling}, timeout=timeout)
+        wait = hand_off(effect.follow_up, steps, self.loop.time(), isinstance(steps.thrown, asyncio.CancelledError),
+                        self.cancel_grace, self.settle_grace)
+        if not wait.waits:
+            return
+        if wait.timeout is None:
+            await asyncio.shield(settling)    # cancelled again: it goes on in the background
+        else:      # an interrupted caller leaves the rest of it to the background
+            await asyncio.wait({settling}, timeout=wait.timeout)
 
     async def _settle(self, protocol: Protocol[None]) -> None:
         try:

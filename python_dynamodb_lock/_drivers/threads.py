@@ -23,7 +23,7 @@ from .._common.locks import HeldLock
 from .._common.registry import WaiterState
 from .._wire.requests import Request
 from .._model.validation import require_thread_event
-from .steps import Host, Steps, woken
+from .steps import CANCEL_GRACE, SETTLE_GRACE, Host, Steps, hand_off, woken
 from .thread_transport import ThreadTransport
 
 __all__ = ['ThreadDriver']
@@ -83,9 +83,9 @@ class ThreadDriver:
 
     #: Seconds a caller interrupted by Ctrl-C waits, in all, for the undo of what it left in
     #: flight before it leaves the rest to the background.
-    settle_grace = 0.5
+    settle_grace = SETTLE_GRACE
     #: The same for a caller whose ``cancel`` event was set: it answers within about 50 ms.
-    cancel_grace = 0.03
+    cancel_grace = CANCEL_GRACE
 
     def __init__(self, transport: ThreadTransport, workers: int,
                  callback_executor: concurrent.futures.Executor) -> None:
@@ -225,10 +225,10 @@ class ThreadDriver:
         thread = threading.Thread(target=settle, name='DynamoDBLockClient-settle', daemon=True)
         self.settling.add(thread)
         thread.start()
-        if not follow_up:
-            cancelled = steps.thrown is not None and is_cancellation(steps.thrown)
-            grace = self.cancel_grace if cancelled else self.settle_grace
-            thread.join(steps.settle_timeout(time.monotonic(), grace))
+        wait = hand_off(follow_up, steps, time.monotonic(), steps.thrown is not None and is_cancellation(steps.thrown),
+                        self.cancel_grace, self.settle_grace)
+        if wait.waits:
+            thread.join(wait.timeout)
 
     def wait_settled(self, timeout: Optional[float]) -> bool:
         """Join the settling threads, and those they start meanwhile (an undo starts its watch

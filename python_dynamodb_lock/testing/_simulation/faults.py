@@ -27,6 +27,9 @@ class FaultPlan:
     pause: float = 0.002
     pause_min: float = 2.0
     pause_max: float = 12.0
+    cancel: float = 0.01         # per step: an asyncio client's task is cancelled (interruptions.py)
+    cancel_again: float = 0.3    # a cancelled task is cancelled again at its next suspension point
+    cancel_at_yield: float = 0.05   # per suspension point of an asyncio task: cancelled while it waits there
 
 
 class Faults:

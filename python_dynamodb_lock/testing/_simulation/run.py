@@ -10,8 +10,10 @@ from .chance import SplitMix64
 from .clients import SimulatedClient, Workload
 from .clock import SimulatedClock, World
 from .faults import FaultPlan, Faults
-from .invariants import Checker, Violation
+from .interruptions import Interruptions, SettlingChecker
+from .invariants import Violation
 from .scheduler import Scheduler
+from .tasks_protocol import AsyncioClient
 from .simulated import SimulatedTable
 from .transport import SimulatedTransport
 
@@ -62,14 +64,21 @@ def simulate(seed: int, workload: Workload = Workload(), plan: FaultPlan = Fault
     rates = [1.0 + rng.uniform(-workload.max_rate_drift, workload.max_rate_drift) for _ in range(workload.clients)]
     table = SimulatedTable('locks', ('lock_key', 'S'), ('sort_key', 'S'), clock=lambda: world.now)
     transport = SimulatedTransport(table)
-    checker = Checker(world, max(rates), transport)
+    checker = SettlingChecker(world, max(rates), transport)
     faults = Faults(plan)
-    scheduler = Scheduler(world, rng, faults, checker.check)
-    clients = []
+    interruptions = Interruptions(faults, plan.cancel, plan.cancel_again, plan.cancel_at_yield)
+    scheduler = Scheduler(world, rng, interruptions, checker.check)
+    interruptions.attach(scheduler, world)
+    clients: List[SimulatedClient] = []
     for index, rate in enumerate(rates):
         offset = rng.uniform(-workload.max_clock_skew / 2, workload.max_clock_skew / 2)
         clock = SimulatedClock(world, rate, origin=1000.0 * (index + 1), offset=offset)
-        clients.append(SimulatedClient(f'c{index + 1}', scheduler, transport, clock, checker, workload))
+        tasks = workload.asyncio_share > 0 and rng.chance(workload.asyncio_share)
+        kind = AsyncioClient if tasks else SimulatedClient
+        clients.append(kind(f'c{index + 1}', scheduler, transport, clock, checker, workload))
+        if isinstance(clients[-1], AsyncioClient):
+            interruptions.enlist(clients[-1])
+        checker.watch(clients[-1])
     for client in clients:
         client.start(rng.fork(), workload)
     try:
@@ -81,6 +90,10 @@ def simulate(seed: int, workload: Workload = Workload(), plan: FaultPlan = Fault
     if scheduler.tasks:
         raise SimulationFailure(seed, f'the run did not end: {scheduler.tasks} still running after '
                                 f'{scheduler.steps} steps, {world.now:.1f} simulated seconds', scheduler.trace)
+    try:
+        checker.settled(clients, interruptions.landed_after_close())
+    except Violation as violation:
+        raise SimulationFailure(seed, str(violation), scheduler.trace) from None
     return Result(seed, scheduler.trace, scheduler.steps, world.now, checker.acquisitions, checker.takeovers,
                   checker.losses, faults.lost, faults.throttled, faults.server_errors, faults.pauses,
                   checker.held_seconds)

@@ -101,6 +101,9 @@ class Scheduler:
         self.trace: List[str] = []
         self.current: Optional[Task] = None
         self.steps = 0
+        #: Performs an effect with other semantics than the thread driver's (the asyncio
+        #: clients': ``tasks_protocol.py``): True when it did.
+        self.perform_hook: Optional[Callable[['Scheduler', Task, Any], bool]] = None
 
     # -- tasks ---------------------------------------------------------------------------------
     def spawn(self, client: Any, name: str, script: Script) -> Task:
@@ -186,7 +189,9 @@ class Scheduler:
         except DynamoDBLockError as error:
             self._finish_run(task, Outcome(error=task.client.orchestration.public_error(error)))
             return
-        except Exception as exc:  # noqa: BLE001 - handed to the script, which decides
+        except (KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - handed to the script, which decides (a simulated cancellation too)
             self._finish_run(task, Outcome(error=exc))
             return
         task.value, task.thrown = None, None
@@ -218,6 +223,8 @@ class Scheduler:
     def _perform(self, task: Task, effect: Any) -> None:
         client = task.client
         self.note(describe_effect(effect))
+        if self.perform_hook is not None and self.perform_hook(self, task, effect):
+            return
         if isinstance(effect, Call):
             fault = self.faults.for_call(self, task, effect.request)
             task.value = client.transport.send(effect.request, fault)
