@@ -29,16 +29,16 @@ LIMIT = 4
 TOOLING = ('_cli/', '_demo/', '_embedded/', '_recipes/', 'recipes.py', 'testing/')
 
 _WAIT = ('the several-keys entry points (acquire_first_lock, acquire_locks, try_acquire_locks) still take it as a '
-         'loose argument through _calls.py and _client (first_attempts, SeveralKeys.attempts) to acquire_call; '
+         'loose argument through _handles/calls.py and _client (first_attempts, SeveralKeys.attempts) to acquire_call; '
          'the core reads it from AcquireAttempt in each wait loop (_core/acquire.py, _core/multi.py) and '
          '_core/write.py declares it. Next step: the faces build the AcquireCall for every entry point')
 
 #: (option, module) -> why that module names it beyond the four places.
 EXCEPTIONS: Dict[Tuple[str, str], str] = {
-    ('only_if_exists', '_requests.py'): ('the request builder writes its condition (attribute_exists) from it; '
+    ('only_if_exists', '_wire/lock_writes.py'): ('the request builder writes its condition (attribute_exists) from it; '
                                          '_core/write.py, which judges the answer, is the other half of the use'),
     **{(option, module): _WAIT for option in ('retry_period', 'retry_timeout')
-       for module in ('_calls.py', '_client/acquiring.py', '_client/several_keys.py', '_core/acquire.py',
+       for module in ('_handles/calls.py', '_client/acquiring.py', '_client/several_keys.py', '_core/acquire.py',
                       '_core/multi.py')},
 }
 
