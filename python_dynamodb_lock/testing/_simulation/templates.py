@@ -9,7 +9,7 @@ every time, so every answer and every error stays exactly what the uncached pars
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Mapping, FrozenSet, Hashable, NamedTuple, Optional, TypeVar, Union
+from typing import Callable, Dict, List, Mapping, FrozenSet, Hashable, NamedTuple, Optional, TypeVar, Union
 
 from .expressions import Parser, Placeholders
 
@@ -58,7 +58,7 @@ def _filler(node: object) -> Optional[Filler]:
     if all(part is None for part in parts):
         return None
     plan = tuple(zip(node, parts))
-    make = type(node)._make if hasattr(node, '_fields') else tuple   # a NamedTuple, or a plain tuple
+    make: Callable[[List[object]], object] = getattr(type(node), '_make', tuple)   # a NamedTuple's, or tuple
 
     def fill(values: Mapping[str, Mapping[str, object]]) -> object:
         return make([each if part is None else part(values) for each, part in plan])
