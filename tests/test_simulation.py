@@ -115,23 +115,28 @@ CHUNK = 100
 @pytest.mark.parametrize('first', range(0, SCHEDULES, CHUNK))
 def test_many_seeded_schedules_of_three_clients_keep_every_invariant(first: int) -> None:
     """The CI-sized run, in chunks of 100 seeds (which xdist can spread): every seed's schedule
-    keeps the invariants, and the faults and takeovers it is meant to explore do happen."""
+    keeps the invariants, and the faults and takeovers it is meant to explore do happen, some of
+    them with a published-style client beside ours."""
     seeds = range(first, min(first + CHUNK, SCHEDULES))
     started = time.process_time()
     totals = {'steps': 0, 'acquisitions': 0, 'takeovers': 0, 'losses': 0, 'lost_answers': 0, 'throttled': 0,
               'server_errors': 0, 'pauses': 0}
     held = 0.0
+    published = 0
     for seed in seeds:
         result = simulate(seed)
         for name in totals:
             totals[name] += getattr(result, name)
         held += result.held_seconds
+        published += result.published is not None
     cpu = max(time.process_time() - started, 1e-9)
     print(f'\nseeds {seeds.start}-{seeds.stop - 1} in {cpu:.1f} CPU s: {len(seeds) / cpu:.0f} schedules and '
-          f'{held / 3600 / cpu:.2f} simulated lock-hours per CPU second; {totals}')
+          f'{held / 3600 / cpu:.2f} simulated lock-hours per CPU second; {published} with a published-style '
+          f'client; {totals}')
     assert totals['acquisitions'] > len(seeds)
     for name in ('takeovers', 'lost_answers', 'throttled', 'server_errors', 'pauses'):
         assert totals[name] > 0, name
+    assert 0 < published < len(seeds)
 
 
 def test_the_same_seed_gives_the_same_trace_byte_for_byte() -> None:

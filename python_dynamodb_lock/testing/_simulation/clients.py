@@ -43,6 +43,7 @@ class Workload:
     lease_duration: float = 6.0
     max_clock_skew: float = 1.0
     max_rate_drift: float = 0.001   # a client's monotonic clock runs at 1 +- this
+    published_share: float = 0.25   # the share of runs where one client (the seed picks it) is published-style
 
 
 def _no_guard() -> Any:

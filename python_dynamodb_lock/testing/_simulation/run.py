@@ -4,13 +4,14 @@ trace (every effect in order, with the simulated time and the task that performe
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 from .chance import SplitMix64
 from .clients import SimulatedClient, Workload
 from .clock import SimulatedClock, World
 from .faults import FaultPlan, Faults
 from .invariants import Checker, Violation
+from .published import PublishedClient
 from .scheduler import Scheduler
 from .simulated import SimulatedTable
 from .transport import SimulatedTransport
@@ -46,7 +47,8 @@ class SimulationFailure(AssertionError):
 @dataclasses.dataclass
 class SimulationResult:
     """What a run did: its trace, how many steps, simulated seconds, acquisitions, takeovers,
-    loss reports, faults, and the simulated seconds the locks were held."""
+    loss reports, faults, the simulated seconds the locks were held, and the name of its
+    published-style client (``p2``; None: it had none)."""
 
     seed: int
     trace: List[str]
@@ -60,6 +62,7 @@ class SimulationResult:
     server_errors: int
     pauses: int
     held_seconds: float
+    published: Optional[str] = None     # the published-style client's name, when the run had one
 
 
 def simulate(seed: int, workload: Workload = Workload(), plan: FaultPlan = FaultPlan(), *,
@@ -79,15 +82,22 @@ def simulate(seed: int, workload: Workload = Workload(), plan: FaultPlan = Fault
     checker = Checker(world, max(rates), transport)
     faults = Faults(plan)
     scheduler = Scheduler(world, rng, faults, checker.check)
-    clients = []
+    clocks = []
     for index, rate in enumerate(rates):
         offset = rng.uniform(-workload.max_clock_skew / 2, workload.max_clock_skew / 2)
-        clock = SimulatedClock(world, rate, origin=1000.0 * (index + 1), offset=offset)
-        clients.append(SimulatedClient(f'c{index + 1}', scheduler, transport, clock, checker, workload))
+        clocks.append(SimulatedClock(world, rate, origin=1000.0 * (index + 1), offset=offset))
+    # One client in a share of the runs (none under a user's script) is a published-style one.
+    published = rng.below(len(clocks)) if script is None and rng.chance(workload.published_share) else -1
+    clients: List[Union[SimulatedClient, PublishedClient]] = []
+    for index, clock in enumerate(clocks):
+        if index == published:
+            clients.append(PublishedClient(f'p{index + 1}', scheduler, transport, clock, checker, workload))
+        else:
+            clients.append(SimulatedClient(f'c{index + 1}', scheduler, transport, clock, checker, workload))
     shared: Dict[str, Any] = {}     # what the user's callers of this run share
     for client in clients:
         client.start(rng.fork(), workload)
-        if script is not None:
+        if script is not None and isinstance(client, SimulatedClient):
             _run_script(scheduler, client, script, rng.fork(), shared)
     try:
         scheduler.run(HORIZON, MAX_STEPS)
@@ -102,7 +112,8 @@ def simulate(seed: int, workload: Workload = Workload(), plan: FaultPlan = Fault
                                 workload=workload, plan=plan)
     return SimulationResult(seed, scheduler.trace, scheduler.steps, world.now, checker.acquisitions,
                             checker.takeovers, checker.losses, faults.lost, faults.throttled, faults.server_errors,
-                            faults.pauses, checker.held_seconds)
+                            faults.pauses, checker.held_seconds,
+                            clients[published].name if published >= 0 else None)
 
 
 def _run_script(scheduler: Scheduler, client: SimulatedClient, script: UserScript, rng: SplitMix64,
