@@ -4,9 +4,9 @@
 the new balance, under a lock. Written against a store that checks fencing tokens
 (``FencedStore``: a read or a write with a token older than one it has seen is refused), the
 read-modify-write never loses an update, whatever the schedule: clients paused past their
-lease, lost answers, throttling. ``naive_store=True`` shows why the check is there: the
-simulator finds a schedule where a paused holder's late write overwrites its successor's,
-names its seed, and shrinks it to a short trace.
+lease, lost answers, throttling. ``fenced=False`` shows why the check is there: the simulator
+finds a schedule where a paused holder's late write overwrites its successor's, names its
+seed, and shrinks it to a smaller run. ``python examples/simulate_own_code.py`` shows both.
 """
 from __future__ import annotations
 
