@@ -59,7 +59,11 @@ class PublishedLock:
         self.partition_key, self.sort_key, self.owner_name = partition_key, sort_key, owner_name
         self.unique_identifier = f'{partition_key}|{sort_key}'
         self.fencing_token: Optional[int] = None
-        self._state = state
+        self._state = state     # where the checker reads a lock's state, ours and these alike
+
+    @property
+    def state(self) -> LockState:
+        return self._state
 
     def __repr__(self) -> str:
         return f'PublishedLock({self.unique_identifier})'
@@ -195,7 +199,7 @@ class PublishedClient:
 
     # -- release and heartbeats ----------------------------------------------------------------
     def _release(self, lock: PublishedLock) -> Steps:
-        state = lock._state
+        state = lock.state
         if state.status != Status.LOCKED:
             return None
         if lock in self.held:
@@ -210,7 +214,7 @@ class PublishedClient:
         while not self.shutdown.is_set():
             yield Sleep(self.settings.heartbeat_period)
             for lock in list(self.held):
-                state = lock._state
+                state = lock.state
                 if state.status != Status.LOCKED or self.shutdown.is_set():
                     continue
                 version, sent = self._version(), self.clock.monotonic()

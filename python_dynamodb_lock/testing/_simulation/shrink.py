@@ -1,10 +1,11 @@
 """The shrinker: a failing ``(seed, workload, plan)`` reduced to a smaller one that fails the
 same way, for a short trace to read.
 
-A smaller workload (fewer clients, operations, keys; an entry point's share turned off) or fault
-plan (a fault kind turned off) gives another schedule, so each candidate is tried with a few
-seeds (the current one first); the first that breaks the same invariant is kept, and the search
-goes on from there until no candidate fails or the budget of runs is spent. Last, among a few
+A smaller workload (fewer clients, operations, keys; an entry point's share or the published
+client turned off; under a user's script, fewer clients only) or fault plan (a fault kind turned
+off) gives another schedule, so each candidate is tried with a few seeds (the current one
+first); the first that breaks the same invariant is kept, and the search goes on from there
+until no candidate fails or the budget of runs is spent. Last, among a few
 seeds of the smallest workload and plan, the shortest failing schedule is kept. Everything is
 deterministic: the same failure shrinks to the same reproducer.
 """
@@ -58,10 +59,13 @@ class Reproducer:
                 f'{self.failure.problem}\nreplay: {self.replay}\ntrace:\n' + '\n'.join(self.failure.trace))
 
 
-def _smaller(settings: Settings) -> Iterator[Settings]:
-    """Each one-field reduction of a workload or fault plan: a count (clients, keys, operations,
-    ...) down to 1, half, one less; a share (``*_share``) or a fault's probability to 0."""
+def _smaller(settings: Settings, only: Optional[Tuple[str, ...]] = None) -> Iterator[Settings]:
+    """Each one-field reduction of a workload or fault plan (of the fields ``only`` names, when
+    given): a count (clients, keys, operations, ...) down to 1, half, one less; a share
+    (``*_share``) or a fault's probability to 0."""
     for field in dataclasses.fields(settings):
+        if only is not None and field.name not in only:
+            continue
         value = getattr(settings, field.name)
         if isinstance(value, bool):
             continue
@@ -113,13 +117,16 @@ def shrink(seed: int, workload: Workload = Workload(), plan: FaultPlan = FaultPl
         raise ValueError(f'simulate({seed}, {workload!r}, {plan!r}) does not fail: nothing to shrink') from None
     kind = problem_kind(original.problem)
     search = _Search(script, same or (lambda failure: problem_kind(failure.problem) == kind), budget)
+    # A user's script runs instead of the workload's callers: of the workload, only the number of
+    # clients then matters.
+    fields = ('clients',) if script is not None else None
     best: Tuple[int, Workload, FaultPlan, SimulationFailure] = (seed, workload, plan, original)
     progress = True
     while progress and search.runs < budget:
         progress = False
         current_seed, current_workload, current_plan, _ = best
         candidates: List[Tuple[Workload, FaultPlan]] = [(smaller, current_plan)
-                                                        for smaller in _smaller(current_workload)]
+                                                        for smaller in _smaller(current_workload, fields)]
         candidates += [(current_workload, smaller) for smaller in _smaller(current_plan)]
         for candidate_workload, candidate_plan in candidates:
             failing = _first_failing(search, _seeds(current_seed, seeds), candidate_workload, candidate_plan)
