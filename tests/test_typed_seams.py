@@ -26,7 +26,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / 'python_dynamodb_lock
 
 #: The share of bare ``Any`` today, rounded up a little (2026-11-29: 270 of 2,396 parameters, 11.3 %;
 #: 403 of 2,300, 17.5 %, before issue 28's typed seams).
-PACKAGE_CEILING = 0.122   # 0.115 before the simulation driver's first slice, whose seams are loose
+PACKAGE_CEILING = 0.118   # 0.115 before the simulation driver's first slice, whose seams are loose; 0.122 before
+#                           its public face (305 of 2,621, 11.6 %: the new simulation modules have no bare Any)
 #: The same over the lock clients' own modules (2026-11-29: 47 of 969, 4.9 %; 180 of 873, 20.6 %, before).
 CLIENT_CEILING = 0.05
 
