@@ -1,9 +1,10 @@
 """The simulation driver (issue 29, first slice): simulated lock clients - the real
 orchestration, stepped by one seeded scheduler in one thread over a simulated clock and the
 simulated table - under lost answers, throttling and paused clients, with the invariants
-checked after every step (``python_dynamodb_lock.testing._simulation``).
+checked after every step (``python_dynamodb_lock.testing.simulate``).
 
-``PDL_SIMULATION_SCHEDULES`` sets how many seeds the CI-sized run explores (default 400).
+``PDL_SIMULATION_SCHEDULES`` sets how many seeds the CI-sized run explores (default 2,000, in
+chunks of 100 that pytest-xdist spreads over the cores); a long run is that one setting away.
 """
 from __future__ import annotations
 
@@ -23,10 +24,11 @@ import python_dynamodb_lock._core.acquire as core_acquire
 import python_dynamodb_lock._core.write as core_write
 from python_dynamodb_lock._core.events import Event, Kind
 from python_dynamodb_lock._core.state import LockState
-from python_dynamodb_lock.testing._simulation import (EPOCH, Checker, SimulatedClock, SimulationFailure, SplitMix64,
-                                                     Violation, World, simulate)
+from python_dynamodb_lock.testing import SimulationFailure, Workload, shrink, simulate
+from python_dynamodb_lock.testing._simulation import EPOCH, Checker, SimulatedClock, SplitMix64, Violation, World
+from python_dynamodb_lock.testing._simulation.shrink import problem_kind
 
-SCHEDULES = int(os.environ.get('PDL_SIMULATION_SCHEDULES', '400'))
+SCHEDULES = int(os.environ.get('PDL_SIMULATION_SCHEDULES', '2000'))
 
 
 @pytest.fixture(autouse=True)
@@ -113,23 +115,28 @@ CHUNK = 100
 @pytest.mark.parametrize('first', range(0, SCHEDULES, CHUNK))
 def test_many_seeded_schedules_of_three_clients_keep_every_invariant(first: int) -> None:
     """The CI-sized run, in chunks of 100 seeds (which xdist can spread): every seed's schedule
-    keeps the invariants, and the faults and takeovers it is meant to explore do happen."""
+    keeps the invariants, and the faults and takeovers it is meant to explore do happen, some of
+    them with a published-style client beside ours."""
     seeds = range(first, min(first + CHUNK, SCHEDULES))
     started = time.process_time()
     totals = {'steps': 0, 'acquisitions': 0, 'takeovers': 0, 'losses': 0, 'lost_answers': 0, 'throttled': 0,
               'server_errors': 0, 'pauses': 0}
     held = 0.0
+    published = 0
     for seed in seeds:
         result = simulate(seed)
         for name in totals:
             totals[name] += getattr(result, name)
         held += result.held_seconds
+        published += result.published is not None
     cpu = max(time.process_time() - started, 1e-9)
     print(f'\nseeds {seeds.start}-{seeds.stop - 1} in {cpu:.1f} CPU s: {len(seeds) / cpu:.0f} schedules and '
-          f'{held / 3600 / cpu:.2f} simulated lock-hours per CPU second; {totals}')
+          f'{held / 3600 / cpu:.2f} simulated lock-hours per CPU second; {published} with a published-style '
+          f'client; {totals}')
     assert totals['acquisitions'] > len(seeds)
     for name in ('takeovers', 'lost_answers', 'throttled', 'server_errors', 'pauses'):
         assert totals[name] > 0, name
+    assert 0 < published < len(seeds)
 
 
 def test_the_same_seed_gives_the_same_trace_byte_for_byte() -> None:
@@ -159,11 +166,12 @@ def _skip_the_condition(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize('defect', [_take_over_at_first_sight, _skip_the_condition])
-def test_it_finds_a_reintroduced_defect_and_names_the_seed(monkeypatch: pytest.MonkeyPatch,
-                                                           defect: Callable[[pytest.MonkeyPatch], None]) -> None:
+def test_it_finds_a_reintroduced_defect_names_the_seed_and_shrinks_it(
+        monkeypatch: pytest.MonkeyPatch, defect: Callable[[pytest.MonkeyPatch], None]) -> None:
     """Proof that it bites: with a defect put back into the core, some seed of the CI-sized run
     breaks an invariant; the failure names the seed and prints the trace, and the seed replays
-    the same failure."""
+    the same failure. The shrinker reduces it to a smaller reproducer - a smaller workload or
+    fault plan, a shorter trace - that still fails with the same problem, and replays."""
     defect(monkeypatch)
     failure = None
     for seed in range(SCHEDULES):
@@ -181,6 +189,19 @@ def test_it_finds_a_reintroduced_defect_and_names_the_seed(monkeypatch: pytest.M
         simulate(failure.seed)
     assert replayed.value.problem == failure.problem
     assert replayed.value.trace == failure.trace
+
+    smallest = shrink(failure.seed, failure.workload, failure.plan)
+    print(smallest.replay, f'{len(failure.trace)} -> {len(smallest.failure.trace)} trace lines')
+    assert problem_kind(smallest.failure.problem) == problem_kind(failure.problem)
+    assert len(smallest.failure.trace) < len(failure.trace)
+    default = Workload()
+    assert (smallest.workload.clients, smallest.workload.operations, smallest.workload.keys) <= (
+        default.clients, default.operations, default.keys)
+    assert smallest.workload != default or smallest.plan != failure.plan
+    with pytest.raises(SimulationFailure) as again:
+        simulate(smallest.seed, smallest.workload, smallest.plan)
+    assert again.value.trace == smallest.failure.trace
+    assert f'replay: {smallest.replay}' in str(smallest)
 
 
 def test_a_trace_is_the_same_in_another_process() -> None:

@@ -80,6 +80,10 @@ def test_threaded_runs_draw_no_asyncio_fault() -> None:
 
 # --- the four defects of round 3, put back one at a time ---------------------------------------
 
+#: The defects are of this package's asyncio protocol: their runs have no published-style client
+#: (the default workload makes one in a quarter of the runs; here its seed draw is left out too).
+OURS_ONLY = Workload(published_share=0.0)
+
 def _keeps_a_lock_cancelled_while_settling_the_one_it_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
     """Defect 1: an acquisition cancelled while it waits for the mutex of the older lock object
     it replaced (a release of it under way) returns nothing, but keeps and renews the new lock
@@ -147,7 +151,7 @@ def test_it_finds_a_reintroduced_asyncio_cancellation_defect_and_names_the_seed(
     failure = None
     for seed in range(SCHEDULES):
         try:
-            simulate(seed)
+            simulate(seed, OURS_ONLY)
         except SimulationFailure as found:
             failure = found
             break
@@ -155,5 +159,5 @@ def test_it_finds_a_reintroduced_asyncio_cancellation_defect_and_names_the_seed(
     assert f'simulation seed {failure.seed} failed' in str(failure)
     print(f'\n{defect.__name__}: found by seed {failure.seed}: {failure.problem}')
     with pytest.raises(SimulationFailure) as replayed:
-        simulate(failure.seed)
+        simulate(failure.seed, OURS_ONLY)
     assert replayed.value.problem == failure.problem and replayed.value.trace == failure.trace

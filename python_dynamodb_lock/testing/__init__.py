@@ -16,6 +16,12 @@ that uses locks" for examples. The pieces:
   a ``clock=`` argument must provide); ``REAL_TIMEOUT``, the real seconds (20) the helpers wait for a thread or task.
 * :func:`dummy_boto3_session`, :func:`default_client_config` and :func:`unique_table_name`:
   boto3 pieces for local engines, for tests that make their own clients or tables.
+* :func:`simulate` and :func:`shrink` (with :class:`Workload`, :class:`FaultPlan`,
+  :class:`SimulationResult`, :class:`SimulationFailure`, :class:`Reproducer` and
+  :class:`SimulatedCaller`): the deterministic simulation - several simulated lock clients (the
+  real protocol) run by one seeded scheduler over simulated clocks, a simulated table and
+  faults, with the invariants checked after every step; a failure replays from its seed, shrinks
+  to a short schedule, and a user's own code can run under it.
 * a pytest plugin (:mod:`python_dynamodb_lock.testing.pytest_plugin`), active when the
   ``testing`` extra is installed, with fixtures named ``dynamodb_lock_*``.
 """
@@ -28,6 +34,8 @@ from ._engines import LockTable, lock_table, moto_lock_table, start_engine, uniq
 from ._faults import Fault, FaultInjector
 from ._hooks import link_clients
 from ._recorder import CallRecorder, RecordedCall
+from ._simulation import (FaultPlan, Reproducer, SimulatedCaller, SimulationFailure, SimulationResult, Workload, shrink,
+                          simulate)
 
 __all__ = [
     'REAL_TIMEOUT',
@@ -39,10 +47,16 @@ __all__ = [
     'EngineNotInstalledError',
     'Fault',
     'FaultInjector',
+    'FaultPlan',
     'LockTable',
     'ManualClock',
     'RecordedCall',
+    'Reproducer',
+    'SimulatedCaller',
+    'SimulationFailure',
+    'SimulationResult',
     'SystemClock',
+    'Workload',
     'default_client_config',
     'dummy_boto3_session',
     'is_acquire',
@@ -53,6 +67,8 @@ __all__ = [
     'lock_table',
     'moto_lock_table',
     'readable_expression',
+    'shrink',
+    'simulate',
     'start_engine',
     'unique_table_name',
     'wait_until',

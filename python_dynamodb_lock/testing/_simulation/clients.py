@@ -44,6 +44,7 @@ class Workload:
     max_clock_skew: float = 1.0
     max_rate_drift: float = 0.001   # a client's monotonic clock runs at 1 +- this
     asyncio_share: float = 0.5      # the share of clients of the asyncio protocol (tasks_protocol.py)
+    published_share: float = 0.25   # the share of runs where one client (the seed picks it) is published-style
 
 
 def _no_guard() -> Any:

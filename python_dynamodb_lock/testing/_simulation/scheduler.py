@@ -104,6 +104,7 @@ class Scheduler:
         #: Performs an effect with other semantics than the thread driver's (the asyncio
         #: clients': ``tasks_protocol.py``): True when it did.
         self.perform_hook: Optional[Callable[['Scheduler', Task, Any], bool]] = None
+        self._finished = False   # a task is done since the task list was last swept
 
     # -- tasks ---------------------------------------------------------------------------------
     def spawn(self, client: Any, name: str, script: Script) -> Task:
@@ -176,7 +177,9 @@ class Scheduler:
             finally:
                 self.current = None
             self.check()
-            self.tasks = [each for each in self.tasks if each.state != DONE]
+            if self._finished:
+                self._finished = False
+                self.tasks = [each for each in self.tasks if each.state != DONE]
 
     def _step(self, task: Task) -> None:
         if task.protocol is None:
@@ -208,7 +211,7 @@ class Scheduler:
         try:
             command = next(task.script) if task.outcome is None else task.script.send(task.outcome)
         except StopIteration:
-            task.state = DONE
+            task.state, self._finished = DONE, True
             for joiner in task.joiners:
                 joiner.state = READY
             return

@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Tup
 from . import values as v
 from .errors import Invalid, condition_failed, validation
 from .expressions import Condition, Parser, Placeholders, evaluate
+from .templates import parse_cached
 from .updates import Update, apply_update, parse_update, project
 
 __all__ = ['BY_API_NAME', 'KeyAttribute', 'OPERATIONS', 'TableState', 'Write']
@@ -168,12 +169,14 @@ class TableState:
             new_item = None
         update = None
         if kind == 'update_item' and params.get('UpdateExpression') is not None:
-            update = parse_update(Parser(params['UpdateExpression'], 'UpdateExpression', placeholders), self.key_names)
+            update = parse_cached(params['UpdateExpression'], 'UpdateExpression', placeholders,
+                                  lambda parser: parse_update(parser, self.key_names), self.key_names)
         elif kind == 'update_item':
             raise NotImplementedError('the simulated table models an UpdateItem with an UpdateExpression only')
         condition = None
         if params.get('ConditionExpression') is not None:
-            condition = Parser(params['ConditionExpression'], 'ConditionExpression', placeholders).condition()
+            condition = parse_cached(params['ConditionExpression'], 'ConditionExpression', placeholders,
+                                     Parser.condition)
         elif kind == 'condition_check':
             raise validation('ConditionExpression is required for a ConditionCheck')
         placeholders.check_all_used()

@@ -65,7 +65,15 @@ def number_value(value: Decimal) -> Value:
     return {'N': format_number(value)}
 
 
+_TYPE_SET = frozenset(TYPES)
+_FLAT = frozenset({'S', 'N', 'B', 'BOOL', 'NULL'})   # a copy of the mapping is a deep copy
+
+
 def type_of(value: Mapping[str, Any]) -> str:
+    if len(value) == 1:
+        for kind in value:
+            if kind in _TYPE_SET:
+                return kind     # the common case, without the checks' cost (the model calls this very often)
     if len(value) != 1:
         raise validation('Supplied AttributeValue has more than one datatypes set, must contain exactly one of '
                          'the supported datatypes')
@@ -78,6 +86,10 @@ def type_of(value: Mapping[str, Any]) -> str:
 
 def copy_value(value: Mapping[str, Any]) -> Value:
     """A deep copy of a typed value (faster than ``copy.deepcopy``: the model copies on every read)."""
+    if len(value) == 1:
+        for kind, content in value.items():
+            if kind in _FLAT:
+                return {kind: content}
     kind = type_of(value)
     content = value[kind]
     if kind == 'M':
