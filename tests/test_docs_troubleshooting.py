@@ -94,8 +94,14 @@ class Module:
                 yield node
 
 
+#: Modules whose messages never reach a user of this package: the simulation's model of the
+#: published 0.9.1 client raises its own errors to its simulated caller, inside a simulated run.
+NOT_OURS = ('testing/_simulation/published.py',)
+
+
 def package_modules() -> List[Module]:
-    return [Module(path) for path in sorted(PACKAGE_DIR.rglob('*.py')) if '__pycache__' not in path.parts]
+    return [Module(path) for path in sorted(PACKAGE_DIR.rglob('*.py'))
+            if '__pycache__' not in path.parts and path.relative_to(PACKAGE_DIR).as_posix() not in NOT_OURS]
 
 
 def called_name(call: ast.Call) -> Optional[str]:
