@@ -108,7 +108,8 @@ def test_a_handed_row_keeps_what_the_release_left_unless_it_is_an_applications_i
         template.pop(name)
     successor = AcquireAttempt(schema, 'k', '-', 'k|-', template, 5.0, 10.0, EXPIRY, LEASE,
                                lock_existing_item=on_item)
-    lock = Lock(_state(clock), _existing_item=on_item, _own_row=own_row)
+    lock = Lock(_state(clock), lock_existing_item=on_item)
+    lock._state.own_row = own_row
     answer = Applied({'Attributes': {'lock_key': 'k', 'sort_key': '-', 'title': 'the items', 'fencing_token': 6}})
     done = drive(release(ReleaseSettings(schema, EXPIRY), lock, clock, successor=successor), scripted(answer),
                  clock=clock)

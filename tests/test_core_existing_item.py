@@ -179,7 +179,7 @@ class ItemLock(FakeLock):
     """What the release protocol reads of a lock on an item (which has no additional attributes)."""
 
     additional_attributes: Dict[str, Any] = dataclasses.field(default_factory=dict)
-    _existing_item: bool = True
+    lock_existing_item: bool = True
 
 
 @pytest.mark.parametrize('keep_row', [None, True, False])

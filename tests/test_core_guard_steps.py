@@ -30,6 +30,7 @@ def engine(table: Any) -> Engine:      # noqa: F811 (the fixture of the shared m
 
 class Lock:
     sort_key = '-'
+    lock_existing_item = False
 
     def __init__(self, written: Written, key: str, clock: FakeClock) -> None:
         self.partition_key = key

@@ -54,6 +54,7 @@ class Lock:
     unique_identifier: str = 'k|-'
     additional_attributes: Dict[str, Any] = dataclasses.field(default_factory=dict)
     shared: bool = False
+    lock_existing_item: bool = False
 
 
 def held(version: str = 'v1', clock: Optional[FakeClock] = None, **options: Any) -> Lock:
@@ -349,7 +350,7 @@ def test_renewal_events_carry_the_version_and_the_latency() -> None:
 
 def test_a_renewal_of_a_lock_on_an_item_writes_no_ttl() -> None:
     lock = held()
-    lock._existing_item = True     # type: ignore[attr-defined]
+    lock.lock_existing_item = True
     driven = drive(renew_one(SETTINGS, lock, FakeClock()))
     assert ':new_expiry_time' not in driven.calls[0].params['ExpressionAttributeValues']
     plain = drive(renew_one(SETTINGS, held(), FakeClock()))

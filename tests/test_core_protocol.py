@@ -279,6 +279,7 @@ class FakeLock:
     unique_identifier: str = 'k|-'
     additional_attributes: Dict[str, Any] = dataclasses.field(default_factory=lambda: {'purpose': 'x'})
     _clock: Any = dataclasses.field(default_factory=FakeClock)
+    lock_existing_item: bool = False
 
 
 RELEASE_SETTINGS = ReleaseSettings(SCHEMA, 3600.0)

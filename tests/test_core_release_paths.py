@@ -58,8 +58,7 @@ class Lock:
     sort_key: str = '-'
     unique_identifier: str = 'k|-'
     additional_attributes: Dict[str, Any] = dataclasses.field(default_factory=dict)
-    _existing_item: bool = False
-    _own_row: bool = False
+    lock_existing_item: bool = False
 
 
 def held(item: Dict[str, Any], clock: FakeClock, shared: bool = False, **options: Any) -> Lock:
@@ -345,7 +344,7 @@ def test_a_background_release_of_a_lock_on_an_item_removes_only_the_lock(engine:
     clock = FakeClock()
     engine.store.send(_put(engine, {'lock_key': 'k', 'sort_key': '-', 'owner_name': 'me',
                                     'record_version_number': 'v1', 'title': 'mine', 'lease_duration': 30}))
-    lock = Lock(_state(clock), _existing_item=True)
+    lock = Lock(_state(clock), lock_existing_item=True)
     run(release_again(settings(), lock, ['v1'], clock, LEASE), engine, clock)
     assert engine.row('k') == {'lock_key': 'k', 'sort_key': '-', 'title': 'mine'}
 
@@ -357,10 +356,11 @@ def _put(engine: Engine, item: Dict[str, Any]) -> Any:
 
 def test_which_releases_remove_only_the_locks_attributes() -> None:
     state = LockState('v', 0, 0.0, LEASE)
-    assert on_item(Lock(state, _existing_item=True)) is True
-    assert on_item(Lock(state, _existing_item=True, _own_row=True)) is False     # no item there: a plain row
+    assert on_item(Lock(state, lock_existing_item=True)) is True
+    own = LockState('v', 0, 0.0, LEASE)
+    own.own_row = True
+    assert on_item(Lock(own, lock_existing_item=True)) is False     # no item there: a plain row
     assert on_item(Lock(state)) is False
-    assert on_item(object()) is False
 
 
 def test_a_readers_entry_carrying_an_old_renewal_of_its_own_is_released_not_taken_for_a_theft(

@@ -39,7 +39,7 @@ class Lock:
         self.partition_key, self.sort_key = f'k{index}', '-'
         self.unique_identifier = f'k{index}|-'
         self.shared = False
-        self._existing_item = False
+        self.lock_existing_item = False
         self._state = LockState(f'v{index}', 0, clock.monotonic(), ROW_LEASE)
         self._state.acquired(clock.monotonic(), 1, f'a{index}')
         assert session.confirmed_at is not None

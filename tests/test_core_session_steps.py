@@ -49,6 +49,8 @@ def started(engine: Engine, clock: FakeClock) -> Session:
 
 
 class Lock:
+    lock_existing_item = False
+
     def __init__(self, session: Session, key: str = 'k') -> None:
         self.unique_identifier = f'{key}|-'
         self.partition_key, self.sort_key = key, '-'

@@ -188,6 +188,10 @@ class HeldLock(BaseDynamoDBLock):
     INVALID = Status.INVALID
 
     _state: LockState
+    #: Whether this lock was added to an existing item (``acquire_lock(lock_existing_item=True)``):
+    #: its release then removes only the lock's attributes, never the item (a row the lock
+    #: created, there being no item at the key, is freed as a plain lock's row is).
+    lock_existing_item: bool = False
 
     def __init__(
         self,
@@ -219,8 +223,6 @@ class HeldLock(BaseDynamoDBLock):
         self._holds = 1          # acquisitions of this lock not yet released (reentrant ones add)
         self._holder: Any = None  # the thread (or task) that acquired it, for reentrancy
         self._keep_row = True          # set at acquisition: acquire_lock(keep_row=...) or the client's
-        self._existing_item = False    # set at acquisition: acquire_lock(lock_existing_item=...)
-        self._own_row = False          # set at acquisition: its row holds nothing but the lock (Written.own_row)
         #: When this acquisition took the key over from a holder presumed dead: that holder's
         #: lock as it was in the table (its owner, version and fencing token), so that the
         #: application can recover what it left half done. None otherwise.
@@ -299,13 +301,6 @@ class HeldLock(BaseDynamoDBLock):
         return self._keep_row
 
     @property
-    def lock_existing_item(self) -> bool:
-        """Whether this lock was added to an existing item (``acquire_lock(lock_existing_item=True)``):
-        its release then removes only the lock's attributes, never the item (a row the lock
-        created, there being no item at the key, is freed as a plain lock's row is)."""
-        return self._existing_item
-
-    @property
     def holds(self) -> int:
         """How many acquisitions of this lock are not yet released: more than 1 after reentrant
         acquisitions (``reentrant=True``); the row is released with the last one."""
@@ -376,8 +371,8 @@ def mark_acquired(lock: HeldLock, holder: object, shared: bool, keep_row: bool, 
     lock._describe = describe
     lock.shared = shared
     lock._keep_row = keep_row
-    lock._existing_item = existing_item
-    lock._own_row = own_row
+    lock.lock_existing_item = existing_item
+    state_of(lock).own_row = own_row
     lock.took_over_from = took_over_from
 
 

@@ -73,7 +73,7 @@ def _next_renewal(settings: HeartbeatSettings, lock: LockView, clock: TimeSource
                   update: Optional[AttributeUpdate] = None) -> Optional[Renewal]:
     state: LockState = lock._state
     now = clock.time()
-    expiry = None if getattr(lock, '_existing_item', False) else int(now + settings.expiry_period)  # no TTL there
+    expiry = None if lock.lock_existing_item else int(now + settings.expiry_period)  # no TTL on an item
     # The lease the row stores (under a client session, the long row lease: see bind_session).
     renewal = state.next_renewal(str(uuid.uuid4()), expiry,
                                  lock.partition_key, lock.sort_key, lease_expiry(now, state.row_lease))

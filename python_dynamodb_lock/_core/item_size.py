@@ -30,12 +30,11 @@ def lock_row_size(schema: Schema, lock: LockView, additional: Optional[Mapping[s
     """An upper estimate of the size of ``lock``'s row carrying ``additional`` as its
     additional attributes: its key, the lock's own attributes (those of a held row and of a
     released one) and ``additional``."""
-    state = getattr(lock, '_state', None)
     row = schema.lock_item(lock.partition_key, lock.sort_key, lock.owner_name, lock.lease_duration,
                            str(lock.record_version_number), int(lock.expiry_time or 0), additional)
     row.update({COL_FENCING_TOKEN: _TOKEN, COL_ACQUISITION_ID: _ACQUISITION_ID, COL_LEASE_EXPIRY: _LEASE_EXPIRY,
                 COL_RELEASED_AT: _RELEASED_AT})
-    session = getattr(state, 'session_id', None)
+    session = getattr(lock._state, 'session_id', None)   # a lock made by hand has no state
     if session is not None:
         row[COL_LOCK_SESSION] = session
     return size_of(row)

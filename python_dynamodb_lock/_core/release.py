@@ -135,7 +135,7 @@ def release(settings: ReleaseSettings, lock: LockView, clock: TimeSource, succes
 
     def released(row: Optional[Mapping[str, Any]] = None) -> ReleaseResult:
         handed = (Written(with_token(item, row, not successor.lock_existing_item), attempt_started,
-                          own_row=successor.lock_existing_item and getattr(lock, '_own_row', False))
+                          own_row=successor.lock_existing_item and lock._state.own_row)
                   if successor is not None else None)
         return ReleaseResult(ReleaseOutcome.RELEASED, handed=handed)
 
@@ -238,7 +238,7 @@ def on_item(lock: LockView) -> bool:
     application: a lock on an existing item, unless its row holds nothing but the lock (there
     was no item at the key: see ``Written.own_row``), which is freed as a plain lock's row is
     (marked released with a TTL, or deleted), leaving no row without a holder or a TTL."""
-    return bool(getattr(lock, '_existing_item', False)) and not getattr(lock, '_own_row', False)
+    return lock.lock_existing_item and not lock._state.own_row
 
 
 def _leave(settings: ReleaseSettings, lock: LockView, versions: Sequence[str], clock: TimeSource) -> Protocol[Answer]:

@@ -104,6 +104,9 @@ class LockState:
         self.row_confirmed = last_confirmed
         # When the row's slow refresh under way was planned (None: none is): see plan_row_refresh.
         self.row_refresh_planned: Optional[float] = None
+        # On an existing-item key: whether this lock created its row (there was no item), so that
+        # its row holds nothing but the lock (see ``Written.own_row``).
+        self.own_row = False
 
     # -- reading -------------------------------------------------------------------------
 
@@ -396,6 +399,9 @@ class LockView(LockRow, TypingProtocol):
 
     _state: LockState
     _clock: TimeSource
+
+    #: Whether the lock was added to an existing item of the application.
+    lock_existing_item: bool
 
 
 class FirstSeen(TypingProtocol):
