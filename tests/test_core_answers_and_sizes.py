@@ -33,6 +33,7 @@ def test_a_batch_answer_of_the_wrong_length_is_a_server_error_for_every_statemen
         assert answer.error.operation_name == 'BatchExecuteStatement'
         assert answer.error.response['Error'] == {'Code': 'UnexpectedResponse', 'Message': '1 answers to 2 statements'}
         assert answer.error.response['ResponseMetadata']['RequestId'] == 'r'
+        assert answer.error.response['ResponseMetadata']['HTTPStatusCode'] == 500     # read as a server error
     assert [type(answer) for answer in judge_batch({}, 1)] == [Failed]       # no Responses at all
 
 
