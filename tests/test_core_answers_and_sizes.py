@@ -33,6 +33,7 @@ def test_a_batch_answer_of_the_wrong_length_is_a_server_error_for_every_statemen
         assert answer.error.operation_name == 'BatchExecuteStatement'
         assert answer.error.response['Error'] == {'Code': 'UnexpectedResponse', 'Message': '1 answers to 2 statements'}
         assert answer.error.response['ResponseMetadata']['RequestId'] == 'r'
+        assert answer.error.response['ResponseMetadata']['HTTPStatusCode'] == 500     # read as a server error
     assert [type(answer) for answer in judge_batch({}, 1)] == [Failed]       # no Responses at all
 
 
@@ -94,3 +95,28 @@ def test_a_guarded_write_over_dynamodbs_transaction_size_is_refused_before_anyth
     two = guarded(MAX_TRANSACTION_BYTES // 2) * 2
     with pytest.raises(ValueError, match='the guarded write is about'):
         check_actions(SCHEMA, 'k', '-', two)       # the sizes of all the actions add up
+
+
+
+@pytest.mark.parametrize('size, stored', [(400 * 1024 - 1, True), (400 * 1024, True), (400 * 1024 + 1, False)])
+def test_an_item_of_exactly_400_kb_is_written_and_one_byte_more_is_refused(monkeypatch: Any, size: int,
+                                                                             stored: bool) -> None:
+    """DynamoDB stores an item of up to and including 400 KB (names and values): a release
+    with attributes, an update of the attributes and a handover to a waiter whose row comes out
+    at exactly that size go ahead; one byte more is refused before anything is sent (a handover
+    then frees the row instead)."""
+    from types import SimpleNamespace
+
+    from python_dynamodb_lock._core import item_size
+    monkeypatch.setattr(item_size, 'size_of', lambda row: size)
+    lock = SimpleNamespace(partition_key='k', sort_key='-', owner_name='me', lease_duration=10.0,
+                           record_version_number='v', expiry_time=0, additional_attributes={},
+                           unique_identifier='k|-')
+    assert item_size.handover_fits(SCHEMA, {'lock_key': 'k'}, {'a': 'b'}) is stored
+    for check in (lambda: item_size.check_release_size(SCHEMA, lock, {'a': 'b'}),
+                  lambda: item_size.check_update_size(SCHEMA, lock, {'a': 'b'}, ())):
+        if stored:
+            check()
+        else:
+            with pytest.raises(ValueError, match=f'about {size} bytes.*at most 409600 bytes.*nothing was written'):
+                check()
