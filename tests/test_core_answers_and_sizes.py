@@ -111,7 +111,7 @@ def test_an_item_of_exactly_400_kb_is_written_and_one_byte_more_is_refused(monke
     monkeypatch.setattr(item_size, 'size_of', lambda row: size)
     lock = SimpleNamespace(partition_key='k', sort_key='-', owner_name='me', lease_duration=10.0,
                            record_version_number='v', expiry_time=0, additional_attributes={},
-                           unique_identifier='k|-')
+                           unique_identifier='k|-', _state=None)
     assert item_size.handover_fits(SCHEMA, {'lock_key': 'k'}, {'a': 'b'}) is stored
     for check in (lambda: item_size.check_release_size(SCHEMA, lock, {'a': 'b'}),
                   lambda: item_size.check_update_size(SCHEMA, lock, {'a': 'b'}, ())):

@@ -383,6 +383,7 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
     },
     'test_core_answers_and_sizes.py': {
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.guard'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._model.schema'): (1, WHY_CORE),
     },
