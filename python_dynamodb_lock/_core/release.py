@@ -160,9 +160,10 @@ def release(settings: ReleaseSettings, lock: LockView, clock: TimeSource, succes
         if Schema.version_of(row) == ours:
             return released(row)              # ours landed; botocore's retry met it
         if Schema.holds_no_lock(row):     # no lock there (an item's lock removed, too)
-            if _held_by_another_after_us(state, row, clock.monotonic()):
+            earlier = answer.retried or state.release_maybe_applied
+            if earlier and row is not None and _held_by_another_after_us(state, row, clock.monotonic()):
                 return ReleaseResult(ReleaseOutcome.STOLEN, dict(row))
-            return ReleaseResult(ReleaseOutcome.ROW_GONE, earlier_attempt=answer.retried or state.release_maybe_applied)
+            return ReleaseResult(ReleaseOutcome.ROW_GONE, earlier_attempt=earlier)
         if (answer.retried or state.release_maybe_applied) and state.lease_running(clock.monotonic()):
             return ReleaseResult(ReleaseOutcome.MET_NEXT_HOLDER, row)
         return ReleaseResult(ReleaseOutcome.STOLEN, row)
