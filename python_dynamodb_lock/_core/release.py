@@ -123,7 +123,6 @@ def release(settings: ReleaseSettings, lock: LockView, clock: TimeSource, succes
             return view((yield from _leave(settings, lock, versions, clock)))
     else:
         item, ours = {}, str(uuid.uuid4())
-
         keep = settings.keep_released_rows if keep_row is None else keep_row
         existing = on_item(lock)
 
