@@ -202,7 +202,7 @@ def session_round(settings: SessionSettings, session: Session, locks: Sequence[A
                                                                  'error': explain(settings.schema, answer.error)}))
             return answer
         assert isinstance(answer, Refused)
-        if not session.adopt(session_id, str(Schema.version_of(answer.item))):
+        if Schema.is_released(answer.item) or not session.adopt(session_id, str(Schema.version_of(answer.item))):
             yield from _lose(session, session_id, under, answer.item)
             return None
     return None     # renewals of ours kept landing first: the session is alive, renewed by them
