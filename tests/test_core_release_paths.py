@@ -412,3 +412,48 @@ def test_what_a_release_tells_the_caller_word_for_word() -> None:
                                     'the lock is still held and kept alive')
     assert strict.error.reason == Reason.THROTTLED and strict.error.__cause__ is THROTTLED.error
     assert strict.final_status is None and strict.event.value == 'release_failed'
+
+
+# -- a free row found after a lost answer: the fencing token tells whether another held it ------
+
+def _token_state(clock: FakeClock, confirmed_ago: float) -> LockState:
+    state = LockState('v-current', 1, clock.monotonic() - confirmed_ago, LEASE)
+    state.acquired(clock.monotonic() - confirmed_ago, 7, 'acq')
+    return state
+
+
+@pytest.mark.parametrize('answers', [
+    pytest.param([LOST_ANSWER, Applied({'Item': _row('v-next-release', 'next', released_at=1, fencing_token=8)})],
+                 id='read-after-a-lost-answer'),
+    pytest.param([Refused(_row('v-next-release', 'next', released_at=1, fencing_token=8), retried=True)],
+                 id='refusal-of-a-retried-write'),
+])
+def test_a_row_released_by_the_next_holder_past_our_lease_is_reported_as_a_loss(answers: List[Any]) -> None:
+    """sim29a seed 316: the release's write may have landed; the row is found released by a
+    holder with a larger fencing token, after our lease ran out. The key was held by another in
+    between (perhaps before our write landed): the release must not say "released"."""
+    clock = FakeClock()
+    state = _token_state(clock, confirmed_ago=LEASE + 1)
+    state.note_release_maybe_applied()
+    done = scripted_release(*answers, state=state, clock=clock)
+    assert done.result.outcome is ReleaseOutcome.STOLEN
+    verdict = release_verdict(done.result, False, _SCHEMA[0], 'k')
+    assert verdict.final_status == Status.INVALID and not verdict.released
+    assert verdict.error is not None and verdict.error.code == DynamoDBLockError.LOCK_STOLEN
+    assert verdict.loss is not None and verdict.loss.reason is Reason.TAKEN_OVER
+    assert release_verdict(done.result, True, _SCHEMA[0], 'k').error is None     # best effort: told nothing
+
+
+@pytest.mark.parametrize('token, confirmed_ago', [
+    pytest.param(8, 1.0, id='larger-token-within-our-lease'),      # our release landed first, the next came after
+    pytest.param(7, LEASE + 1, id='our-token-past-our-lease'),     # our own release (or a force release of ours)
+    pytest.param(None, LEASE + 1, id='no-token'),                  # a published client's row tells nothing
+])
+def test_a_free_row_that_shows_no_other_holder_after_us_is_released(token: Optional[int],
+                                                                    confirmed_ago: float) -> None:
+    clock = FakeClock()
+    state = _token_state(clock, confirmed_ago)
+    extra = {} if token is None else {'fencing_token': token}
+    done = scripted_release(LOST_ANSWER, Applied({'Item': _row('v-x', 'x', released_at=1, **extra)}),
+                            state=state, clock=clock)
+    assert done.result.outcome is ReleaseOutcome.RELEASED

@@ -87,9 +87,11 @@ def test_a_refused_renewal_that_meets_our_own_lost_renewal_keeps_the_locks() -> 
     assert Kind.SESSION_RENEWAL_FAILED in first.events
     landed = first.calls[0].params['ExpressionAttributeValues'][':new_version']
     refused = Refused(session_row(session.id, landed))
-    run = drive(session_round(SETTINGS, session, [lock], clock), scripted(refused))
+    run = drive(session_round(SETTINGS, session, [lock], clock), scripted(refused, Applied()))
     assert lock._state.status == Status.LOCKED and run.unregistered == []
-    assert session.expected()[0] == landed
+    again = run.calls[1].params['ExpressionAttributeValues']     # sent again, from the version found
+    assert [value for name, value in again.items() if name.startswith(':expected')] == [landed]
+    assert session.expected() == [again[':new_version']]
 
 
 def test_a_failed_session_renewal_changes_nothing() -> None:

@@ -572,6 +572,22 @@ ALLOWED: Dict[str, Dict[Tuple[str, str], Tuple[int, str]]] = {
         ('import', 'python_dynamodb_lock._wire.lock_writes'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._wire.renewals'): (1, WHY_CORE),
     },
+    'test_core_session_overlap.py': {
+        ('attr', '_state'): (4, WHY_STATE),
+        ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core.effects'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core.events'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core.session'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core.state'): (1, WHY_CORE),
+    },
+    'test_core_shared_tries.py': {
+        ('import', 'python_dynamodb_lock._core.acquire'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core.events'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core.multi'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._core.write'): (1, WHY_CORE),
+        ('import', 'python_dynamodb_lock._wire.shared_requests'): (1, WHY_CORE),
+    },
     'test_core_sessions.py': {
         ('import', 'python_dynamodb_lock._core.acquire'): (1, WHY_CORE),
         ('import', 'python_dynamodb_lock._core.answers'): (1, WHY_CORE),

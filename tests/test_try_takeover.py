@@ -20,6 +20,7 @@ from helpers import LockClients, step
 from python_dynamodb_lock.python_dynamodb_lock import DynamoDBLock
 from python_dynamodb_lock.testing import LockTable, wait_until
 from test_interop import PUBLISHED, Published
+from test_multi_keys import try_acquire_locks
 
 seconds = datetime.timedelta
 LEASE = 10          # the holders' lease; the trying clients keep the default lease (30 s)
@@ -184,3 +185,27 @@ def test_repeated_try_acquire_locks_never_take_a_live_holder_over(local_engine: 
     assert held.status == DynamoDBLock.LOCKED
     assert local_engine.read_held_row('live-b')['record_version_number'] == held.record_version_number
     assert held.release() is True
+
+
+@pytest.mark.parametrize('as_a_set', [False, True], ids=['try_acquire_lock', 'try_acquire_locks'])
+def test_a_dead_readers_entry_is_taken_over_by_one_try_per_second_after_its_lease(
+        local_engine: LockTable, local_clients: LockClients, as_a_set: bool) -> None:
+    """A shared holder that died leaves its entry: repeated tries of one client object go on
+    from what its earlier tries saw, as for an exclusive holder, and take the key over once the
+    entry stood unchanged for its lease (simulation sim29a: they used to start over each call)."""
+    reader = local_clients.make(local_engine.new_resource(), owner_name='reader', **SHORT)
+    dead = reader.acquire_lock('job', shared=True)
+    reader.close()                                   # no release, no more heartbeats: its entry is left
+    trier = local_clients.make(owner_name='trier')
+    taken, tries = None, 0
+    while taken is None and tries < LEASE + 2:
+        if tries:
+            local_clients.clock.advance(1)
+        tries += 1
+        taken = try_acquire_locks(trier, ['job', 'other']) if as_a_set else trier.try_acquire_lock('job')
+    assert taken is not None, f'not taken over within {LEASE + 2} tries'
+    assert tries == LEASE + 1                        # the entry's lease after the first sight, never sooner
+    row = local_engine.read_held_row('job')
+    assert row['owner_name'] == 'trier' and 'shared_holders' not in row
+    assert dead.release() is False                   # its entry was removed: not released by this call
+    assert taken.release() is True

@@ -99,7 +99,7 @@ def acquire(attempt: AcquireAttempt, clock: TimeSource, is_closed: Callable[[], 
     :raises DynamoDBLockError: ``CLIENT_SHUTDOWN`` once ``is_closed()``; ``UNKNOWN`` when a
         write or read fails.
     """
-    writer = WriterWait(attempt)    # what this acquisition knows of shared holders in its way
+    writer = WriterWait(attempt, observations)    # what this acquisition knows of shared holders in its way
     try:
         return (yield from _acquire_loop(attempt, clock, is_closed, writer, observations))
     except GeneratorExit:

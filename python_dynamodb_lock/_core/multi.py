@@ -91,7 +91,7 @@ def acquire_all(attempts: Sequence[AcquireAttempt], clock: TimeSource, is_closed
         transaction fails otherwise (whatever of it may have landed is freed first).
     """
     marking = attempts[0].retry_timeout > 0
-    writers = [WriterWait(attempt if marking else dataclasses.replace(attempt, writer_marker=False))
+    writers = [WriterWait(attempt if marking else dataclasses.replace(attempt, writer_marker=False), observations)
                for attempt in attempts]
     try:
         return (yield from _acquire_all_loop(attempts, clock, is_closed, writers, observations))

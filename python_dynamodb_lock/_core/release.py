@@ -123,7 +123,6 @@ def release(settings: ReleaseSettings, lock: LockView, clock: TimeSource, succes
             return view((yield from _leave(settings, lock, versions, clock)))
     else:
         item, ours = {}, str(uuid.uuid4())
-
         keep = settings.keep_released_rows if keep_row is None else keep_row
         existing = on_item(lock)
 
@@ -160,7 +159,10 @@ def release(settings: ReleaseSettings, lock: LockView, clock: TimeSource, succes
         if Schema.version_of(row) == ours:
             return released(row)              # ours landed; botocore's retry met it
         if Schema.holds_no_lock(row):     # no lock there (an item's lock removed, too)
-            return ReleaseResult(ReleaseOutcome.ROW_GONE, earlier_attempt=answer.retried or state.release_maybe_applied)
+            earlier = answer.retried or state.release_maybe_applied
+            if earlier and row is not None and _held_by_another_after_us(state, row, clock.monotonic()):
+                return ReleaseResult(ReleaseOutcome.STOLEN, dict(row))
+            return ReleaseResult(ReleaseOutcome.ROW_GONE, earlier_attempt=earlier)
         if (answer.retried or state.release_maybe_applied) and state.lease_running(clock.monotonic()):
             return ReleaseResult(ReleaseOutcome.MET_NEXT_HOLDER, row)
         return ReleaseResult(ReleaseOutcome.STOLEN, row)
@@ -196,12 +198,34 @@ def _check_lost_answer(settings: ReleaseSettings, lock: LockView, state: LockSta
     if Schema.version_of(current) == ours:
         return released(current)
     if current is None or Schema.holds_no_lock(current):
+        if _held_by_another_after_us(state, current, clock.monotonic()):
+            return ReleaseResult(ReleaseOutcome.STOLEN, dict(current or {}))
         return ReleaseResult(ReleaseOutcome.RELEASED)
     if state.is_ours(Schema.version_of(current)):
         return ReleaseResult(ReleaseOutcome.FAILED, failed=answer)
     if not state.lease_running(clock.monotonic()):
         return ReleaseResult(ReleaseOutcome.STOLEN, dict(current))
     return ReleaseResult(ReleaseOutcome.RELEASED)
+
+
+def _held_by_another_after_us(state: LockState, row: Optional[Mapping[str, Any]], now: float) -> bool:
+    """Whether a free row (released, or an item's lock removed), found by a release whose write
+    may have landed (an answer lost, or an earlier attempt's), shows a loss rather than our release.
+
+    The rule: a free row whose fencing token is larger than the lock's was acquired by another
+    holder after us (every acquisition makes the token grow; our release keeps ours). If our
+    lease still runs, nobody could take the key from us: our release landed first and the next
+    holder came after it, so "released" is right. If it ran out, the other may have taken the
+    key over before our write landed (which then found no version of ours): we cannot tell the
+    two apart, and since every loss is reported, the release reports the lock stolen. Telling a
+    lock that was in fact released "lost" leaves nothing held; telling a lock that was taken
+    over "released" would hide the loss. A row without a token (a published client's, or no
+    row at all) tells nothing: the release stands.
+    """
+    token, ours = Schema.fencing_token_of(row), state.fencing_token
+    if token is None or ours is None or token <= ours:
+        return False
+    return not state.lease_running(now)
 
 
 def release_again(settings: ReleaseSettings, lock: LockView, versions: Sequence[str], clock: TimeSource,
@@ -302,7 +326,8 @@ def release_verdict(result: ReleaseResult, best_effort: bool, schema: Schema, un
     if outcome is ReleaseOutcome.MET_NEXT_HOLDER:
         return ReleaseVerdict(Status.RELEASED, Kind.RELEASE_MET_NEXT_HOLDER, released=True)
     if outcome is ReleaseOutcome.STOLEN:
-        loss = loss_from_row(result.row)
+        # A free row here was acquired by another holder after us (a larger fencing token).
+        loss = Loss(Reason.TAKEN_OVER, result.row) if Schema.holds_no_lock(result.row) else loss_from_row(result.row)
         error = None if best_effort else _stolen_error(unique_identifier, loss, 'before it was')
         return ReleaseVerdict(Status.INVALID, Kind.RELEASE_STOLEN, error, loss)
     failed = result.failed
@@ -322,6 +347,10 @@ def release_verdict(result: ReleaseResult, best_effort: bool, schema: Schema, un
 def _stolen_error(unique_identifier: str, loss: Loss, when: str) -> DynamoDBLockError:
     if loss.row is None:
         message = f'{unique_identifier} was lost {when} released: its row was gone (expired or force-released)'
+    elif Schema.holds_no_lock(loss.row):    # held by another after us (a larger fencing token), free again now
+        message = (f'{unique_identifier} was taken over by another holder (fencing token '
+                   f'{Schema.fencing_token_of(loss.row)}) {when} released, after its lease ran out; '
+                   'the key is free again')
     else:
         message = (f'{unique_identifier} was taken over by {Schema.owner_of(loss.row)} {when} released; '
                    'their row was left alone')

@@ -14,13 +14,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import uuid
-from typing import Any, ContextManager, List, Mapping, Optional, Sequence
+from typing import Any, ContextManager, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .._model.errors import DynamoDBLockError, Reason
 from .._wire.requests import get
 from .._wire.sessions import session_end, session_renew, session_start
 from .._model.schema import COL_RECORD_VERSION_NUMBER, NO_SORT_KEY, SESSION_PREFIX, Item, Schema
-from .answers import Applied, Failed, Refused
+from .answers import Answer, Applied, Failed, Refused
 from .effects import Call, Emit, Protocol, Unregister
 from .events import Event, Kind
 from .heartbeat import not_extended, send_renewal
@@ -60,6 +60,11 @@ class Session:
         self.version: Optional[str] = None           # None: the row is not written (yet)
         self.unconfirmed: List[str] = []
         self.confirmed_at: Optional[float] = None    # monotonic send time of the last confirmed write
+        # Renewals sent and not answered yet ({version: their place in the order sent}), and the
+        # place of the latest confirmed one: a late answer never takes the version back.
+        self._in_flight: Dict[str, int] = {}
+        self._sent = 0
+        self._confirmed = 0
 
     def started(self, session_id: str, version: str, sent_at: float) -> None:
         with self._guard:
@@ -73,20 +78,47 @@ class Session:
         with self._guard:
             return [] if self.version is None else [self.version, *self.unconfirmed[-(_MAX_UNCONFIRMED - 1):]]
 
-    def renewed(self, session_id: str, version: str, sent_at: float) -> None:
+    def sending(self, version: str) -> int:
+        """A renewal writing ``version`` is about to be sent: its place in the order sent."""
         with self._guard:
-            if session_id == self.id:
-                self.version, self.unconfirmed = version, []
-                self.confirmed_at = max(self.confirmed_at or sent_at, sent_at)
+            self._sent += 1
+            self._in_flight[version] = self._sent
+            return self._sent
+
+    def answered(self, version: str) -> None:
+        """The renewal that wrote ``version`` was answered (or cut short)."""
+        with self._guard:
+            self._in_flight.pop(version, None)
+
+    def renewed(self, session_id: str, version: str, sent_at: float, sent: Optional[int] = None) -> None:
+        """A renewal (``sent``: its place in the order sent) was confirmed. Of two renewals that
+        both landed, the later sent landed later (each names only versions written before it
+        was sent), so the answer of an earlier one, arriving late, keeps the version."""
+        with self._guard:
+            if session_id != self.id:
+                return
+            self.confirmed_at = max(self.confirmed_at or sent_at, sent_at)
+            if sent is not None and sent < self._confirmed:
+                return
+            self.version, self.unconfirmed = version, []
+            self._confirmed = max(self._confirmed, sent or 0)
 
     def remember(self, version: str) -> None:
         with self._guard:
             self.unconfirmed = [*self.unconfirmed[-(_MAX_UNCONFIRMED - 1):], version]
 
     def adopt(self, session_id: str, version: str) -> bool:
-        """The row carries an unconfirmed renewal of ours: take its version (True), unless unknown."""
+        """The row carries a version of ours: the one last confirmed, a renewal whose answer was
+        lost, or one still in flight (another renewal of this client, sent beside this one, that
+        landed first): take its version (True). False when it is none of ours."""
         with self._guard:
-            if session_id != self.id or version not in self.unconfirmed:
+            if session_id != self.id:
+                return False
+            if version == self.version:
+                return True
+            if version in self._in_flight:
+                self._confirmed = max(self._confirmed, self._in_flight[version])
+            elif version not in self.unconfirmed:
                 return False
             self.version, self.unconfirmed = version, []
             return True
@@ -141,34 +173,60 @@ def session_round(settings: SessionSettings, session: Session, locks: Sequence[A
     """Renew the session (one write). Confirmed: every lock held under it is confirmed too.
     Refused (the row ended, deleted, or written by a waiter): every lock under it is lost at
     once (``LOCK_STOLEN``, reason ``SESSION_LOST``). Failed (returned): nothing changes; the
-    checker flags the locks IN_DANGER once no renewal was confirmed for the safe period."""
+    checker flags the locks IN_DANGER once no renewal was confirmed for the safe period.
+
+    A refusal by a row that carries a version of ours (another renewal of this client sent
+    beside this one - a heartbeat beside ``lock.extend()`` - that landed first, or one whose
+    answer was lost) is no loss: the renewal is sent again, conditioned on that version, so
+    that the session is renewed from now (up to ``_OUR_REFUSALS`` times; then the row is left
+    as our last renewal wrote it)."""
     session_id = session.id
-    expected = session.expected()
-    if not expected:
-        return None     # no session row yet (no lock acquired since the last session was lost)
+    for _ in range(_OUR_REFUSALS):
+        expected = session.expected()
+        if not expected or session.id != session_id:
+            return None     # no session row yet (no lock acquired since the last session was lost)
+        answer, new_version, sent, sent_at = yield from _send(settings, session, session_id, expected, clock)
+        under = [lock for lock in locks if lock._state.session_id == session_id]
+        landed = isinstance(answer, Refused) and Schema.version_of(answer.item) == new_version   # botocore's retry
+        if isinstance(answer, Applied) or landed:
+            session.renewed(session_id, new_version, sent_at, sent)
+            yield Emit(Event(Kind.SESSION_RENEWED, fields={'session': session_id, 'version': new_version}))
+            for lock in under:
+                if lock._state.session_confirmed(sent_at):
+                    yield Emit(Event(Kind.RECOVERED, lock.unique_identifier, lock))
+            return None
+        if isinstance(answer, Failed):
+            if answer.maybe_applied:
+                session.remember(new_version)
+            yield Emit(Event(Kind.SESSION_RENEWAL_FAILED, fields={'session': session_id,
+                                                                 'error': explain(settings.schema, answer.error)}))
+            return answer
+        assert isinstance(answer, Refused)
+        if Schema.is_released(answer.item) or not session.adopt(session_id, str(Schema.version_of(answer.item))):
+            yield from _lose(session, session_id, under, answer.item)
+            return None
+    return None     # renewals of ours kept landing first: the session is alive, renewed by them
+
+
+#: How many times a session renewal refused by a row of ours (a renewal of ours that landed
+#: first) is sent again.
+_OUR_REFUSALS = 3
+
+
+def _send(settings: SessionSettings, session: Session, session_id: str, expected: List[str],
+          clock: TimeSource) -> Protocol[Tuple[Answer, str, int, float]]:
+    """Send one session renewal, noted in flight until it is answered: (the answer, the version
+    it writes, its place in the order sent, when it was sent)."""
     new_version = str(uuid.uuid4())
-    schema = settings.schema
     sent_at = clock.monotonic()
-    request = session_renew(schema, session_id, expected, new_version, int(clock.time() + settings.expiry_period))
-    answer, _ = yield from send_renewal(request, clock, lambda: session.remember(new_version))
-    under = [lock for lock in locks if lock._state.session_id == session_id]
-    if isinstance(answer, Applied) or (isinstance(answer, Refused) and Schema.version_of(answer.item) == new_version):
-        session.renewed(session_id, new_version, sent_at)
-        yield Emit(Event(Kind.SESSION_RENEWED, fields={'session': session_id, 'version': new_version}))
-        for lock in under:
-            if lock._state.session_confirmed(sent_at):
-                yield Emit(Event(Kind.RECOVERED, lock.unique_identifier, lock))
-        return None
-    if isinstance(answer, Failed):
-        if answer.maybe_applied:
-            session.remember(new_version)
-        yield Emit(Event(Kind.SESSION_RENEWAL_FAILED, fields={'session': session_id,
-                                                             'error': explain(schema, answer.error)}))
-        return answer
-    assert isinstance(answer, Refused)
-    if not session.adopt(session_id, str(Schema.version_of(answer.item))):
-        yield from _lose(session, session_id, under, answer.item)
-    return None     # lost; or an earlier renewal of ours landed unanswered (renewed next period)
+    sent = session.sending(new_version)
+    request = session_renew(settings.schema, session_id, expected, new_version,
+                            int(clock.time() + settings.expiry_period))
+    try:
+        answer, _ = yield from send_renewal(request, clock, lambda: session.remember(new_version))
+    finally:
+        session.answered(new_version)
+    return answer, new_version, sent, sent_at
 
 
 def extend_session(settings: SessionSettings, session: Session, locks: Sequence[Any], lock: LockView,

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from .._model.schema import COL_SHARED_HOLDERS, COL_WRITER_WAITING, SHARED_LEASE, SHARED_OWNER, SHARED_VERSION, Schema
 from .._model.schema import WRITER_ID
+from .state import FirstSeen
 
 __all__ = ['MAX_SHARED_HOLDERS', 'Marker', 'SharedHolder', 'SharedJudgement', 'SharedWatch', 'describe_holders',
            'entry_of', 'entry_view',
@@ -134,14 +135,25 @@ class SharedJudgement:
 
 class SharedWatch:
     """An observer's memory of the entry versions (and marker versions) it has seen, and since
-    when (on its own monotonic clock): what tells a dead shared holder from a live one."""
+    when (on its own monotonic clock): what tells a dead shared holder from a live one.
 
-    def __init__(self) -> None:
+    Given ``memory`` (the client's :class:`~python_dynamodb_lock._core.acquire.Observations`,
+    kept across calls) and the lock's ``key``, what it sees is kept there, as an exclusive
+    holder's version is: a later call (``try_acquire_lock``, ``try_acquire_locks``, another
+    ``acquire_lock``) goes on from what an earlier one saw, so a dead reader's entry left
+    unchanged for its lease is taken over by a later try, however short each try is. Without
+    it, the memory lasts as long as the watch (one call)."""
+
+    def __init__(self, memory: Optional[FirstSeen] = None, key: str = '') -> None:
         self._seen: Dict[str, Tuple[str, float]] = {}
+        self._memory = memory
+        self._key = key
         self.guessed = False    # a shared acquisition's first write was a guess (see AcquireAttempt.join_beside)
 
     def unchanged_for(self, name: str, version: str, now: float) -> float:
         """How long ``name`` (an entry, the marker, the row) has carried ``version``, as seen."""
+        if self._memory is not None:
+            return now - self._memory.first_seen(f'shared|{self._key}|{name}', version, now)
         seen = self._seen.get(name)
         if seen is None or seen[0] != version:
             self._seen[name] = (version, now)

@@ -25,7 +25,7 @@ from .answers import Answer, Applied, Failed, Refused
 from .effects import Call, Emit, Protocol, Settle
 from .events import Event, Kind
 from .shared import MAX_SHARED_HOLDERS, SharedWatch, entry_of, entry_view, holders_of, is_shared
-from .state import LockView, TimeSource
+from .state import FirstSeen, LockView, TimeSource
 
 __all__ = ['WriterWait', 'entry_answer', 'join_step', 'leave_write', 'renewal_request', 'writer_step']
 
@@ -152,8 +152,9 @@ class WriterWait:
     """What an exclusive acquisition knows of the shared holders in its way: the entries'
     versions it watches, and its writer-waiting marker (``waiter_id``) once written."""
 
-    def __init__(self, attempt: AcquireAttempt) -> None:
+    def __init__(self, attempt: AcquireAttempt, memory: Optional[FirstSeen] = None) -> None:
         self.attempt = attempt
+        self._memory = memory     # the client's memory of what it saw (see SharedWatch)
         self._watch: Optional[SharedWatch] = None
         self._waiter_id: Optional[str] = None
         self.marked = False
@@ -162,7 +163,7 @@ class WriterWait:
     @property
     def watch(self) -> SharedWatch:
         if self._watch is None:
-            self._watch = SharedWatch()
+            self._watch = SharedWatch(self._memory, self.attempt.unique_identifier)
         return self._watch
 
     @property
