@@ -69,7 +69,8 @@ def test_a_users_script_runs_on_every_client_with_real_locks() -> None:
             runs.append(caller.shared.setdefault('seen', []))
         yield from script(caller)
 
-    quiet = FaultPlan(lost_answer=0.0, throttle=0.0, server_error=0.0, pause=0.0)
+    quiet = FaultPlan(lost_answer=0.0, throttle=0.0, server_error=0.0, pause=0.0, lost_request=0.0, late_request=0.0,
+                      late_answer=0.0, die=0.0, close=0.0)
     result = simulate(5, Workload(clients=3), quiet, script=recording)
     simulate(6, Workload(clients=3), quiet, script=recording)
     assert len(runs) == 2
@@ -118,7 +119,8 @@ def test_an_acquisition_that_gives_up_raises_at_the_yield() -> None:
         except DynamoDBLockError as error:
             caught.append(error.code)
 
-    quiet = FaultPlan(lost_answer=0.0, throttle=0.0, server_error=0.0, pause=0.0)
+    quiet = FaultPlan(lost_answer=0.0, throttle=0.0, server_error=0.0, pause=0.0, lost_request=0.0, late_request=0.0,
+                      late_answer=0.0, die=0.0, close=0.0)
     simulate(1, Workload(clients=2), quiet, script=impatient)
     assert caught == [DynamoDBLockError.ACQUIRE_TIMEOUT]
 

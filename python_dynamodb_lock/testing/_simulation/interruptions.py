@@ -17,14 +17,17 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
+from ..._core.effects import Emit
 from ..._core.events import Event, Kind
 from ..._common.locks import HeldLock, holder_of
 from ..._wire.requests import Request
+from .chance import SplitMix64
 from .clients import SimulatedClient
 from .faults import Faults
 from .invariants import Checker, Tenure, Violation
 from .clock import World
 from .scheduler import Scheduler, Task
+from .settling import settled
 from .transport import SimulatedTransport
 from .tasks_protocol import AsyncioClient, AsyncioSemantics
 
@@ -64,6 +67,10 @@ class Interruptions:
     def for_call(self, scheduler: Scheduler, task: Task, request: Request) -> Optional[str]:
         fault: Optional[str] = self.faults.for_call(scheduler, task, request)
         return fault
+
+    def latency(self, rng: SplitMix64, latency: float) -> float:
+        """How long the answer of the call just sent takes to arrive (the inner faults decide)."""
+        return float(self.faults.latency(rng, latency))
 
     def landed_after_close(self) -> List[str]:
         """The keys of the writes that landed after their client began to close."""
@@ -111,18 +118,35 @@ class SettlingChecker(Checker):
         self._adopted = kept
 
     def watch(self, client: SimulatedClient) -> None:
-        """See the events ``client``'s orchestration reports itself (not as a protocol's ``Emit``
-        effect, which :meth:`event` sees): acquisitions and failed releases."""
-        observer = client.orchestration.state.observer
+        """See the events ``client``'s orchestration reports itself (``ClientState.emit``, not a
+        protocol's ``Emit`` effect, which the scheduler records and hands to :meth:`event`):
+        record them in the trace and hand them to :meth:`event` too (once: an ``Emit`` effect
+        passes here flagged); and note acquisitions and failed releases."""
+        host = client.orchestration
+        observer = host.state.observer
         report = observer.emit
+        scheduler = client.scheduler
+        performing = [False]    # an Emit effect is being performed (the scheduler recorded it)
 
         def emit(event: Event) -> None:
             if event.kind is Kind.ACQUIRED and event.lock is not None:
                 self._adopted.append(event.lock)
             elif event.kind in _FAILED_RELEASES and event.lock is not None and id(event.lock) not in self._handed:
                 self._orphans.add(event.key)     # the client said it could not free the row
+            if not performing[0]:
+                scheduler.note(f'event {event.kind.value} {event.key}')
+                client.observe(event, scheduler.world.now)
             report(event)
         observer.emit = emit  # type: ignore[method-assign]  # the run's observer also tells the checker
+        local_emit = host.local[Emit]
+
+        def emit_effect(effect: Emit) -> Any:
+            performing[0] = True
+            try:
+                return local_emit(effect)
+            finally:
+                performing[0] = False
+        host.local = {**host.local, Emit: emit_effect}
 
     def event(self, client: SimulatedClient, event: Event, now: float) -> None:
         super().event(client, event, now)
@@ -137,21 +161,14 @@ class SettlingChecker(Checker):
 
     def settled(self, clients: Sequence[Any], excused: Sequence[str] = ()) -> None:
         """Once every task has ended: no lock registered, no row held, that no caller was handed
-        (but at the keys ``excused``, where a write landed after its client began to close)."""
+        (but at the keys ``excused``, where a write landed after its client began to close, and
+        where a client said it could not free the row), and every loss reported
+        (:func:`~.settling.settled`)."""
         for client in clients:
+            if getattr(client, 'dead', False):
+                continue     # what it held is taken over after its lease (the liveness probe checks)
             for lock in client.orchestration.state.registry.held():
                 if id(lock) not in self._handed:
                     raise Violation(f'{client.name} still keeps {lock.unique_identifier} (token {lock.fencing_token}) '
                                     'once everything settled, a lock no caller was handed')
-        free_to_stay = set(excused) | self._orphans
-        handed = self.handed
-        for item in self.transport.table.items():
-            if 'released_at' in item or 'fencing_token' not in item:
-                continue
-            key = f"{item['lock_key']['S']}|{item['sort_key']['S']}"
-            token = int(item['fencing_token']['N'])
-            if token in handed.get(key, ()) or key in free_to_stay:
-                continue
-            owner = item.get('owner_name', {}).get('S')
-            raise Violation(f'the row of {key} is held by {owner} with token {token} once everything settled, '
-                            'and no caller was handed it')
+        settled(self, clients, set(excused) | self._orphans)

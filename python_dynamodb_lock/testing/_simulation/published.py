@@ -112,8 +112,11 @@ class PublishedClient:
         if event.kind is Kind.TAKING_OVER:
             self.checker.event(self, event, now)
 
-    def start(self, rng: SplitMix64, workload: 'Workload') -> None:
+    def start(self, rng: SplitMix64, workload: 'Workload', caller: object = None) -> None:
+        """Start its heartbeat sender and its own caller (``caller``, the wide workload's, is not used)."""
         self._rng = rng.fork()
+        if getattr(self.checker, 'liveness', None) is not None:
+            self.checker.liveness.working_on(self.name)
         self.scheduler.spawn_protocol(self, f'{self.name}/heartbeat', self._heartbeats())
         self.scheduler.spawn(self, f'{self.name}/caller', self._caller(rng, workload))
 
@@ -133,6 +136,8 @@ class PublishedClient:
             elif outcome.error is not None and not isinstance(outcome.error, DynamoDBLockError):
                 raise outcome.error
             yield Idle(rng.uniform(0.0, workload.think))
+        if getattr(self.checker, 'liveness', None) is not None:
+            self.checker.liveness.done(self.name)
         self.shutdown.set()
 
     def _version(self) -> str:

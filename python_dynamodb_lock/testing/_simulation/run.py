@@ -4,8 +4,9 @@ trace (every effect in order, with the simulated time and the task that performe
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
+from .callers import caller
 from .chance import SplitMix64
 from .clients import SimulatedClient, Workload
 from .clock import SimulatedClock, World
@@ -13,7 +14,8 @@ from .faults import FaultPlan, Faults
 from .interruptions import Interruptions, SettlingChecker
 from .invariants import Violation
 from .published import PublishedClient
-from .scheduler import Scheduler
+from .scheduler import Scheduler, Task
+from .settling import Liveness, prepare_table
 from .tasks_protocol import AsyncioClient
 from .simulated import SimulatedTable
 from .transport import SimulatedTransport
@@ -82,6 +84,10 @@ def simulate(seed: int, workload: Workload = Workload(), plan: FaultPlan = Fault
     table = SimulatedTable('locks', ('lock_key', 'S'), ('sort_key', 'S'), clock=lambda: world.now)
     transport = SimulatedTransport(table)
     checker = SettlingChecker(world, max(rates), transport)
+    prepare_table(transport, checker)
+    checker.strict_loss_reports = workload.strict_loss_reports
+    if script is None:     # (a user's script has no liveness probe)
+        checker.liveness = Liveness(world, *_probe_bounds(workload, plan))
     faults = Faults(plan)
     interruptions = Interruptions(faults, plan.cancel, plan.cancel_again, plan.cancel_at_yield)
     scheduler = Scheduler(world, rng, interruptions, checker.check)
@@ -100,25 +106,34 @@ def simulate(seed: int, workload: Workload = Workload(), plan: FaultPlan = Fault
             continue
         # A user's script runs in threaded-protocol clients only (its caller is one task).
         tasks = script is None and workload.asyncio_share > 0 and rng.chance(workload.asyncio_share)
-        ours = (AsyncioClient if tasks else SimulatedClient)(f'c{index + 1}', scheduler, transport, clock, checker,
-                                                              workload)
+        if tasks:
+            ours: SimulatedClient = AsyncioClient(f'c{index + 1}', scheduler, transport, clock, checker, workload)
+        else:
+            ours = SimulatedClient(f'c{index + 1}', scheduler, transport, clock, checker, workload,
+                                   session=script is None and rng.chance(workload.session_share),
+                                   trusting=not rng.chance(workload.untrusting_share))
         if isinstance(ours, AsyncioClient):
             interruptions.enlist(ours)
         checker.watch(ours)
         clients.append(ours)
+    faults.on_death = lambda client: _died(checker, client)
+    faults.on_landing = lambda key, owner: checker.excused.add((key, owner))
     shared: Dict[str, Any] = {}     # what the user's callers of this run share
     for client in clients:
-        client.start(rng.fork(), workload)
+        client.start(rng.fork(), workload, caller)
         if script is not None and isinstance(client, SimulatedClient):
             _run_script(scheduler, client, script, rng.fork(), shared)
     try:
         scheduler.run(HORIZON, MAX_STEPS)
     except Violation as violation:
+        _bury_all(scheduler.tasks)
         raise SimulationFailure(seed, str(violation), scheduler.trace, workload=workload, plan=plan) from None
     except Exception as exc:
+        _bury_all(scheduler.tasks)
         raise SimulationFailure(seed, f'{type(exc).__name__}: {exc}', scheduler.trace, workload=workload,
                                 plan=plan) from exc
-    if scheduler.tasks:
+    _bury_all([task for task in scheduler.tasks if _dead(task)])
+    if any(not _dead(task) for task in scheduler.tasks):
         raise SimulationFailure(seed, f'the run did not end: {scheduler.tasks} still running after '
                                 f'{scheduler.steps} steps, {world.now:.1f} simulated seconds', scheduler.trace,
                                 workload=workload, plan=plan)
@@ -131,6 +146,40 @@ def simulate(seed: int, workload: Workload = Workload(), plan: FaultPlan = Fault
                             checker.takeovers, checker.losses, faults.lost, faults.throttled, faults.server_errors,
                             faults.pauses, checker.held_seconds,
                             clients[published].name if published >= 0 else None)
+
+
+def _died(checker: SettlingChecker, client: Any) -> None:
+    """``client`` died (a fault): its holds end, its callers do no more work."""
+    checker.died(client)
+    if checker.liveness is not None:
+        checker.liveness.gone(client.name)
+
+
+def _dead(task: Task) -> bool:
+    return bool(getattr(task.client, 'dead', False))
+
+
+def _bury_all(tasks: List[Task]) -> None:
+    """End the generators of tasks that will never run again (a dead client's, or all of them
+    after a failure) quietly: their ``finally`` blocks yield effects, which nobody performs;
+    closed by the garbage collector, they would complain."""
+    generators: List[Any] = [each for task in tasks for each in (task.protocol, task.script) if each is not None]
+    for generator in generators:
+        try:
+            generator.throw(GeneratorExit)
+            for _ in range(1000):
+                generator.send(None)
+        except BaseException:  # noqa: BLE001,S110 - whatever it ends with, it is over
+            pass
+
+
+def _probe_bounds(workload: Workload, plan: FaultPlan) -> Tuple[float, float]:
+    """How long a liveness probe may wait once every caller is done (global seconds), for keys
+    held without a session and for keys held under one (their rows carry the long row lease):
+    the lease twice over, a pause, a late request and every client's probe."""
+    extra = plan.pause_max + plan.late_max + 2 * workload.clients * workload.heartbeat_period + 5
+    row_lease = workload.lease_duration * max(workload.expiry_factor, 1.0)
+    return 2 * workload.lease_duration + extra, 2 * row_lease + extra
 
 
 def _run_script(scheduler: Scheduler, client: SimulatedClient, script: UserScript, rng: SplitMix64,

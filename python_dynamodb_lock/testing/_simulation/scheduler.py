@@ -194,6 +194,8 @@ class Scheduler:
             return
         except (KeyboardInterrupt, SystemExit, GeneratorExit):
             raise
+        except AssertionError:
+            raise     # an invariant broken while the protocol ran (an event it emitted), or its own assert
         except BaseException as exc:  # noqa: BLE001 - handed to the script, which decides (a simulated cancellation too)
             self._finish_run(task, Outcome(error=exc))
             return
@@ -234,7 +236,7 @@ class Scheduler:
             self.note(f'  answer {describe_value(task.value)}{f" ({fault})" if fault else ""}')
             # The answer arrives after a simulated latency chosen by the seed.
             task.state, task.sleep_on = SLEEPING, None
-            task.deadline = self.world.now + self.rng.uniform(0.0, self.latency)
+            task.deadline = self.world.now + self.faults.latency(self.rng, self.latency)
         elif isinstance(effect, Sleep):
             wake = task.wake
             if wake.is_set() or not effect.seconds > 0:

@@ -32,7 +32,7 @@ from ..._model.errors import DynamoDBLockError
 from ..._common.locks import HeldLock
 from ..._wire.requests import Request
 from .chance import SplitMix64
-from .clients import SimulatedClient, Workload
+from .clients import SimulatedClient, Workload, done_working, working_on
 from .clock import SimulatedClock, World
 from .invariants import Tenure
 from .scheduler import DONE, INFINITY, MUTEX, READY, SLEEPING, Idle, Outcome, Run, Scheduler, Script, Task
@@ -346,8 +346,10 @@ class AsyncioClient(SimulatedClient):
     driver's semantics (:class:`AsyncioSemantics`), its callers are tasks that can be cancelled."""
 
     semantics: AsyncioSemantics
+    widened = False      # its callers run the narrow workload (``task_caller``), without sim29a's faults
 
-    def start(self, rng: SplitMix64, workload: Workload) -> None:
+    def start(self, rng: SplitMix64, workload: Workload, caller: Any = None) -> None:
+        """As the threaded client's, with ``task_caller`` as its callers (``caller`` is not used)."""
         from ..._core.heartbeat import background_loop
         host = self.orchestration
         period = self.settings.heartbeat_period
@@ -356,6 +358,7 @@ class AsyncioClient(SimulatedClient):
             self.scheduler.spawn_protocol(self, f'{self.name}/{label}', loop)
         callers = 2 if rng.chance(TWO_TASKS) else 1
         for index in range(callers):
+            working_on(self.checker, self.name)
             self.scheduler.spawn(self, f'{self.name}/caller{index + 1 if index else ""}',
                                  task_caller(self, rng.fork(), workload))
         if rng.chance(CLOSED_EARLY):
@@ -437,6 +440,7 @@ def task_caller(client: AsyncioClient, rng: SplitMix64, workload: Workload) -> S
                 yield Idle(rng.uniform(0.0, client.scheduler.latency))
                 continue
         yield Idle(rng.uniform(0.0, workload.think))
+    done_working(client.checker, client.name)
     client.close()
 
 

@@ -2,12 +2,16 @@
 run to the next (no record version numbers, object ids or addresses, which change)."""
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 from ..._core.answers import Applied, Failed, Refused
 from ..._core.effects import Call, Drop, Hold, Pending, Settle, Sleep, Submit, Unregister
 
 __all__ = ['describe_effect', 'describe_value', 'request_keys']
+
+# A session row's key ends with a random part: the trace names the session by its owner.
+_SESSION_ROW = re.compile(r'python_dynamodb_lock/session/([^/,]+)/[0-9a-f]+')
 
 
 def request_keys(params: Mapping[str, Any]) -> str:
@@ -23,7 +27,7 @@ def request_keys(params: Mapping[str, Any]) -> str:
             keys.append(request_keys(body))
     if 'Statements' in params:
         keys.append(f'{len(params["Statements"])} statements')
-    return ', '.join(key for key in keys if key)
+    return _SESSION_ROW.sub(r'session/\1', ', '.join(key for key in keys if key))
 
 
 def _item_key(item: Mapping[str, Any]) -> str:

@@ -14,10 +14,11 @@ from ..._wire.typed_json import Wire
 from .errors import metadata
 from .simulated import SimulatedTable
 
-__all__ = ['LOST', 'SERVER_ERROR', 'SERVER_ERROR_APPLIED', 'THROTTLED', 'WRITES', 'SimulatedTransport']
+__all__ = ['LOST', 'LOST_REQUEST', 'SERVER_ERROR', 'SERVER_ERROR_APPLIED', 'THROTTLED', 'WRITES', 'SimulatedTransport']
 
 THROTTLED = 'throttled'
 LOST = 'lost'
+LOST_REQUEST = 'lost request'                      # never arrived (or arrives later): timed out, not applied
 SERVER_ERROR = 'server error'                      # HTTP 500, the request not applied
 SERVER_ERROR_APPLIED = 'server error, applied'     # HTTP 500 after DynamoDB applied it
 #: The operations that change the table: only their answers are worth losing.
@@ -81,6 +82,8 @@ class SimulatedTransport:
             return judge_error(throttled(operation))
         if fault == SERVER_ERROR:
             return judge_error(server_error(operation))
+        if fault == LOST_REQUEST:
+            return judge_error(ReadTimeoutError(endpoint_url='https://dynamodb.simulated'))
         params = self.wire.to_typed(operation, request.params)
         self.sent += 1
         try:
