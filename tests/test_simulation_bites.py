@@ -151,27 +151,3 @@ def test_a_theft_that_nobody_reports(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(core_heartbeat, 'settle_events', events)
     failure = _first_failure()
     assert 'was never told' in failure.problem
-
-
-# -- known defects the default run tolerates (found, and left for their own fixes) --------
-
-
-def test_it_finds_the_known_defect_of_extend_beside_a_late_session_renewal() -> None:
-    """Known defect, tolerated by default (``Workload.extend_in_session`` False): ``lock.extend()``
-    of a lock under a session, beside a session renewal whose answer is late, sends the session
-    write conditioned on the version before the renewal in flight; the renewal's landed write
-    refuses it, and the client declares its session - and every lock under it - lost
-    (``LOCK_STOLEN``) while its lease runs. When it is fixed, this test fails: make
-    ``extend_in_session`` the default and delete it."""
-    failure = _first_failure(Workload(extend_in_session=True))
-    assert 'while its lease ran' in failure.problem
-
-
-def test_it_finds_the_known_defect_of_a_release_after_a_lost_write() -> None:
-    """Known defect, tolerated by default (``Workload.strict_loss_reports`` False): a release
-    whose write may have landed (its answer lost), reading the row released by the next holder,
-    says "released" - though the row's fencing token, larger than the lock's, shows that
-    another holder took the key over meanwhile. When it is fixed, this test fails: make
-    ``strict_loss_reports`` the default and delete it."""
-    failure = _first_failure(Workload(strict_loss_reports=True))   # (seed 13 finds it with the wide workload)
-    assert 'was never told' in failure.problem

@@ -45,12 +45,13 @@ class Workload:
     untrusting_share: float = 0.5
     extra_share: float = 0.3     # the chance of an extend, update, guarded write or read at each pause of a hold
     force_share: float = 0.03    # the chance that an operation starts with an operator's force release
-    #: Whether a client with a session extends its locks (off: ``extend()`` beside a session
-    #: renewal whose answer is late finds the session "lost" - a known defect, see the tests).
-    extend_in_session: bool = False
+    #: Whether a client with a session extends its locks (off: only clients without a session
+    #: do; ``extend()`` beside a late session renewal was a defect the simulation found, fixed).
+    extend_in_session: bool = True
     #: Whether a release that says "released" after its write may have landed counts as telling
-    #: a holder whose key was taken over meanwhile (off: it does - a known defect, see the tests).
-    strict_loss_reports: bool = False
+    #: a holder whose key was taken over meanwhile (off: it is excused, as before that defect,
+    #: found by the simulation, was fixed).
+    strict_loss_reports: bool = True
     probe: bool = True           # at the end, try_acquire_locks of every key until it gets them (liveness)
     hold: float = 4.0            # a hold lasts up to this long
     think: float = 2.0           # a caller rests up to this long between two acquisitions
