@@ -710,3 +710,16 @@ def test_a_set_that_took_a_dead_holder_over_still_says_so_when_its_rows_cannot_b
     first, second = again.result.written
     assert first.replaced is None and second.replaced['owner_name'] == 'dead'
     assert 'fencing_token' not in second.item and engine.row('b')['owner_name'] == 'me'
+
+
+def test_a_set_with_under_a_second_to_wait_still_marks_a_key_held_by_readers(engine: Engine) -> None:
+    """Only a set given no time at all (try_acquire_locks) leaves readers unmarked."""
+    clock = FakeClock()
+    assert isinstance(run(acquire(attempt(engine, 'a', 'reader'), clock, lambda: False), engine, clock).result,
+                      Written)
+    markers: List[Any] = []
+    done = run(acquire_all(exclusive(engine, ['a', 'b'], retry_timeout=0.5), clock, lambda: False), engine, clock,
+               on_sleep=lambda: markers.append(engine.row('a').get('writer_waiting')))
+    assert isinstance(done.result, NotAll) and done.result.blocking[0]['owner_name'] == 'reader'
+    assert markers and markers[0]['owner'] == 'me'
+    assert 'writer_waiting' not in engine.row('a')          # taken off when the set gave up
