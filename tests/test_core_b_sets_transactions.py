@@ -723,3 +723,22 @@ def test_a_set_with_under_a_second_to_wait_still_marks_a_key_held_by_readers(eng
     assert isinstance(done.result, NotAll) and done.result.blocking[0]['owner_name'] == 'reader'
     assert markers and markers[0]['owner'] == 'me'
     assert 'writer_waiting' not in engine.row('a')          # taken off when the set gave up
+
+
+def test_a_polled_key_that_conflicted_is_still_held_by_the_holder_seen_there(engine: Engine) -> None:
+    """Only a polled key's "free" condition that held (no reason) says its holder has gone; one
+    that conflicted with another transaction says nothing: the set still reports that holder."""
+    clock = FakeClock()
+    hold(engine, clock, 'a', 'holder-a')
+    hold(engine, clock, 'b', 'holder-b')
+
+    def a_conflicts(store: Any, request: Any) -> Any:
+        answer = store.send(request)
+        answer.error.response['CancellationReasons'][0] = {'Code': 'TransactionConflict'}
+        return answer
+    engine.faults = [passed, a_conflicts]
+    done = run(acquire_all(exclusive(engine, ['a', 'b'], retry_timeout=5.0), clock, lambda: False), engine, clock)
+    assert isinstance(done.result, NotAll) and len(tokens(engine)) == 2
+    assert [row['owner_name'] for row in done.result.blocking] == ['holder-a', 'holder-b']
+    (timed_out,) = events_of(done, Kind.ACQUIRE_TIMED_OUT)
+    assert timed_out['owner'] == 'holder-a'
