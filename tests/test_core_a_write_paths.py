@@ -326,3 +326,13 @@ def test_a_lock_on_an_item_refused_by_a_released_lock_takes_that_row_over() -> N
     assert isinstance(answered.result, Blocked) and answered.result.row == released
     read_back = write_once(Refused(None), Applied({'Item': released}), blocking=None, existing_item=True)
     assert isinstance(read_back.result, Blocked) and read_back.result.row == released
+
+
+def test_a_write_refused_by_a_holder_gone_when_read_is_sent_again_at_once_three_times() -> None:
+    """Refused, then the row read is free (the holder left meanwhile): written again at once, up
+    to three times, before the call with no time to wait gives up."""
+    done = drive(acquire(scripted_attempt(retry_timeout=0.0), FakeClock(), lambda: False),
+                 lambda request: Refused(None) if request.operation == 'update_item' else Applied({}))
+    assert isinstance(done.result, TimedOut) and done.result.blocking is None
+    assert [request.operation for request in done.calls] == ['update_item', 'get_item'] * 4
+    assert done.sleeps == []
