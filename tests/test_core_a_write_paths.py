@@ -332,7 +332,16 @@ def test_a_write_refused_by_a_holder_gone_when_read_is_sent_again_at_once_three_
     """Refused, then the row read is free (the holder left meanwhile): written again at once, up
     to three times, before the call with no time to wait gives up."""
     done = drive(acquire(scripted_attempt(retry_timeout=0.0), FakeClock(), lambda: False),
-                 lambda request: Refused(None) if request.operation == 'update_item' else Applied({}))
+                 scripted(*[Refused(None), Applied({})] * 10))     # (more than enough)
     assert isinstance(done.result, TimedOut) and done.result.blocking is None
     assert [request.operation for request in done.calls] == ['update_item', 'get_item'] * 4
     assert done.sleeps == []
+
+
+def test_a_wait_of_under_a_second_is_still_waited_and_the_row_read_again() -> None:
+    holder = row('v-holder', 'holder')
+    clock = FakeClock()
+    done = drive(acquire(scripted_attempt(retry_timeout=0.5), clock, lambda: False),
+                 scripted(Refused(holder), Applied({'Item': holder})), clock=clock)
+    assert isinstance(done.result, TimedOut) and done.result.blocking['owner_name'] == 'holder'
+    assert done.sleeps == [0.5] and [request.operation for request in done.calls] == ['update_item', 'get_item']
