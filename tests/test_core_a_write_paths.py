@@ -19,6 +19,7 @@ import pytest
 
 from python_dynamodb_lock._core.acquire import TimedOut, acquire
 from python_dynamodb_lock._core.answers import Applied, Refused, judge_error
+from python_dynamodb_lock._core.effects import Call, Sleep
 from python_dynamodb_lock._core.events import Kind
 from python_dynamodb_lock._core.write import Blocked, Written, write_lock
 from python_dynamodb_lock._errors import DynamoDBLockError
@@ -153,6 +154,7 @@ def test_a_wait_ends_at_its_deadline_with_the_holder_named(engine: Engine) -> No
     assert clock.monotonic() - start == pytest.approx(12.0)
     waits = [event['retry_in'] for event in done.emitted if event.kind is Kind.WAITING]
     assert waits == [5.0, 5.0, 2.0]
+    assert {event.key for event in done.emitted if event.kind is Kind.WAITING} == {'k|-'}
     (timed_out,) = [event for event in done.emitted if event.kind is Kind.ACQUIRE_TIMED_OUT]
     assert timed_out.fields == {'owner': 'holder', 'duration': pytest.approx(12.0)}
 
@@ -345,3 +347,53 @@ def test_a_wait_of_under_a_second_is_still_waited_and_the_row_read_again() -> No
                  scripted(Refused(holder), Applied({'Item': holder})), clock=clock)
     assert isinstance(done.result, TimedOut) and done.result.blocking['owner_name'] == 'holder'
     assert done.sleeps == [0.5] and [request.operation for request in done.calls] == ['update_item', 'get_item']
+
+
+def refused_by_holders_that_leave(limit: int = 40) -> Any:
+    """Every write refused without the row, every read finding the key free (the holder left)."""
+    calls = [0]
+
+    def answer(request: Any) -> Any:
+        calls[0] += 1
+        assert calls[0] <= limit, 'writes that never end'
+        return Refused(None) if request.operation == 'update_item' else Applied({})
+    return answer
+
+
+def test_after_a_wait_the_three_immediate_re_writes_are_allowed_again() -> None:
+    clock = FakeClock()
+    done = drive(acquire(scripted_attempt(retry_timeout=5.0), clock, lambda: False), refused_by_holders_that_leave(),
+                 clock=clock)
+    assert isinstance(done.result, TimedOut) and done.sleeps == [5.0]
+    round_ = ['update_item', 'get_item'] * 4
+    assert [request.operation for request in done.calls] == round_ + ['get_item'] + round_
+
+
+def test_a_read_after_a_wait_that_fails_names_the_read_and_the_lock() -> None:
+    holder = row('v-holder', 'holder')
+    clock = FakeClock()
+    done = drive(acquire(scripted_attempt(retry_timeout=60.0), clock, lambda: False),
+                 scripted(Refused(holder), THROTTLED), clock=clock)
+    assert isinstance(done.error, DynamoDBLockError) and done.error.code == DynamoDBLockError.UNKNOWN
+    assert done.error.message.startswith("Could not read lock 'k'/'-' in table 'locks': ")
+    assert done.sleeps == [5.0]
+
+
+def test_a_lock_handed_over_by_a_release_of_this_client_says_how_long_it_waited() -> None:
+    clock = FakeClock()
+    handed = Written({'record_version_number': 'v-handed', 'fencing_token': 8}, 1000.0)
+    protocol = acquire(scripted_attempt(retry_timeout=60.0), clock, lambda: False)
+    effect, value = protocol.send(None), None
+    try:
+        while True:
+            if isinstance(effect, Call):
+                value = Refused(row('v-holder', 'holder'))
+            elif isinstance(effect, Sleep):
+                clock.now += 2.5          # the release of this client hands the lock over 2.5 s in
+                value = handed
+            else:
+                value = None
+            effect = protocol.send(value)
+    except StopIteration as done:
+        result = done.value
+    assert result.item == handed.item and result.waited == 2.5
