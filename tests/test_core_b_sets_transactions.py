@@ -646,3 +646,99 @@ def test_a_set_does_not_watch_the_session_of_a_key_held_under_one(engine: Engine
     done = run(acquire_all(exclusive(engine, ['a', 'b'], retry_timeout=10.0, sessions=True), clock, lambda: False),
                engine, clock)
     assert isinstance(done.result, NotAll) and set(engine.operations()) == {'transact_write_items'}
+
+
+# --- a refusal by a holder gone when its row is read; conflicts after a refusal ------------------
+
+def flapping_holder(engine: Engine, clock: FakeClock) -> Any:
+    """A fault: a holder takes key ``a`` just before the transaction (refused, the row not
+    returned, as an engine that ignores ALL_OLD answers) and leaves just after it; a read passes."""
+    def fault(store: Any, request: Any) -> Any:
+        from python_dynamodb_lock._wire.requests import Request
+        if request.operation != 'transact_write_items':
+            return store.send(request)
+        store.send(Request('put_item', {'TableName': engine.schema.table_name, 'Item': {
+            'lock_key': 'a', 'sort_key': '-', 'owner_name': 'flapper', 'record_version_number': str(len(engine.sent)),
+            'lease_duration': 30, 'expiry_time': int(clock.time() + 3600)}}))
+        answer = store.send(request)
+        for reason in answer.error.response['CancellationReasons']:
+            reason.pop('Item', None)
+        store.client.delete_item(TableName=engine.schema.table_name, Key={'lock_key': 'a', 'sort_key': '-'})
+        return answer
+    return fault
+
+
+def test_a_set_refused_by_a_holder_gone_when_read_is_sent_again_at_once_three_times_then_waits(
+        engine: Engine) -> None:
+    clock = FakeClock()
+    engine.faults = [flapping_holder(engine, clock)] * 40
+    done = run(acquire_all(exclusive(engine, ['a', 'b'], retry_timeout=5.0), clock, lambda: False), engine, clock)
+    assert isinstance(done.result, NotAll) and engine.row('a') is None and engine.row('b') is None
+    # Each round: the refused transaction, the read of the key it found free, three times more at
+    # once; then the retry period; a second round the same; then the time is up.
+    assert engine.operations() == ['transact_write_items', 'get_item'] * 8
+    assert [event['retry_in'] for event in events_of(done, Kind.WAITING)] == [5.0] and clock.now == 1005.0
+
+
+def test_a_set_refused_then_conflicting_has_its_whole_conflict_budget(engine: Engine) -> None:
+    clock = FakeClock()
+    conflict = lambda store, request: cancelled('None', 'TransactionConflict')  # noqa: E731
+    engine.faults = [flapping_holder(engine, clock), passed] + [conflict] * GUARD_ATTEMPTS + [passed]
+    done = run(acquire_all(exclusive(engine, ['a', 'b'], retry_timeout=0.0), clock, lambda: False), engine, clock)
+    assert isinstance(done.result, AllWritten)
+    assert len(tokens(engine)) == GUARD_ATTEMPTS + 2
+    assert engine.row('a')['owner_name'] == engine.row('b')['owner_name'] == 'me'
+
+
+def test_a_set_that_took_a_dead_holder_over_still_says_so_when_its_rows_cannot_be_read_back(
+        engine: Engine) -> None:
+    clock = FakeClock()
+    hold(engine, clock, 'b', 'dead')
+    memory = Observations()
+    once = run(acquire_all(exclusive(engine, ['a', 'b'], retry_timeout=0.0), clock, lambda: False, memory),
+               engine, clock)
+    assert isinstance(once.result, NotAll)
+    clock.now += LEASE
+    def read_back_fails(store: Any, request: Any) -> Any:
+        if request.operation == 'transact_get_items':
+            return error('ValidationException', operation='TransactGetItems')
+        return store.send(request)
+    engine.faults = [read_back_fails] * 10
+    again = run(acquire_all(exclusive(engine, ['a', 'b'], retry_timeout=0.0), clock, lambda: False, memory),
+                engine, clock)
+    assert isinstance(again.result, AllWritten)
+    first, second = again.result.written
+    assert first.replaced is None and second.replaced['owner_name'] == 'dead'
+    assert 'fencing_token' not in second.item and engine.row('b')['owner_name'] == 'me'
+
+
+def test_a_set_with_under_a_second_to_wait_still_marks_a_key_held_by_readers(engine: Engine) -> None:
+    """Only a set given no time at all (try_acquire_locks) leaves readers unmarked."""
+    clock = FakeClock()
+    assert isinstance(run(acquire(attempt(engine, 'a', 'reader'), clock, lambda: False), engine, clock).result,
+                      Written)
+    markers: List[Any] = []
+    done = run(acquire_all(exclusive(engine, ['a', 'b'], retry_timeout=0.5), clock, lambda: False), engine, clock,
+               on_sleep=lambda: markers.append(engine.row('a').get('writer_waiting')))
+    assert isinstance(done.result, NotAll) and done.result.blocking[0]['owner_name'] == 'reader'
+    assert markers and markers[0]['owner'] == 'me'
+    assert 'writer_waiting' not in engine.row('a')          # taken off when the set gave up
+
+
+def test_a_polled_key_that_conflicted_is_still_held_by_the_holder_seen_there(engine: Engine) -> None:
+    """Only a polled key's "free" condition that held (no reason) says its holder has gone; one
+    that conflicted with another transaction says nothing: the set still reports that holder."""
+    clock = FakeClock()
+    hold(engine, clock, 'a', 'holder-a')
+    hold(engine, clock, 'b', 'holder-b')
+
+    def a_conflicts(store: Any, request: Any) -> Any:
+        answer = store.send(request)
+        answer.error.response['CancellationReasons'][0] = {'Code': 'TransactionConflict'}
+        return answer
+    engine.faults = [passed, a_conflicts]
+    done = run(acquire_all(exclusive(engine, ['a', 'b'], retry_timeout=5.0), clock, lambda: False), engine, clock)
+    assert isinstance(done.result, NotAll) and len(tokens(engine)) == 2
+    assert [row['owner_name'] for row in done.result.blocking] == ['holder-a', 'holder-b']
+    (timed_out,) = events_of(done, Kind.ACQUIRE_TIMED_OUT)
+    assert timed_out['owner'] == 'holder-a'

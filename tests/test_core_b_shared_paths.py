@@ -426,3 +426,19 @@ def test_a_join_refused_without_the_row_reads_it_and_a_failed_read_says_what_it_
     failed = take(engine, clock, 'k', 'reader', retry_timeout=0.0)
     assert isinstance(failed.error, DynamoDBLockError)
     assert failed.error.message.startswith("Could not read lock 'k'/'-' in table ")
+
+
+def test_a_waiting_writer_clears_a_dead_readers_entry_with_its_marker_and_leaves_the_live_one(
+        engine: Engine) -> None:
+    clock = FakeClock()
+    take(engine, clock, 'k', 'dead')
+    live = take(engine, clock, 'k', 'live').result.item
+    beats = [0]
+
+    def the_live_reader_renews() -> None:
+        beats[0] += 1
+        renew(engine, live, f'live-{beats[0]}')
+    waited = run(acquire(attempt(engine, 'k', 'writer', shared=False, retry_timeout=LEASE + 10.0), clock,
+                         lambda: False), engine, clock, on_sleep=the_live_reader_renews)
+    assert isinstance(waited.result, TimedOut) and waited.result.blocking['owner_name'] == 'live'
+    assert set(holders(engine.row('k'))) == {'live'}      # the dead reader's entry went with a marker write

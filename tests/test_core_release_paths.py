@@ -180,6 +180,23 @@ def _renew_to(engine: Engine, old: str, new: str) -> Any:
     return renew(engine.schema, Renewal('k', '-', [old], new, 1))
 
 
+def test_a_readers_release_that_landed_and_whose_retry_was_refused_is_a_release(engine: Engine) -> None:
+    """botocore sent the leave again after it landed: the refusal (the other reader's row, no
+    entry of ours) comes from our own first send, not from someone who took our entry."""
+    clock = FakeClock()
+    first = take(engine, clock, 'k', 'reader-1').result.item
+    take(engine, clock, 'k', 'reader-2')
+
+    def landed_then_refused_on_retry(store: Any, request: Any) -> Any:
+        assert isinstance(store.send(request), Applied)
+        return Refused(engine.row('k'), retried=True)
+    engine.faults = [landed_then_refused_on_retry]
+    result = run(release(settings(), held(first, clock, shared=True), clock), engine, clock).result
+    assert result.outcome is ReleaseOutcome.MET_NEXT_HOLDER
+    assert release_verdict(result, False, engine.schema, 'k|-').error is None
+    assert set(holders(engine.row('k'))) == {'reader-2'}
+
+
 def test_a_release_meeting_the_next_holder_after_a_lost_answer_within_the_lease_freed_it(engine: Engine) -> None:
     clock = FakeClock()
     lock = held(take(engine, clock, 'k', 'me', shared=False).result.item, clock)

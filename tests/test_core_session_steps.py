@@ -242,7 +242,12 @@ def test_a_waiter_takes_a_lock_over_and_ends_its_session_in_one_transaction(engi
     assert isinstance(taken.result, Written) and taken.result.replaced['owner_name'] == 'holder'
     assert LEASE <= clock.now - started_at < LEASE + 5.0        # the session lease, not the lock row's hour
     assert 'transact_write_items' in engine.operations()
+    (taking_over,) = [event for event in taken.emitted if event.kind is Kind.TAKING_OVER]
+    assert taking_over.key == 'k|-' and taking_over.fields == {
+        'owner': 'holder', 'version': held.item['record_version_number'], 'session': session.id,
+        'unchanged_for': clock.now - started_at, 'duration': clock.now - started_at}
     row = engine.row('k')
+    assert taken.result.item['fencing_token'] == row['fencing_token'] == held.item['fencing_token'] + 1
     assert row['owner_name'] == 'waiter' and 'lock_session' not in row
     ended = session_row(engine, session)
     assert ended['released_at'] == int(clock.time()) and ended['lease_duration'] == 0
