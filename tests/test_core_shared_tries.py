@@ -8,9 +8,7 @@ Protocol steps against moto (the engine of tests/test_core_shared_steps.py).
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterator
 
-import pytest
 
 from python_dynamodb_lock._core.answers import Applied
 from python_dynamodb_lock._core.acquire import Observations, TimedOut, acquire
@@ -18,23 +16,15 @@ from python_dynamodb_lock._core.events import Kind
 from python_dynamodb_lock._core.multi import AllWritten, NotAll, acquire_all
 from python_dynamodb_lock._core.write import Written
 from python_dynamodb_lock._wire.shared_requests import renew_entry
-from python_dynamodb_lock.testing import moto_lock_table
 from test_core_protocol import FakeClock
+import test_core_release_paths
 from test_core_shared_steps import LEASE, Engine, attempt, run, take
 
 
-@pytest.fixture(scope='module')
-def table() -> Iterator[Any]:
-    with moto_lock_table() as made:
-        yield made
 
 
-@pytest.fixture
-def engine(table: Any) -> Engine:
-    for key in ('k', 'other'):
-        table.delete_row(key)
-    return Engine(table)
-
+#: The moto table, keys 'k' and 'other' emptied before each test.
+table, engine = test_core_release_paths.table, test_core_release_paths.engine
 
 def _a_dead_reader(engine: Engine, clock: FakeClock) -> None:
     """A reader takes 'k' and dies: its entry is never renewed."""

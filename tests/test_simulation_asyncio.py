@@ -13,10 +13,9 @@ within the CI-sized run, and the seed printed replays the failure.
 """
 from __future__ import annotations
 
-import logging
 import os
 import re
-from typing import Any, Callable, Dict, Iterator, List
+from typing import Any, Callable, Dict, List
 
 import pytest
 
@@ -27,19 +26,12 @@ import python_dynamodb_lock.testing._simulation.tasks_protocol as tasks_protocol
 from python_dynamodb_lock._core.effects import Call, Drop, Hold
 from python_dynamodb_lock._model.errors import DynamoDBLockError
 from python_dynamodb_lock.testing._simulation import SimulationFailure, Workload, simulate
+from test_simulation import quiet_library  # noqa: F401 - autouse: the simulated clients log every event
 
 SCHEDULES = int(os.environ.get('PDL_SIMULATION_SCHEDULES', '400'))
 #: Every client of the asyncio protocol.
 TASKS_ONLY = Workload(asyncio_share=1.0)
 
-
-@pytest.fixture(autouse=True)
-def quiet_library() -> Iterator[None]:
-    logger = logging.getLogger('python_dynamodb_lock')
-    level = logger.level
-    logger.setLevel(logging.CRITICAL + 1)
-    yield
-    logger.setLevel(level)
 
 
 def _count(trace: List[str], patterns: Dict[str, str]) -> Dict[str, int]:

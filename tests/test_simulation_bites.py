@@ -7,9 +7,8 @@ replays the same failure. The known defects the default run tolerates are shown 
 """
 from __future__ import annotations
 
-import logging
 import os
-from typing import Any, Iterator, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 import pytest
 
@@ -24,17 +23,10 @@ from python_dynamodb_lock._core.release import ReleaseOutcome, ReleaseVerdict
 from python_dynamodb_lock._core.state import Status
 from python_dynamodb_lock._wire.requests import Request
 from python_dynamodb_lock.testing._simulation import SimulationFailure, Workload, simulate
+from test_simulation import quiet_library  # noqa: F401 - autouse: the simulated clients log every event
 
 SCHEDULES = int(os.environ.get('PDL_SIMULATION_SCHEDULES', '400'))
 
-
-@pytest.fixture(autouse=True)
-def quiet_library() -> Iterator[None]:
-    logger = logging.getLogger('python_dynamodb_lock')
-    level = logger.level
-    logger.setLevel(logging.CRITICAL + 1)
-    yield
-    logger.setLevel(level)
 
 
 def _first_failure(workload: Workload = Workload(), known: Sequence[int] = ()) -> SimulationFailure:

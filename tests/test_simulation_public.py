@@ -6,10 +6,9 @@
 from __future__ import annotations
 
 import importlib.util
-import logging
 import pathlib
 import types
-from typing import Generator, Iterator, List, Optional
+from typing import Generator, List, Optional
 
 import pytest
 
@@ -17,18 +16,11 @@ import python_dynamodb_lock.testing as testing
 from python_dynamodb_lock import DynamoDBLockError
 from python_dynamodb_lock.testing import (FaultPlan, SimulatedCaller, SimulationFailure, SimulationResult, Workload,
                                           shrink, simulate)
+from test_simulation import quiet_library  # noqa: F401 - autouse: the simulated clients log every event
 
 EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / 'examples' / 'simulate_own_code.py'
 Steps = Generator[object, Optional[object], None]
 
-
-@pytest.fixture(autouse=True)
-def quiet_library() -> Iterator[None]:
-    logger = logging.getLogger('python_dynamodb_lock')
-    level = logger.level
-    logger.setLevel(logging.CRITICAL + 1)
-    yield
-    logger.setLevel(level)
 
 
 def load_example() -> types.ModuleType:

@@ -4,24 +4,16 @@ both directions, and the checker does watch the published client's holds.
 """
 from __future__ import annotations
 
-import logging
 from typing import Iterator
 
 import pytest
 
 from python_dynamodb_lock.testing import SimulatedCaller, SimulationFailure, Workload, simulate
 from python_dynamodb_lock.testing._simulation import published as published_model
+from test_simulation import quiet_library  # noqa: F401 - autouse: the simulated clients log every event
 
 ALWAYS = Workload(published_share=1.0)
 
-
-@pytest.fixture(autouse=True)
-def quiet_library() -> Iterator[None]:
-    logger = logging.getLogger('python_dynamodb_lock')
-    level = logger.level
-    logger.setLevel(logging.CRITICAL + 1)
-    yield
-    logger.setLevel(level)
 
 
 def test_published_and_our_clients_exclude_each_other_both_ways() -> None:

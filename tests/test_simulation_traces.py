@@ -4,8 +4,7 @@ answer (``python_dynamodb_lock.testing.simulate``; docs/testing.rst, "Determinis
 from __future__ import annotations
 
 import hashlib
-import logging
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Optional
 
 import pytest
 
@@ -14,6 +13,7 @@ from python_dynamodb_lock.testing._simulation.errors import Invalid
 from python_dynamodb_lock.testing._simulation.expressions import Parser, Placeholders
 from python_dynamodb_lock.testing._simulation.templates import parse_cached
 from python_dynamodb_lock.testing._simulation.updates import parse_update
+from test_simulation import quiet_library  # noqa: F401 - autouse: the simulated clients log every event
 
 #: The first 16 hex digits of the SHA-256 of ``'\n'.join(simulate(seed).trace)`` (UTF-8), for the
 #: default workload and fault plan (asyncio-protocol and published-style clients, the threaded clients'
@@ -21,14 +21,6 @@ from python_dynamodb_lock.testing._simulation.updates import parse_update
 #: published-style client (p3).
 GOLDEN = {0: '63a9e4b9a9bdacf7', 1: 'a5881b65c0c72346', 7: '5a5acffd419e9aae', 1234: '39d6b608f586fd7a'}
 
-
-@pytest.fixture(autouse=True)
-def quiet_library() -> Iterator[None]:
-    logger = logging.getLogger('python_dynamodb_lock')
-    level = logger.level
-    logger.setLevel(logging.CRITICAL + 1)
-    yield
-    logger.setLevel(level)
 
 
 def digest(seed: int) -> str:

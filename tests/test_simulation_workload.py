@@ -5,9 +5,8 @@ acquire entry point and feature and every fault, the new invariants refuse what 
 from __future__ import annotations
 
 import collections
-import logging
 import types
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, List
 
 import pytest
 
@@ -15,20 +14,13 @@ import python_dynamodb_lock.testing._simulation.run as run
 from python_dynamodb_lock.testing._simulation import Checker, Violation, World, Workload, simulate
 from python_dynamodb_lock.testing._simulation.interruptions import SettlingChecker
 from python_dynamodb_lock.testing._simulation.settling import Liveness
+from test_simulation import quiet_library  # noqa: F401 - autouse: the simulated clients log every event
 
 SEEDS = 60
 #: The wide workload runs in the threaded-protocol clients (the asyncio-protocol and
 #: published-style ones keep their own callers, without the wide workload's faults).
 THREADED = Workload(asyncio_share=0.0, published_share=0.0)
 
-
-@pytest.fixture(autouse=True)
-def quiet_library() -> Iterator[None]:
-    logger = logging.getLogger('python_dynamodb_lock')
-    level = logger.level
-    logger.setLevel(logging.CRITICAL + 1)
-    yield
-    logger.setLevel(level)
 
 
 def _explore(monkeypatch: pytest.MonkeyPatch) -> Dict[str, int]:
